@@ -77,13 +77,13 @@ const (
 	ChangeStreamHistoryLost        int32 = 286
 	APIStrictError                 int32 = 323
 	NoSuchTransaction              int32 = 251
-	Location10334                  int32 = 10334 // BSONObjectTooLarge for a change event
+	BSONObjectTooLarge             int32 = 10334
 	DuplicateKey                   int32 = 11000
 	Location15998                  int32 = 15998
 	Location16410                  int32 = 16410
 	Location17276                  int32 = 17276
 	Location40324                  int32 = 40324 // unrecognized pipeline stage name
-	Location40415                  int32 = 40415 // unknown field in a stage/option
+	IDLUnknownField                int32 = 40415
 	Location40573                  int32 = 40573
 	Location31254                  int32 = 31254 // projection: cannot do exclusion in inclusion projection
 	FailedToParse                  int32 = 9
@@ -96,6 +96,10 @@ const (
 	HostNotFound                   int32 = 7
 	InterruptedAtShutdown          int32 = 11600
 	NotPrimaryNoSecondaryOk        int32 = 13435
+	ShutdownInProgress             int32 = 91
+	CursorKilled                   int32 = 237
+	RetryChangeStream              int32 = 234
+	UnsupportedOpQueryCommand      int32 = 352
 )
 
 var names = map[int32]string{
@@ -133,6 +137,12 @@ var names = map[int32]string{
 	APIStrictError:                 "APIStrictError",
 	NoSuchTransaction:              "NoSuchTransaction",
 	DuplicateKey:                   "DuplicateKey",
+	BSONObjectTooLarge:             "BSONObjectTooLarge",
+	IDLUnknownField:                "IDLUnknownField",
+	ShutdownInProgress:             "ShutdownInProgress",
+	CursorKilled:                   "CursorKilled",
+	RetryChangeStream:              "RetryChangeStream",
+	UnsupportedOpQueryCommand:      "UnsupportedOpQueryCommand",
 	FailedToParse:                  "FailedToParse",
 	UnknownError:                   "UnknownError",
 	NoMatchingDocument:             "NoMatchingDocument",
