@@ -1,0 +1,119 @@
+package store
+
+import (
+	"log/slog"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
+)
+
+// Namespace names a collection: database and collection name.
+type Namespace struct{ DB, Coll string }
+
+// String returns "db.coll".
+func (ns Namespace) String() string { return ns.DB + "." + ns.Coll }
+
+// Config configures a Store.
+type Config struct {
+	Dir               string        // "" = in memory; otherwise data persists here across restarts
+	OplogBytes        int64         // oplog bound in bytes; 0 = 256 MiB
+	OplogMinRetention time.Duration // keep entries at least this long even past OplogBytes; 0 = none
+	Logger            *slog.Logger
+}
+
+// CollectionInfo describes a collection.
+type CollectionInfo struct {
+	Name             string
+	UUID             bson.Binary // subtype 4
+	Options          bson.D      // as given to create, e.g. changeStreamPreAndPostImages
+	PreAndPostImages bool
+}
+
+// DatabaseInfo describes a database.
+type DatabaseInfo struct {
+	Name       string
+	SizeOnDisk int64
+	Empty      bool
+}
+
+// IndexSpec describes an index.
+type IndexSpec struct {
+	Name    string
+	Key     bson.D
+	Unique  bool
+	Sparse  bool
+	Options bson.D // other fields, echoed by listIndexes
+}
+
+// WriteError is the failure of one document of a batch write.
+type WriteError struct {
+	Index int
+	Err   *mongoerr.Error
+}
+
+// UpdateSpec is one update statement.
+type UpdateSpec struct {
+	Filter        bson.Raw
+	Update        bson.RawValue
+	ArrayFilters  []bson.Raw
+	Upsert, Multi bool
+}
+
+// UpdateResult is the outcome of one update statement.
+type UpdateResult struct {
+	Matched, Modified int
+	UpsertedID        bson.RawValue // Type 0 when none
+}
+
+// FindAndModifySpec is a findAndModify command.
+type FindAndModifySpec struct {
+	Filter, Sort, Fields bson.Raw
+	Update               bson.RawValue
+	Remove, New, Upsert  bool
+	ArrayFilters         []bson.Raw
+}
+
+// FindAndModifyResult is the outcome of a findAndModify.
+type FindAndModifyResult struct {
+	Value           bson.Raw // nil = null
+	N               int
+	UpdatedExisting bool
+	Upserted        bson.RawValue
+}
+
+// FindSpec is a query.
+type FindSpec struct {
+	Filter, Sort, Projection bson.Raw
+	Skip, Limit              int64
+}
+
+// OplogEntry records one write.
+type OplogEntry struct {
+	TS     bson.Timestamp
+	Wall   time.Time
+	Op     string // "insert","update","replace","delete","create","drop","rename","dropDatabase","createIndexes","dropIndexes","modify"
+	NS     Namespace
+	UUID   bson.Binary        // collection UUID (empty for dropDatabase)
+	DocKey bson.Raw           // {_id: ...} for document ops
+	Doc    bson.Raw           // insert: the document; replace and update: the post-image
+	Pre    bson.Raw           // update/replace/delete: the pre-image, only with changeStreamPreAndPostImages
+	Update *UpdateDescription // update only
+	Extra  bson.D             // DDL details
+	Size   int                // bytes charged against the oplog bound
+}
+
+// UpdateDescription is the delta of an update, as change streams report it.
+type UpdateDescription struct {
+	UpdatedFields      bson.D
+	RemovedFields      []string
+	TruncatedArrays    []TruncatedArray
+	DisambiguatedPaths bson.D
+}
+
+// TruncatedArray is an array that shrank.
+type TruncatedArray struct {
+	Field   string
+	NewSize int32
+}
