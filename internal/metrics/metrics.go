@@ -1,0 +1,139 @@
+// Package metrics exposes a pipeline's progress as Prometheus metrics. It
+// implements runtime.Observer, so the runtime stays free of Prometheus, and
+// serves /metrics over HTTP for `tide run --metrics-addr`.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tide-cdc/tide/internal/cdc"
+)
+
+// Pipeline holds the metrics of one pipeline. Its methods are safe for
+// concurrent use.
+type Pipeline struct {
+	eventsIn      prometheus.Counter
+	bytesIn       prometheus.Counter
+	eventsOut     prometheus.Counter
+	bytesOut      prometheus.Counter
+	batches       prometheus.Counter
+	commitLatency prometheus.Histogram
+	errors        *prometheus.CounterVec
+
+	lastCommit atomic.Int64 // Unix nanoseconds of the last checkpoint; 0 before the first
+}
+
+// New registers the metrics of the named pipeline with reg.
+func New(reg prometheus.Registerer, pipeline string) *Pipeline {
+	labels := prometheus.Labels{"pipeline": pipeline}
+	f := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "tide", Name: name, Help: help, ConstLabels: labels})
+		reg.MustRegister(c)
+		return c
+	}
+	m := &Pipeline{
+		eventsIn:  f("events_in_total", "Events handed out by the source, markers included."),
+		bytesIn:   f("bytes_in_total", "In-memory bytes of the events handed out by the source."),
+		eventsOut: f("events_out_total", "Events committed by the sink."),
+		bytesOut:  f("bytes_out_total", "Encoded bytes committed by the sink."),
+		batches:   f("batches_total", "Batches committed and checkpointed."),
+		commitLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "tide", Name: "commit_latency_seconds", ConstLabels: labels,
+			Help:    "Time from the first put of a batch to its saved checkpoint.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "tide", Name: "errors_total", ConstLabels: labels,
+			Help: "Errors by pipeline stage (poll, encode, put, commit, save, ack, close).",
+		}, []string{"stage"}),
+	}
+	reg.MustRegister(m.commitLatency, m.errors)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "tide", Name: "checkpoint_age_seconds", ConstLabels: labels,
+		Help: "Seconds since the last saved checkpoint (0 before the first).",
+	}, m.checkpointAge))
+	return m
+}
+
+func (m *Pipeline) checkpointAge() float64 {
+	last := m.lastCommit.Load()
+	if last == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, last)).Seconds()
+}
+
+// Polled counts events handed out by the source.
+func (m *Pipeline) Polled(n, bytes int) {
+	m.eventsIn.Add(float64(n))
+	m.bytesIn.Add(float64(bytes))
+}
+
+// Committed counts one committed and checkpointed batch.
+func (m *Pipeline) Committed(n, bytes int, took time.Duration, _ cdc.Checkpoint) {
+	m.eventsOut.Add(float64(n))
+	m.bytesOut.Add(float64(bytes))
+	m.batches.Inc()
+	m.commitLatency.Observe(took.Seconds())
+	m.lastCommit.Store(time.Now().UnixNano())
+}
+
+// Failed counts an error at a pipeline stage.
+func (m *Pipeline) Failed(stage string, _ error) {
+	m.errors.WithLabelValues(stage).Inc()
+}
+
+// NewRegistry returns a registry with the Go runtime and process collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Server serves /metrics until Run's context is done.
+type Server struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+// Listen binds addr for the metrics endpoint; Run serves it.
+func Listen(addr string, reg *prometheus.Registry) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
+}
+
+// Addr is the bound address, useful when addr had port 0.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Run serves until ctx is done, then shuts the server down.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("metrics server: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(shutdownCtx)
+	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr
+	}
+	return err
+}
