@@ -1,0 +1,223 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tide-cdc/tide/internal/cdc"
+)
+
+const (
+	fileSuffix = ".checkpoint.json"
+	tempInfix  = ".tmp-" // <pipeline>.checkpoint.json.tmp-<random>
+	lockName   = "LOCK"
+)
+
+// Dir is the durable checkpoint store of one data directory. It is safe for
+// concurrent use; Saves of different pipelines proceed in parallel.
+type Dir struct {
+	path   string
+	log    *slog.Logger
+	lock   *os.File // holds the flock
+	closed atomic.Bool
+}
+
+// Open creates dir if needed and takes its single-owner lock. It removes
+// temporary files left by a Save that was interrupted by a crash. Close
+// releases the lock. A nil log discards.
+func Open(dir string, log *slog.Logger) (*Dir, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dir{path: dir, log: log, lock: lock}
+	if err := d.removeTemps(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Path returns the directory the store lives in.
+func (d *Dir) Path() string { return d.path }
+
+// Close releases the data directory's lock.
+func (d *Dir) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	return unlockDir(d.lock)
+}
+
+// Load returns the pipeline's last saved checkpoint, or nil and no error
+// if none was ever saved. A record that cannot be trusted is a
+// *CorruptError, never a nil checkpoint.
+func (d *Dir) Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r, err := Read(d.path, pipeline)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cp := r.Checkpoint()
+	return &cp, nil
+}
+
+// Save replaces the pipeline's checkpoint atomically and durably: after a
+// crash at any point, Load returns this checkpoint or the previous one.
+func (d *Dir) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkName(pipeline); err != nil {
+		return err
+	}
+	if d.closed.Load() {
+		return errClosed
+	}
+	b, err := encodeRecord(pipeline, cp, time.Now())
+	if err != nil {
+		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+	}
+	path := File(d.path, pipeline)
+	f, err := os.CreateTemp(d.path, filepath.Base(path)+tempInfix+"*")
+	if err != nil {
+		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+	}
+	defer os.Remove(f.Name()) // fails harmlessly once renamed
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+	}
+	// The rename is durable only once the directory is.
+	if err := syncDir(d.path); err != nil {
+		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+	}
+	return nil
+}
+
+// Reset deletes the pipeline's checkpoint, corrupt or not, so that its
+// next run starts over. Resetting a pipeline with no checkpoint is not an
+// error.
+func (d *Dir) Reset(ctx context.Context, pipeline string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkName(pipeline); err != nil {
+		return err
+	}
+	if d.closed.Load() {
+		return errClosed
+	}
+	path := File(d.path, pipeline)
+	err := os.Remove(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reset checkpoint: %w", err)
+	}
+	if err := syncDir(d.path); err != nil {
+		return fmt.Errorf("reset checkpoint: %w", err)
+	}
+	d.log.Info("checkpoint reset", "pipeline", pipeline, "path", path)
+	return nil
+}
+
+// File returns the path of the pipeline's checkpoint in dir.
+func File(dir, pipeline string) string {
+	return filepath.Join(dir, pipeline+fileSuffix)
+}
+
+// ReadRaw returns the bytes of the pipeline's checkpoint file as they are,
+// even if the record is corrupt, for `tide checkpoint show`. It takes no
+// lock. If there is no checkpoint the error matches fs.ErrNotExist.
+func ReadRaw(dir, pipeline string) ([]byte, error) {
+	if err := checkName(pipeline); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(File(dir, pipeline))
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	return b, nil
+}
+
+// Read returns the pipeline's verified record, taking no lock. If there is
+// no checkpoint the error matches fs.ErrNotExist; a record that cannot be
+// trusted is a *CorruptError.
+func Read(dir, pipeline string) (*Record, error) {
+	b, err := ReadRaw(dir, pipeline)
+	if err != nil {
+		return nil, err
+	}
+	return decodeRecord(File(dir, pipeline), pipeline, b)
+}
+
+// checkName rejects pipeline names that are not a plain file name.
+func checkName(pipeline string) error {
+	switch {
+	case pipeline == "":
+		return errors.New("checkpoint: empty pipeline name")
+	case pipeline == "." || pipeline == "..",
+		strings.ContainsAny(pipeline, "/\\\x00"):
+		return fmt.Errorf("checkpoint: pipeline name %q is not a legal file name", pipeline)
+	}
+	return nil
+}
+
+// removeTemps deletes temporary files of interrupted Saves. Only the lock
+// holder writes temporary files, so none of them is in use.
+func (d *Dir) removeTemps() error {
+	tmps, err := filepath.Glob(filepath.Join(d.path, "*"+fileSuffix+tempInfix+"*"))
+	if err != nil {
+		return fmt.Errorf("list temporary checkpoint files: %w", err)
+	}
+	for _, p := range tmps {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove temporary checkpoint file: %w", err)
+		}
+		d.log.Debug("removed interrupted checkpoint write", "path", p)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return f.Close()
+}
