@@ -1,0 +1,27 @@
+# The README's test command is `make test`; CI (.ci/run) runs exactly it.
+GO ?= go
+
+.PHONY: test vet unit fuzz bench demo build
+
+test: vet unit fuzz
+
+build:
+	$(GO) build -o tide ./cmd/tide
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+# Every package under the race detector, in random order.
+unit:
+	$(GO) test -race -shuffle=on -timeout 25m ./...
+
+# Each fuzz target runs briefly, on top of its seed corpus in testdata/fuzz.
+fuzz:
+	./scripts/fuzz-short.sh
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1s ./...
+
+demo:
+	$(GO) run ./cmd/tide demo
