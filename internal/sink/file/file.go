@@ -1,0 +1,211 @@
+// Package file is a sink that appends records to a JSON-lines file,
+// exactly once.
+//
+// Each record is one line: its encoded data and a newline. Commit flushes
+// and fsyncs the file, and the sink's state in the checkpoint is the file's
+// committed length, {"committed_bytes": N}. On restart, Open truncates the
+// file to that length, removing a torn line or records written after the
+// last checkpoint, which the source then sends again. So a crash leaves
+// neither a partial line nor a duplicate.
+//
+// A fresh pipeline (no sink state in its checkpoint) refuses to write into
+// a file that is not empty: it cannot tell which of its lines came from
+// where, and appending would duplicate or interleave events. Move or delete
+// the file, or point the sink at another path. A file shorter than its
+// committed length means data the checkpoint recorded as durable is gone;
+// Open refuses that too, rather than write a file with a hole.
+package file
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/tide-cdc/tide/internal/cdc"
+)
+
+// bufferSize is the write buffer: large enough that a batch of small
+// records becomes a few large writes.
+const bufferSize = 1 << 20
+
+// Config configures a file sink.
+type Config struct {
+	Path   string       // the JSON-lines file; parent directories are created
+	Logger *slog.Logger // nil discards
+}
+
+// Sink appends records to a JSON-lines file. Put and Commit are called from
+// one goroutine, as cdc.Sink requires.
+type Sink struct {
+	path string
+	log  *slog.Logger
+
+	f         *os.File
+	w         *bufio.Writer
+	written   int64 // bytes put so far, committed or not
+	committed int64 // bytes made durable by the last Commit
+}
+
+// New returns a sink writing to cfg.Path. It does no I/O until Open.
+func New(cfg Config) *Sink {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Sink{path: cfg.Path, log: log.With("sink", "file", "path", cfg.Path)}
+}
+
+// state is the sink's part of the checkpoint.
+type state struct {
+	CommittedBytes *int64 `json:"committed_bytes"`
+}
+
+// Open opens or creates the file and cuts it back to the length committed
+// in restored, if any.
+func (s *Sink) Open(ctx context.Context, restored *cdc.Checkpoint) error {
+	if s.path == "" {
+		return errors.New("file sink: no path configured")
+	}
+	if s.f != nil {
+		return fmt.Errorf("file sink %s: already open", s.path)
+	}
+	committed, restoring, err := restoredLength(restored)
+	if err != nil {
+		return fmt.Errorf("file sink %s: %w", s.path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
+		return fmt.Errorf("file sink: create directory: %w", err)
+	}
+	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	if err := s.restore(f, committed, restoring); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Seek(committed, io.SeekStart); err != nil {
+		f.Close()
+		return fmt.Errorf("file sink: %w", err)
+	}
+	s.f = f
+	s.w = bufio.NewWriterSize(f, bufferSize)
+	s.written, s.committed = committed, committed
+	return nil
+}
+
+// restoredLength returns the committed length from restored's sink state,
+// and whether there was one.
+func restoredLength(restored *cdc.Checkpoint) (int64, bool, error) {
+	if restored == nil || len(restored.Sink) == 0 {
+		return 0, false, nil
+	}
+	var st state
+	dec := json.NewDecoder(bytes.NewReader(restored.Sink))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil || st.CommittedBytes == nil || *st.CommittedBytes < 0 {
+		return 0, false, fmt.Errorf(`checkpoint sink state %.100q is not {"committed_bytes": N}: it was not written by a file sink`, restored.Sink)
+	}
+	return *st.CommittedBytes, true, nil
+}
+
+// restore checks the file's length against the checkpoint and truncates
+// what was written after the last commit.
+func (s *Sink) restore(f *os.File, committed int64, restoring bool) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	size := fi.Size()
+	switch {
+	case !restoring && size > 0:
+		return fmt.Errorf("file sink %s already holds %d bytes but the pipeline has no file checkpoint for it: "+
+			"appending would duplicate or mix events; move or delete the file, or set another sink.file.path", s.path, size)
+	case size < committed:
+		return fmt.Errorf("file sink %s is %d bytes but the checkpoint says %d bytes were committed: "+
+			"data recorded as durable is missing; restore the file, or reset the checkpoint and remove the file to start over",
+			s.path, size, committed)
+	case size > committed:
+		if err := f.Truncate(committed); err != nil {
+			return fmt.Errorf("file sink: truncate uncommitted tail: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("file sink: %w", err)
+		}
+		s.log.Info("truncated uncommitted tail", "committed_bytes", committed, "removed_bytes", size-committed)
+	}
+	return nil
+}
+
+// Put appends one line per record to the write buffer. Markers carry no
+// data and are skipped.
+func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
+	if s.w == nil {
+		return fmt.Errorf("file sink %s: not open", s.path)
+	}
+	for i := range batch {
+		r := &batch[i]
+		if r.Op == cdc.OpMarker {
+			continue
+		}
+		if bytes.IndexByte(r.Data, '\n') >= 0 {
+			return fmt.Errorf("file sink %s: record at position %s contains a newline, which would split its line", s.path, r.Pos)
+		}
+		s.w.Write(r.Data) // a write error sticks to w; Flush in Commit reports it
+		if err := s.w.WriteByte('\n'); err != nil {
+			return fmt.Errorf("file sink: %w", err)
+		}
+		s.written += int64(len(r.Data)) + 1
+	}
+	return nil
+}
+
+// State returns {"committed_bytes": N}, N counting every record put so far:
+// the length the file will have once the pending Commit returns.
+func (s *Sink) State() []byte {
+	b := make([]byte, 0, 40)
+	b = append(b, `{"committed_bytes":`...)
+	b = strconv.AppendInt(b, s.written, 10)
+	return append(b, '}')
+}
+
+// Commit flushes the buffer and fsyncs the file.
+func (s *Sink) Commit(_ context.Context, _ cdc.Checkpoint) error {
+	if s.w == nil {
+		return fmt.Errorf("file sink %s: not open", s.path)
+	}
+	if s.written == s.committed {
+		return nil
+	}
+	if err := s.w.Flush(); err != nil {
+		return fmt.Errorf("file sink: write: %w", err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	s.committed = s.written
+	return nil
+}
+
+// Close closes the file. Records put after the last Commit are dropped:
+// they were never committed, and the next run truncates to the committed
+// length anyway.
+func (s *Sink) Close() error {
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f, s.w = nil, nil
+	if err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	return nil
+}
