@@ -1,0 +1,183 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tide-cdc/tide/internal/cdc"
+)
+
+// abortTimeout bounds a transaction abort, which runs even after a hard
+// stop so that the sink releases its transaction.
+const abortTimeout = 10 * time.Second
+
+// commitLoop receives encoded chunks in source order and commits each batch
+// once its last chunk arrived. It is the only goroutine that calls Put,
+// Commit, Save and Ack, so at most one batch is committed at a time, in
+// order.
+func (p *Pipeline) commitLoop(ctx context.Context, in <-chan *Chunk) error {
+	var chunks []*Chunk
+	for {
+		var c *Chunk
+		select {
+		case got, ok := <-in:
+			if !ok {
+				return nil // the reader stopped; it closed its last batch first
+			}
+			c = got
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if c.barrier != nil {
+			p.pauseReached(c.barrier)
+			continue
+		}
+		chunks = append(chunks, c)
+		if !c.last {
+			continue
+		}
+		if err := p.commitBatch(ctx, chunks); err != nil {
+			return err
+		}
+		b := c.batch
+		for _, c := range chunks {
+			p.putChunk(c)
+		}
+		clear(chunks)
+		chunks = chunks[:0]
+		clear(b.events)
+		b.events = b.events[:0]
+		p.free <- b // never blocks: only batchesInFlight buffers exist
+	}
+}
+
+// commitBatch delivers one batch: put, commit, save the checkpoint,
+// acknowledge the source.
+//
+// Markers are not put but their positions are committed. For a batch of
+// markers only, a non-transactional sink gets a Commit with no Put; a
+// Transactional sink gets neither Begin nor Commit (the checkpoint is saved
+// to the store), unless it is also a CheckpointStore, which gets Begin and
+// Commit with no Put so that its checkpoint advances in its own
+// transaction.
+func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
+	if err := ctx.Err(); err != nil {
+		return err // hard stop: nothing further is committed
+	}
+	recs := chunks[0].Records
+	var pos cdc.Position
+	if len(chunks) > 1 {
+		p.recs = p.recs[:0]
+		for _, c := range chunks {
+			p.recs = append(p.recs, c.Records...)
+		}
+		recs = p.recs
+		defer clear(p.recs)
+	}
+	var nbytes int
+	for _, c := range chunks {
+		nbytes += len(c.Buf)
+		if cp := c.Pos(); cp != nil {
+			pos = cp
+		}
+	}
+	n := len(recs)
+
+	tx, transactional := p.sink.(cdc.Transactional)
+	_, ownStore := p.sink.(cdc.CheckpointStore)
+	began := false
+	start := time.Now()
+
+	if n > 0 || (transactional && ownStore) {
+		if transactional {
+			if err := tx.Begin(ctx); err != nil {
+				p.obs.Failed("put", err)
+				return fmt.Errorf("begin transaction for %d records: %w", n, err)
+			}
+			began = true
+		}
+	}
+	if n > 0 {
+		if err := p.sink.Put(ctx, recs); err != nil {
+			p.abort(ctx, tx, began, n, err)
+			p.obs.Failed("put", err)
+			return fmt.Errorf("put %d records: %w", n, err)
+		}
+	}
+
+	next := cdc.Checkpoint{Source: pos}
+	if id, ok := p.src.(cdc.Identifier); ok {
+		next.Meta = id.Identity()
+	}
+	if st, ok := p.sink.(cdc.Stater); ok {
+		next.Sink = st.State() // after the last Put, before Commit
+	}
+	if !transactional || began {
+		if err := p.sink.Commit(ctx, next); err != nil {
+			p.abort(ctx, tx, began, n, err)
+			p.obs.Failed("commit", err)
+			return fmt.Errorf("commit %d records: %w", n, err)
+		}
+	}
+
+	// The invariant: the sink has made every event up to pos durable, so
+	// only now is the checkpoint naming pos saved, and only once it is
+	// saved is the source told it may forget those events. A failed save
+	// fails the pipeline with no acknowledgement.
+	if !ownStore && p.store != nil {
+		if err := p.store.Save(ctx, p.cfg.Name, next); err != nil {
+			p.obs.Failed("save", err)
+			return fmt.Errorf("save checkpoint at %s: %w", pos, err)
+		}
+	}
+	took := time.Since(start)
+	if a, ok := p.src.(cdc.Acker); ok {
+		if err := a.Ack(ctx, pos); err != nil {
+			p.obs.Failed("ack", err)
+			return fmt.Errorf("acknowledge source up to %s: %w", pos, err)
+		}
+	}
+
+	p.statsMu.Lock()
+	p.stats.EventsOut += int64(n)
+	p.stats.BytesOut += int64(nbytes)
+	p.stats.Batches++
+	p.stats.LastCheckpoint = next
+	p.stats.LastCommit = time.Now()
+	p.statsMu.Unlock()
+	p.obs.Committed(n, nbytes, took, next)
+	return nil
+}
+
+// abort rolls back a transaction begun for a batch whose put or commit
+// failed. Its own failure is logged: the error reported is the original.
+func (p *Pipeline) abort(ctx context.Context, tx cdc.Transactional, began bool, n int, cause error) {
+	if !began {
+		return
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	if err := tx.Abort(actx); err != nil {
+		p.log.Error("abort transaction", "records", n, "cause", cause, "err", err)
+	}
+}
+
+func (p *Pipeline) getChunk() *Chunk {
+	if c, ok := p.chunks.Get().(*Chunk); ok {
+		return c
+	}
+	return &Chunk{}
+}
+
+// putChunk recycles c, keeping its buffers and dropping its references to
+// events.
+func (p *Pipeline) putChunk(c *Chunk) {
+	clear(c.Records)
+	c.Records = c.Records[:0]
+	c.Events = nil
+	c.batch = nil
+	c.last = false
+	c.barrier = nil
+	p.chunks.Put(c)
+}
