@@ -100,6 +100,8 @@ const (
 	CursorKilled                   int32 = 237
 	RetryChangeStream              int32 = 234
 	UnsupportedOpQueryCommand      int32 = 352
+	TransactionTooOld              int32 = 225
+	CursorInUse                    int32 = 292
 )
 
 var names = map[int32]string{
@@ -143,6 +145,8 @@ var names = map[int32]string{
 	CursorKilled:                   "CursorKilled",
 	RetryChangeStream:              "RetryChangeStream",
 	UnsupportedOpQueryCommand:      "UnsupportedOpQueryCommand",
+	TransactionTooOld:              "TransactionTooOld",
+	CursorInUse:                    "CursorInUse",
 	FailedToParse:                  "FailedToParse",
 	UnknownError:                   "UnknownError",
 	NoMatchingDocument:             "NoMatchingDocument",
