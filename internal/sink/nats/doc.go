@@ -1,0 +1,32 @@
+// Package natssink publishes records to a JetStream stream. It lives in
+// internal/sink/nats and is named natssink so that it does not clash with
+// nats.go's package nats.
+//
+// # Guarantee
+//
+// Put publishes each record asynchronously, with a Nats-Msg-Id made of the
+// pipeline name and the record's source position, and Commit returns only
+// when the stream acknowledged every publish of the batch; a publish error
+// or timeout fails the commit, and the runtime then saves no checkpoint.
+// After a crash, Tide replays from its last checkpoint and publishes those
+// records again with the same ids, and the stream drops them as duplicates.
+//
+// That makes delivery effectively-once as long as the restart happens
+// within the stream's duplicate window (create_stream.duplicate_window,
+// default 2m), and at-least-once beyond it: a replay after the window has
+// passed appends the records again.
+//
+// A PubAck means the server holds the message, not that it is on disk: by
+// default a JetStream server fsyncs every sync_interval (2 minutes), so a
+// crash of the server's machine can lose acknowledged messages. Run the
+// server with sync_interval: always for durability across power loss; Open
+// logs a warning when it cannot confirm that setting.
+//
+// # Messages
+//
+// The subject is a template with {db} {coll} {op} {namespace}, taken from
+// the event (for a MongoDB event, the database and collection; for a NATS
+// event, the subject's first token and the rest). Headers carry Tide-Op,
+// Tide-Namespace and, for MongoDB events, Tide-Cluster-Time ("T.I").
+// Marker events are not published.
+package natssink

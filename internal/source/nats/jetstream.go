@@ -1,0 +1,324 @@
+package natssource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tide-cdc/tide/internal/cdc"
+)
+
+func (s *Source) consumerConfig(startTime time.Time) jetstream.ConsumerConfig {
+	c := jetstream.ConsumerConfig{
+		Durable:       s.cfg.Consumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.AckWait,
+		MaxDeliver:    s.cfg.MaxDeliver,
+		MaxAckPending: s.cfg.MaxAckPending,
+	}
+	if s.cfg.Ack == "none" {
+		c.AckPolicy = jetstream.AckNonePolicy
+	}
+	switch len(s.cfg.FilterSubjects) {
+	case 0:
+	case 1:
+		c.FilterSubject = s.cfg.FilterSubjects[0]
+	default:
+		c.FilterSubjects = s.cfg.FilterSubjects
+	}
+	switch s.cfg.Deliver {
+	case "new":
+		c.DeliverPolicy = jetstream.DeliverNewPolicy
+	case "by_start_sequence":
+		c.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		c.OptStartSeq = s.cfg.StartSequence
+	case "by_start_time":
+		c.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		c.OptStartTime = &startTime
+	default:
+		c.DeliverPolicy = jetstream.DeliverAllPolicy
+	}
+	return c
+}
+
+func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, startTime time.Time) error {
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	s.js = js
+	want := s.consumerConfig(startTime)
+
+	var restoredPos *jsPos
+	if restored != nil && restored.Source != nil {
+		p, err := parseJSPos(restored.Source)
+		if err != nil {
+			return err
+		}
+		restoredPos = &p
+	}
+
+	existing, err := js.Consumer(ctx, s.cfg.Stream, s.cfg.Consumer)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		if restoredPos != nil {
+			return fmt.Errorf("%w: the checkpoint names stream sequence %d of consumer %s on stream %s, but the consumer no longer exists, "+
+				"and its ack floor was the durable position; starting it again from deliver: %s would replay or skip messages. "+
+				"Reset the Tide checkpoint (tide checkpoint reset) or configure a new consumer name",
+				ErrPosition, restoredPos.StreamSeq, s.cfg.Consumer, s.cfg.Stream, s.cfg.Deliver)
+		}
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("jetstream stream %s: %w", s.cfg.Stream, err)
+	case err != nil:
+		return fmt.Errorf("look up consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
+	default:
+		info := existing.CachedInfo()
+		if err := sameStart(info.Config, want); err != nil {
+			return fmt.Errorf("consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
+		}
+		if restoredPos != nil && info.AckFloor.Stream > restoredPos.StreamSeq {
+			// Tide acknowledges only after it saved a checkpoint, so the
+			// ack floor is normally at or behind it. Ahead means someone
+			// else acknowledged; the consumer still decides.
+			s.log.Warn("consumer ack floor is ahead of the restored checkpoint; resuming from the consumer",
+				"ack_floor", info.AckFloor.Stream, "checkpoint", restoredPos.StreamSeq)
+		}
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, s.cfg.Stream, want)
+	if err != nil {
+		return fmt.Errorf("create or update consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
+	}
+	s.cons = cons
+	if s.cfg.Ack != "none" {
+		s.acks = newAcker(s.log, &s.m, s.cfg.MaxAckPending, s.cfg.AckTimeout)
+	}
+	s.queue = make(chan item, s.cfg.QueueSize)
+	s.wg.Add(1)
+	go s.readJetStream()
+	if s.acks != nil {
+		s.wg.Add(1)
+		go s.keepAlive()
+	}
+	if s.cfg.LagPollInterval > 0 {
+		s.wg.Add(1)
+		go s.pollLag()
+	}
+	return nil
+}
+
+// sameStart refuses an existing consumer whose start differs from the
+// configuration: the server cannot change it, and recreating the consumer
+// would lose its ack floor.
+func sameStart(have, want jetstream.ConsumerConfig) error {
+	if have.DeliverPolicy != want.DeliverPolicy {
+		return fmt.Errorf("%w: it delivers %v, the configuration says %v; "+
+			"a consumer's start cannot change: configure a new consumer name or delete this one", ErrPosition, have.DeliverPolicy, want.DeliverPolicy)
+	}
+	if have.OptStartSeq != want.OptStartSeq {
+		return fmt.Errorf("%w: it starts at sequence %d, the configuration says %d; configure a new consumer name or delete this one",
+			ErrPosition, have.OptStartSeq, want.OptStartSeq)
+	}
+	if (have.OptStartTime == nil) != (want.OptStartTime == nil) ||
+		have.OptStartTime != nil && !have.OptStartTime.Equal(*want.OptStartTime) {
+		return fmt.Errorf("%w: its start time differs from the configured start_time; configure a new consumer name or delete this one", ErrPosition)
+	}
+	if have.AckPolicy != want.AckPolicy {
+		return fmt.Errorf("%w: its ack policy is %v, the configuration says %v; configure a new consumer name or delete this one",
+			ErrPosition, have.AckPolicy, want.AckPolicy)
+	}
+	return nil
+}
+
+// readJetStream fetches batches into the queue until Close or a fatal
+// error. Fetch errors back off; an idle fetch is not an error.
+func (s *Source) readJetStream() {
+	defer s.wg.Done()
+	defer s.wake()
+	defer close(s.queue)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // ends when readJetStream returns, at the latest
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	// FetchContext derives the request's expiry from the deadline, keeping
+	// 10% (at most 1s) for the reply to travel; aim for FetchMaxWait.
+	wait := s.cfg.FetchMaxWait + min(s.cfg.FetchMaxWait/9, time.Second)
+	errs := 0
+	var pos []byte
+	for {
+		fctx, fcancel := context.WithTimeout(ctx, wait)
+		batch, err := s.cons.Fetch(s.cfg.FetchBatch, jetstream.FetchContext(fctx))
+		got := 0
+		if err == nil {
+			for msg := range batch.Messages() {
+				got++
+				it, ok := s.handle(ctx, msg, &pos)
+				if !ok {
+					continue
+				}
+				select {
+				case s.queue <- it:
+					s.wake()
+				case <-s.stop:
+					fcancel()
+					s.endErr = fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
+					return
+				}
+				if it.err != nil {
+					fcancel()
+					s.endErr = it.err
+					return
+				}
+			}
+			err = batch.Error()
+		}
+		fcancel()
+		if ctx.Err() != nil {
+			s.endErr = fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
+			return
+		}
+		if got > 0 {
+			errs = 0
+		}
+		if err == nil || idle(err) {
+			continue
+		}
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			s.endErr = fmt.Errorf("fetch from consumer %s: %w", s.cfg.Consumer, err)
+			return
+		}
+		errs++
+		d := backoff(errs, jitter())
+		s.log.Warn("fetch; backing off", "consumer", s.cfg.Consumer, "attempt", errs, "wait", d, "err", err)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-s.stop:
+			t.Stop()
+			s.endErr = fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
+			return
+		}
+	}
+}
+
+// idle reports whether a fetch error only says that no message came.
+func idle(err error) bool {
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, jetstream.ErrNoMessages)
+}
+
+// handle turns a fetched message into a queue item, applying the decode
+// error policy. It reports false for a message that is not handed out.
+func (s *Source) handle(ctx context.Context, msg jetstream.Msg, pos *[]byte) (item, bool) {
+	s.m.add(Fetched, 1)
+	meta, err := msg.Metadata()
+	if err != nil {
+		return item{err: fmt.Errorf("message on %s has no JetStream metadata: %w", msg.Subject(), err)}, true
+	}
+	if meta.NumDelivered > 1 {
+		s.m.add(Redelivered, 1)
+	}
+	format, derr := s.payload(msg.Data())
+	if derr != nil {
+		s.m.add(DecodeErrors, 1)
+		switch s.cfg.OnDecodeError {
+		case "skip":
+			s.ackNow(msg)
+			return item{}, false
+		case "dead_letter":
+			if err := s.deadLetter(ctx, msg.Subject(), msg.Data(), msg.Headers(), derr, meta.Sequence.Stream); err != nil {
+				return item{err: err}, true
+			}
+			s.m.add(DeadLettered, 1)
+			s.ackNow(msg)
+			return item{}, false
+		default:
+			return item{err: fmt.Errorf("message %d of stream %s on %s (on_decode_error: fail): %w",
+				meta.Sequence.Stream, s.cfg.Stream, msg.Subject(), derr)}, true
+		}
+	}
+	if s.acks != nil {
+		s.mu.Lock()
+		s.pending = append(s.pending, pendingMsg{consumerSeq: meta.Sequence.Consumer, msg: msg, touched: time.Now()})
+		s.mu.Unlock()
+	}
+	// Positions are small: cut them from one shared buffer.
+	if cap(*pos)-len(*pos) < 64 {
+		*pos = make([]byte, 0, 64*256)
+	}
+	start := len(*pos)
+	*pos = appendJSPos(*pos, meta.Sequence.Stream, meta.Sequence.Consumer)
+	p := (*pos)[start:len(*pos):len(*pos)]
+	return item{ev: event(msg.Subject(), msg.Data(), msg.Headers(), format, p, meta.Timestamp.UnixMilli())}, true
+}
+
+// ackNow acknowledges a message that is not handed out (skipped or dead
+// lettered) through the ack worker.
+func (s *Source) ackNow(msg jetstream.Msg) {
+	if s.acks != nil {
+		s.acks.enqueue([]jetstream.Msg{msg})
+	}
+}
+
+// keepAlive sends in-progress acks for messages handed out (or queued) and
+// not yet acknowledged, so that a long batch does not run past AckWait and
+// get redelivered while the sink is still committing it.
+func (s *Source) keepAlive() {
+	defer s.wg.Done()
+	every := max(s.cfg.AckWait/3, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var stale []jetstream.Msg
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			stale = stale[:0]
+			s.mu.Lock()
+			for i := range s.pending {
+				if p := &s.pending[i]; now.Sub(p.touched) >= every {
+					p.touched = now
+					stale = append(stale, p.msg)
+				}
+			}
+			s.mu.Unlock()
+			for _, m := range stale {
+				_ = m.InProgress() // fails only for an acked message or a closed connection
+			}
+		}
+	}
+}
+
+// pollLag reads the consumer's pending count every LagPollInterval.
+func (s *Source) pollLag() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.LagPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			// Bounded, so that Close waits for at most this long.
+			ctx, cancel := context.WithTimeout(context.Background(), min(s.cfg.LagPollInterval, s.cfg.AckTimeout))
+			info, err := s.cons.Info(ctx)
+			cancel()
+			if err != nil {
+				s.log.Debug("read consumer info for lag", "err", err)
+				continue
+			}
+			s.m.setLag(info.NumPending)
+		}
+	}
+}
