@@ -12,37 +12,6 @@ func notImplemented(what string) error {
 	return mongoerr.New(mongoerr.InternalError, "mql: %s not implemented", what)
 }
 
-// Compare orders a and b as MongoDB sorts BSON values.
-func Compare(a, b bson.RawValue) int { return 0 }
-
-// Equal reports whether a and b are equal in MongoDB's comparison.
-func Equal(a, b bson.RawValue) bool { return Compare(a, b) == 0 }
-
-// Filter is a compiled query filter.
-type Filter struct{}
-
-// CompileFilter compiles a query filter.
-func CompileFilter(filter bson.Raw) (*Filter, error) { return &Filter{}, nil }
-
-// Match reports whether doc matches the filter.
-func (f *Filter) Match(doc bson.Raw) bool { return true }
-
-// MatchPositional matches doc and reports the array index for `$`.
-func (f *Filter) MatchPositional(doc bson.Raw) (bool, int) { return true, -1 }
-
-// EqualityFields returns the top-level equality constraints.
-func (f *Filter) EqualityFields() bson.D { return nil }
-
-// Predicate is a top-level per-field constraint usable by an index.
-type Predicate struct {
-	Path   string
-	Op     string
-	Values []bson.RawValue
-}
-
-// Predicates returns the top-level per-field constraints.
-func (f *Filter) Predicates() []Predicate { return nil }
-
 // Update is a compiled update.
 type Update struct{}
 

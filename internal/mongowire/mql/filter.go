@@ -1,0 +1,1028 @@
+package mql
+
+import (
+	"bytes"
+	"math"
+	"regexp"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
+)
+
+// maxFilterDepth bounds the nesting of $and/$or/$nor/$elemMatch/$not, as
+// MongoDB's "exceeded maximum query tree depth of 100" does.
+const maxFilterDepth = 100
+
+// Filter is a compiled query filter. It is safe for concurrent use.
+type Filter struct {
+	root node // nil matches everything
+	top  []node
+}
+
+// node is one compiled predicate over a document.
+type node interface {
+	// match reports whether doc matches; when pos is not nil and a
+	// predicate matched through an array, the index of the array element
+	// that matched is stored in *pos if *pos is still -1.
+	match(doc bson.Raw, pos *int) bool
+}
+
+// CompileFilter compiles a query filter. A nil or empty filter matches
+// every document. Malformed filters fail with the *mongoerr.Error MongoDB
+// returns, e.g. BadValue "unknown operator: $foo".
+func CompileFilter(filter bson.Raw) (*Filter, error) {
+	if len(filter) == 0 {
+		return &Filter{}, nil
+	}
+	if err := filter.Validate(); err != nil {
+		return nil, mongoerr.New(mongoerr.InvalidBSON, "invalid filter document: %v", err)
+	}
+	nodes, err := parseFilterDoc(filter, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := &Filter{top: nodes}
+	switch len(nodes) {
+	case 0:
+	case 1:
+		f.root = nodes[0]
+	default:
+		f.root = andNode(nodes)
+	}
+	return f, nil
+}
+
+// Match reports whether doc matches the filter.
+func (f *Filter) Match(doc bson.Raw) bool {
+	if f == nil || f.root == nil {
+		return true
+	}
+	return f.root.match(doc, nil)
+}
+
+// MatchPositional matches doc and also reports, for the positional `$`
+// update and projection operators, the index of the array element that
+// made the filter match (-1 if no array was involved).
+func (f *Filter) MatchPositional(doc bson.Raw) (matched bool, arrayIndex int) {
+	if f == nil || f.root == nil {
+		return true, -1
+	}
+	pos := -1
+	if !f.root.match(doc, &pos) {
+		return false, -1
+	}
+	return true, pos
+}
+
+// Predicate is a top-level constraint on one field that an index can
+// serve: Op is "$eq", "$in", "$gt", "$gte", "$lt" or "$lte". Comparison
+// operators match only values in the TypeBracket of their bound. A
+// predicate selects a superset of the documents the filter matches; the
+// caller must still run Match on each candidate.
+type Predicate struct {
+	Path   string
+	Op     string
+	Values []bson.RawValue
+}
+
+// Predicates returns the top-level per-field constraints of the filter
+// (those joined by the implicit or explicit top-level $and). Equalities on
+// null, arrays and regular expressions are left out: an index cannot
+// answer them alone.
+func (f *Filter) Predicates() []Predicate {
+	if f == nil {
+		return nil
+	}
+	var out []Predicate
+	for _, n := range flattenAnd(f.top) {
+		fn, ok := n.(*fieldNode)
+		if !ok {
+			continue
+		}
+		switch op := fn.op.(type) {
+		case *eqOp:
+			if indexable(op.v) {
+				out = append(out, Predicate{Path: fn.dotted, Op: "$eq", Values: []bson.RawValue{op.v}})
+			}
+		case *inOp:
+			if len(op.res) > 0 {
+				continue
+			}
+			ok := true
+			for _, v := range op.vals {
+				ok = ok && indexable(v)
+			}
+			if ok {
+				out = append(out, Predicate{Path: fn.dotted, Op: "$in", Values: op.vals})
+			}
+		case *cmpOp:
+			if indexable(op.v) && !isNaN(op.v) && op.v.Type != bson.TypeMinKey && op.v.Type != bson.TypeMaxKey {
+				out = append(out, Predicate{Path: fn.dotted, Op: op.name, Values: []bson.RawValue{op.v}})
+			}
+		}
+	}
+	return out
+}
+
+func indexable(v bson.RawValue) bool {
+	switch v.Type {
+	case 0, bson.TypeNull, bson.TypeUndefined, bson.TypeArray, bson.TypeRegex:
+		return false
+	}
+	return true
+}
+
+// EqualityFields returns the top-level equality constraints ({a: 1},
+// {a: {$eq: 1}}, and those inside a top-level $and) as a document ready to
+// seed an upserted document: dotted paths become embedded documents
+// ({"a.b": 1} gives {a: {b: 1}}), and _id, when constrained, comes first.
+// Values are bson.RawValue; embedded levels are bson.D.
+func (f *Filter) EqualityFields() bson.D {
+	if f == nil {
+		return nil
+	}
+	var out bson.D
+	for _, n := range flattenAnd(f.top) {
+		fn, ok := n.(*fieldNode)
+		if !ok {
+			continue
+		}
+		op, ok := fn.op.(*eqOp)
+		if !ok || strings.Contains(fn.dotted, "$") {
+			continue
+		}
+		out = setPathD(out, fn.path, op.v)
+	}
+	for i, e := range out {
+		if e.Key == "_id" && i > 0 {
+			out = append(bson.D{e}, append(out[:i:i], out[i+1:]...)...)
+			break
+		}
+	}
+	return out
+}
+
+// setPathD sets path to v in d, creating embedded documents; a path that
+// collides with an existing non-document value is left alone.
+func setPathD(d bson.D, path []string, v bson.RawValue) bson.D {
+	for i := range d {
+		if d[i].Key != path[0] {
+			continue
+		}
+		if len(path) == 1 {
+			return d
+		}
+		sub, ok := d[i].Value.(bson.D)
+		if !ok {
+			return d
+		}
+		d[i].Value = setPathD(sub, path[1:], v)
+		return d
+	}
+	if len(path) == 1 {
+		return append(d, bson.E{Key: path[0], Value: v})
+	}
+	return append(d, bson.E{Key: path[0], Value: setPathD(nil, path[1:], v)})
+}
+
+func flattenAnd(nodes []node) []node {
+	var out []node
+	for _, n := range nodes {
+		if a, ok := n.(andNode); ok {
+			out = append(out, flattenAnd(a)...)
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// Logical nodes.
+
+type andNode []node
+
+func (a andNode) match(doc bson.Raw, pos *int) bool {
+	for _, n := range a {
+		if !n.match(doc, pos) {
+			return false
+		}
+	}
+	return true
+}
+
+type orNode []node
+
+func (o orNode) match(doc bson.Raw, pos *int) bool {
+	for _, n := range o {
+		if n.match(doc, pos) {
+			return true
+		}
+	}
+	return false
+}
+
+type norNode []node
+
+func (o norNode) match(doc bson.Raw, _ *int) bool {
+	for _, n := range o {
+		if n.match(doc, nil) {
+			return false
+		}
+	}
+	return true
+}
+
+type notNode struct{ n node }
+
+func (n notNode) match(doc bson.Raw, _ *int) bool { return !n.n.match(doc, nil) }
+
+type constNode bool
+
+func (c constNode) match(bson.Raw, *int) bool { return bool(c) }
+
+type exprNode struct{ e *Expr }
+
+func (n exprNode) match(doc bson.Raw, _ *int) bool {
+	v, err := n.e.Eval(doc)
+	return err == nil && truthy(v)
+}
+
+// fieldNode applies a value predicate to the values a dotted path reaches.
+type fieldNode struct {
+	dotted string
+	path   []string
+	index  []int // index[i] >= 0 when path[i] can be an array index
+	op     valueOp
+}
+
+// valueOp is a predicate over one value reached by a path. expanded is
+// true for the elements of an array reached at the end of the path
+// (MongoDB matches both the array and each of its elements). An op that
+// picks an array element (such as $elemMatch) returns its index, else -1.
+type valueOp interface {
+	test(v bson.RawValue, expanded bool) (bool, int)
+}
+
+func newFieldNode(path string, op valueOp) *fieldNode {
+	parts := strings.Split(path, ".")
+	idx := make([]int, len(parts))
+	for i, p := range parts {
+		idx[i] = -1
+		if n, ok := arrayIndex(p); ok {
+			idx[i] = n
+		}
+	}
+	return &fieldNode{dotted: path, path: parts, index: idx, op: op}
+}
+
+func (n *fieldNode) match(doc bson.Raw, pos *int) bool {
+	ok, i := n.walk(vDoc(doc), 0, -1)
+	if ok && pos != nil && *pos < 0 && i >= 0 {
+		*pos = i
+	}
+	return ok
+}
+
+func firstIndex(outer, inner int) int {
+	if outer >= 0 {
+		return outer
+	}
+	return inner
+}
+
+// walk visits the values that n.path[depth:] reaches from v, MongoDB
+// style: embedded documents are entered, arrays of documents are
+// traversed element by element, a numeric component indexes an array, and
+// a path that runs into a scalar, or past the end, reaches "missing".
+func (n *fieldNode) walk(v bson.RawValue, depth, arrIdx int) (bool, int) {
+	if depth == len(n.path) {
+		if ok, i := n.op.test(v, false); ok {
+			return true, firstIndex(arrIdx, i)
+		}
+		if v.Type != bson.TypeArray {
+			return false, -1
+		}
+		it := iterDoc(v.Value)
+		for i := 0; ; i++ {
+			_, e, ok := it.next()
+			if !ok {
+				return false, -1
+			}
+			if ok, j := n.op.test(e, true); ok {
+				return true, firstIndex(arrIdx, firstIndex(j, i))
+			}
+		}
+	}
+	comp := n.path[depth]
+	switch v.Type {
+	case bson.TypeEmbeddedDocument:
+		return n.walk(lookup(v.Value, comp), depth+1, arrIdx)
+	case bson.TypeArray:
+		if want := n.index[depth]; want >= 0 {
+			visited := false
+			it := iterDoc(v.Value)
+			for i := 0; ; i++ {
+				_, e, ok := it.next()
+				if !ok {
+					break
+				}
+				if i == want {
+					visited = true
+					if ok, j := n.walk(e, depth+1, firstIndex(arrIdx, i)); ok {
+						return true, j
+					}
+					continue
+				}
+				if e.Type == bson.TypeEmbeddedDocument {
+					if f := lookup(e.Value, comp); f.Type != 0 {
+						visited = true
+						if ok, j := n.walk(f, depth+1, firstIndex(arrIdx, i)); ok {
+							return true, j
+						}
+					}
+				}
+			}
+			if !visited {
+				return n.walk(missing, depth+1, arrIdx)
+			}
+			return false, -1
+		}
+		anyDoc := false
+		it := iterDoc(v.Value)
+		for i := 0; ; i++ {
+			_, e, ok := it.next()
+			if !ok {
+				break
+			}
+			if e.Type != bson.TypeEmbeddedDocument {
+				continue
+			}
+			anyDoc = true
+			if ok, j := n.walk(lookup(e.Value, comp), depth+1, firstIndex(arrIdx, i)); ok {
+				return true, j
+			}
+		}
+		if !anyDoc {
+			return n.walk(missing, depth+1, arrIdx)
+		}
+		return false, -1
+	default:
+		if depth+1 == len(n.path) {
+			ok, _ := n.op.test(missing, false)
+			return ok, arrIdx
+		}
+		return n.walk(missing, depth+1, arrIdx)
+	}
+}
+
+// Value operators.
+
+type eqOp struct {
+	v    bson.RawValue
+	null bool
+}
+
+func (o *eqOp) test(v bson.RawValue, _ bool) (bool, int) {
+	if o.null {
+		return v.Type == 0 || v.Type == bson.TypeNull, -1
+	}
+	if v.Type == o.v.Type && bytes.Equal(v.Value, o.v.Value) {
+		return true, -1
+	}
+	return TypeBracket(v.Type) == TypeBracket(o.v.Type) && Compare(v, o.v) == 0, -1
+}
+
+type cmpOp struct {
+	name string // $gt $gte $lt $lte
+	v    bson.RawValue
+}
+
+func (o *cmpOp) test(v bson.RawValue, _ bool) (bool, int) {
+	switch o.v.Type {
+	case bson.TypeNull:
+		if o.name == "$gte" || o.name == "$lte" {
+			return v.Type == 0 || v.Type == bson.TypeNull, -1
+		}
+		return false, -1
+	case bson.TypeMinKey, bson.TypeMaxKey:
+		if v.Type == 0 {
+			return false, -1
+		}
+	default:
+		if v.Type == 0 || TypeBracket(v.Type) != TypeBracket(o.v.Type) {
+			return false, -1
+		}
+		if isNaN(o.v) || isNaN(v) {
+			return isNaN(o.v) && isNaN(v) && (o.name == "$gte" || o.name == "$lte"), -1
+		}
+	}
+	c := Compare(v, o.v)
+	switch o.name {
+	case "$gt":
+		return c > 0, -1
+	case "$gte":
+		return c >= 0, -1
+	case "$lt":
+		return c < 0, -1
+	}
+	return c <= 0, -1
+}
+
+type inOp struct {
+	vals    []bson.RawValue
+	res     []*regexp.Regexp
+	hasNull bool
+}
+
+func (o *inOp) test(v bson.RawValue, _ bool) (bool, int) {
+	if o.hasNull && (v.Type == 0 || v.Type == bson.TypeNull) {
+		return true, -1
+	}
+	if v.Type == 0 {
+		return false, -1
+	}
+	for _, w := range o.vals {
+		if w.Type == v.Type && bytes.Equal(w.Value, v.Value) {
+			return true, -1
+		}
+		if TypeBracket(w.Type) == TypeBracket(v.Type) && Compare(v, w) == 0 {
+			return true, -1
+		}
+	}
+	if len(o.res) > 0 && (v.Type == bson.TypeString || v.Type == bson.TypeSymbol) {
+		s := stringBytes(v)
+		for _, re := range o.res {
+			if re.Match(s) {
+				return true, -1
+			}
+		}
+	}
+	return false, -1
+}
+
+type existsOp struct{}
+
+func (existsOp) test(v bson.RawValue, _ bool) (bool, int) { return v.Type != 0, -1 }
+
+type typeOp struct {
+	types  []bson.Type
+	number bool
+}
+
+func (o *typeOp) test(v bson.RawValue, _ bool) (bool, int) {
+	if v.Type == 0 {
+		return false, -1
+	}
+	if o.number && isNumeric(v.Type) {
+		return true, -1
+	}
+	for _, t := range o.types {
+		if t == v.Type {
+			return true, -1
+		}
+	}
+	return false, -1
+}
+
+type sizeOp struct{ n int }
+
+func (o *sizeOp) test(v bson.RawValue, expanded bool) (bool, int) {
+	return !expanded && v.Type == bson.TypeArray && arrayLen(v.Value) == o.n, -1
+}
+
+type regexOp struct {
+	re      *regexp.Regexp
+	pattern string
+	options string
+}
+
+func (o *regexOp) test(v bson.RawValue, _ bool) (bool, int) {
+	switch v.Type {
+	case bson.TypeString, bson.TypeSymbol:
+		return o.re.Match(stringBytes(v)), -1
+	case bson.TypeRegex:
+		p, opts, _ := v.RegexOK()
+		return p == o.pattern && opts == o.options, -1
+	}
+	return false, -1
+}
+
+type modOp struct{ d, r int64 }
+
+func (o *modOp) test(v bson.RawValue, _ bool) (bool, int) {
+	if !isNumeric(v.Type) {
+		return false, -1
+	}
+	var x int64
+	switch v.Type {
+	case bson.TypeInt32, bson.TypeInt64:
+		x = asInt64(v)
+	default:
+		f := asFloat(v)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return false, -1
+		}
+		x = int64(f)
+	}
+	if o.d == -1 {
+		return o.r == 0, -1
+	}
+	return x%o.d == o.r, -1
+}
+
+// elemMatchOp matches an array with at least one element satisfying sub
+// (query form: sub is a filter over element documents) or, in value form,
+// the predicates of sub applied to the element itself.
+type elemMatchOp struct {
+	sub       node
+	valueForm bool
+}
+
+func (o *elemMatchOp) test(v bson.RawValue, expanded bool) (bool, int) {
+	if expanded || v.Type != bson.TypeArray {
+		return false, -1
+	}
+	it := iterDoc(v.Value)
+	for i := 0; ; i++ {
+		_, e, ok := it.next()
+		if !ok {
+			return false, -1
+		}
+		if o.valueForm {
+			if o.sub.match(wrapValue(e), nil) {
+				return true, i
+			}
+			continue
+		}
+		if e.Type == bson.TypeEmbeddedDocument && o.sub.match(e.Value, nil) {
+			return true, i
+		}
+	}
+}
+
+// wrapValue returns the document {"": v}, so that a filter compiled over
+// the field "" can test a bare value.
+func wrapValue(v bson.RawValue) bson.Raw {
+	d := newDoc(len(v.Value) + 8)
+	d.add("", v)
+	return d.done()
+}
+
+// Parsing.
+
+func parseFilterDoc(doc bson.Raw, depth int) ([]node, error) {
+	if depth > maxFilterDepth {
+		return nil, mongoerr.New(mongoerr.BadValue, "exceeded maximum query tree depth of %d at %s", maxFilterDepth, docString(doc))
+	}
+	var nodes []node
+	it := iterDoc(doc)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		key := string(k)
+		var n node
+		var err error
+		if strings.HasPrefix(key, "$") {
+			n, err = parseTopLevel(key, v, depth)
+		} else {
+			n, err = parseField(key, v, depth)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n != nil {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes, nil
+}
+
+func parseTopLevel(key string, v bson.RawValue, depth int) (node, error) {
+	switch key {
+	case "$and", "$or", "$nor":
+		if v.Type != bson.TypeArray {
+			return nil, mongoerr.New(mongoerr.BadValue, "%s must be an array", key)
+		}
+		var kids []node
+		for _, e := range arrayValues(v.Value) {
+			if e.Type != bson.TypeEmbeddedDocument {
+				return nil, mongoerr.New(mongoerr.BadValue, "$or/$and/$nor entries need to be full objects")
+			}
+			sub, err := parseFilterDoc(e.Value, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			switch len(sub) {
+			case 0:
+				kids = append(kids, constNode(true))
+			case 1:
+				kids = append(kids, sub[0])
+			default:
+				kids = append(kids, andNode(sub))
+			}
+		}
+		if len(kids) == 0 {
+			return nil, mongoerr.New(mongoerr.BadValue, "$and/$or/$nor must be a nonempty array")
+		}
+		switch key {
+		case "$and":
+			return andNode(kids), nil
+		case "$or":
+			return orNode(kids), nil
+		}
+		return norNode(kids), nil
+	case "$expr":
+		e, err := CompileExpr(v)
+		if err != nil {
+			return nil, err
+		}
+		return exprNode{e}, nil
+	case "$comment":
+		return nil, nil
+	case "$alwaysTrue":
+		return constNode(true), nil
+	case "$alwaysFalse":
+		return constNode(false), nil
+	case "$where", "$text", "$jsonSchema", "$sampleRate":
+		return nil, mongoerr.New(mongoerr.BadValue, "%s is not supported by this server", key)
+	}
+	return nil, mongoerr.New(mongoerr.BadValue, "unknown top level operator: %s", key)
+}
+
+// isOperatorDoc reports whether v is a document of query operators: its
+// first field starts with '$' (DBRef fields $ref/$id/$db excepted).
+func isOperatorDoc(v bson.RawValue) bool {
+	if v.Type != bson.TypeEmbeddedDocument {
+		return false
+	}
+	it := iterDoc(v.Value)
+	k, _, ok := it.next()
+	if !ok || len(k) == 0 || k[0] != '$' {
+		return false
+	}
+	switch string(k) {
+	case "$ref", "$id", "$db":
+		return false
+	}
+	return true
+}
+
+func parseField(path string, v bson.RawValue, depth int) (node, error) {
+	switch {
+	case v.Type == bson.TypeRegex:
+		p, o, _ := v.RegexOK()
+		op, err := newRegexOp(p, o)
+		if err != nil {
+			return nil, err
+		}
+		return newFieldNode(path, op), nil
+	case isOperatorDoc(v):
+		return parseOperators(path, v.Value, depth)
+	}
+	return newFieldNode(path, newEqOp(v)), nil
+}
+
+func newEqOp(v bson.RawValue) *eqOp {
+	return &eqOp{v: v, null: v.Type == bson.TypeNull}
+}
+
+func newRegexOp(pattern, options string) (*regexOp, error) {
+	re, err := compileRegex(pattern, options)
+	if err != nil {
+		return nil, err
+	}
+	return &regexOp{re: re, pattern: pattern, options: options}, nil
+}
+
+// parseOperators compiles {$op: arg, ...} for one path; the operators are
+// joined by AND, each evaluated on its own over the path's values.
+func parseOperators(path string, ops bson.Raw, depth int) (node, error) {
+	var nodes []node
+	regex, hasRegex := bson.RawValue{}, false
+	options, hasOptions := "", false
+	it := iterDoc(ops)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "$regex":
+			if v.Type != bson.TypeString && v.Type != bson.TypeRegex {
+				return nil, mongoerr.New(mongoerr.BadValue, "$regex has to be a string")
+			}
+			regex, hasRegex = v, true
+			continue
+		case "$options":
+			if v.Type != bson.TypeString {
+				return nil, mongoerr.New(mongoerr.BadValue, "$options has to be a string")
+			}
+			options, hasOptions = v.StringValue(), true
+			continue
+		}
+		n, err := parseOperator(path, string(k), v, depth)
+		if err != nil {
+			return nil, err
+		}
+		if n != nil {
+			nodes = append(nodes, n)
+		}
+	}
+	if hasOptions && !hasRegex {
+		return nil, mongoerr.New(mongoerr.BadValue, "$options needs a $regex")
+	}
+	if hasRegex {
+		var pattern, opts string
+		if regex.Type == bson.TypeRegex {
+			pattern, opts, _ = regex.RegexOK()
+			if hasOptions {
+				if opts != "" {
+					return nil, mongoerr.New(mongoerr.BadValue, "options set in both $regex and $options")
+				}
+				opts = options
+			}
+		} else {
+			pattern, opts = regex.StringValue(), options
+		}
+		op, err := newRegexOp(pattern, opts)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, newFieldNode(path, op))
+	}
+	switch len(nodes) {
+	case 0:
+		return constNode(true), nil
+	case 1:
+		return nodes[0], nil
+	}
+	return andNode(nodes), nil
+}
+
+func parseOperator(path, name string, v bson.RawValue, depth int) (node, error) {
+	switch name {
+	case "$eq":
+		return newFieldNode(path, newEqOp(v)), nil
+	case "$ne":
+		return notNode{newFieldNode(path, newEqOp(v))}, nil
+	case "$gt", "$gte", "$lt", "$lte":
+		return newFieldNode(path, &cmpOp{name: name, v: v}), nil
+	case "$in", "$nin":
+		op, err := parseIn(name, v)
+		if err != nil {
+			return nil, err
+		}
+		if name == "$nin" {
+			return notNode{newFieldNode(path, op)}, nil
+		}
+		return newFieldNode(path, op), nil
+	case "$exists":
+		if truthy(v) {
+			return newFieldNode(path, existsOp{}), nil
+		}
+		return notNode{newFieldNode(path, existsOp{})}, nil
+	case "$type":
+		op, err := parseType(v)
+		if err != nil {
+			return nil, err
+		}
+		return newFieldNode(path, op), nil
+	case "$size":
+		if !isNumeric(v.Type) {
+			return nil, mongoerr.New(mongoerr.BadValue, "$size needs a number")
+		}
+		f := asFloat(v)
+		if f < 0 {
+			return nil, mongoerr.New(mongoerr.BadValue, "$size may not be negative")
+		}
+		if f != math.Trunc(f) || f > math.MaxInt32 {
+			return nil, mongoerr.New(mongoerr.BadValue, "$size must be a whole number")
+		}
+		return newFieldNode(path, &sizeOp{n: int(f)}), nil
+	case "$all":
+		return parseAll(path, v, depth)
+	case "$elemMatch":
+		op, err := parseElemMatch(v, depth)
+		if err != nil {
+			return nil, err
+		}
+		return newFieldNode(path, op), nil
+	case "$mod":
+		op, err := parseMod(v)
+		if err != nil {
+			return nil, err
+		}
+		return newFieldNode(path, op), nil
+	case "$not":
+		return parseNot(path, v, depth)
+	case "$comment":
+		return nil, nil
+	case "$geoWithin", "$geoIntersects", "$near", "$nearSphere", "$bitsAllSet", "$bitsAllClear",
+		"$bitsAnySet", "$bitsAnyClear", "$where", "$text", "$jsonSchema":
+		return nil, mongoerr.New(mongoerr.BadValue, "%s is not supported by this server", name)
+	}
+	return nil, mongoerr.New(mongoerr.BadValue, "unknown operator: %s", name)
+}
+
+func parseIn(name string, v bson.RawValue) (*inOp, error) {
+	if v.Type != bson.TypeArray {
+		return nil, mongoerr.New(mongoerr.BadValue, "%s needs an array", name)
+	}
+	op := &inOp{}
+	for _, e := range arrayValues(v.Value) {
+		switch {
+		case e.Type == bson.TypeRegex:
+			p, o, _ := e.RegexOK()
+			re, err := compileRegex(p, o)
+			if err != nil {
+				return nil, err
+			}
+			op.res = append(op.res, re)
+			// A regex in $in also matches an identical stored regex.
+			op.vals = append(op.vals, e)
+		case isOperatorDoc(e):
+			return nil, mongoerr.New(mongoerr.BadValue, "cannot nest $ under %s", name)
+		case e.Type == bson.TypeNull:
+			op.hasNull = true
+		default:
+			op.vals = append(op.vals, e)
+		}
+	}
+	return op, nil
+}
+
+func parseType(v bson.RawValue) (*typeOp, error) {
+	op := &typeOp{}
+	add := func(e bson.RawValue) error {
+		switch {
+		case e.Type == bson.TypeString:
+			name := e.StringValue()
+			if name == "number" {
+				op.number = true
+				return nil
+			}
+			t, ok := typeNames[name]
+			if !ok {
+				return mongoerr.New(mongoerr.BadValue, "Unknown type name alias: %s", name)
+			}
+			op.types = append(op.types, t)
+		case isNumeric(e.Type):
+			f := asFloat(e)
+			if f != math.Trunc(f) {
+				return mongoerr.New(mongoerr.BadValue, "Invalid numerical type code: %s", shortString(e))
+			}
+			code := int(f)
+			switch {
+			case code == -1:
+				op.types = append(op.types, bson.TypeMinKey)
+			case code == 127:
+				op.types = append(op.types, bson.TypeMaxKey)
+			case code >= 1 && code <= 19:
+				op.types = append(op.types, bson.Type(code))
+			default:
+				return mongoerr.New(mongoerr.BadValue, "Invalid numerical type code: %d", code)
+			}
+		default:
+			return mongoerr.New(mongoerr.TypeMismatch, "type must be represented as a number or a string")
+		}
+		return nil
+	}
+	if v.Type == bson.TypeArray {
+		for _, e := range arrayValues(v.Value) {
+			if err := add(e); err != nil {
+				return nil, err
+			}
+		}
+		return op, nil
+	}
+	return op, add(v)
+}
+
+func parseAll(path string, v bson.RawValue, depth int) (node, error) {
+	if v.Type != bson.TypeArray {
+		return nil, mongoerr.New(mongoerr.BadValue, "$all needs an array")
+	}
+	elems := arrayValues(v.Value)
+	if len(elems) == 0 {
+		return constNode(false), nil
+	}
+	var nodes andNode
+	for _, e := range elems {
+		if isOperatorDoc(e) {
+			it := iterDoc(e.Value)
+			k, arg, _ := it.next()
+			if string(k) != "$elemMatch" {
+				return nil, mongoerr.New(mongoerr.BadValue, "no $ expressions in $all")
+			}
+			op, err := parseElemMatch(arg, depth)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, newFieldNode(path, op))
+			continue
+		}
+		if e.Type == bson.TypeRegex {
+			p, o, _ := e.RegexOK()
+			op, err := newRegexOp(p, o)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, newFieldNode(path, op))
+			continue
+		}
+		nodes = append(nodes, newFieldNode(path, newEqOp(e)))
+	}
+	return nodes, nil
+}
+
+func parseElemMatch(v bson.RawValue, depth int) (*elemMatchOp, error) {
+	if v.Type != bson.TypeEmbeddedDocument {
+		return nil, mongoerr.New(mongoerr.BadValue, "$elemMatch needs an Object")
+	}
+	if isOperatorDoc(v) && !isLogicalDoc(v.Value) {
+		// Value form: {$elemMatch: {$gt: 1, $lt: 5}} tests each element.
+		n, err := parseOperators("", v.Value, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		return &elemMatchOp{sub: n, valueForm: true}, nil
+	}
+	nodes, err := parseFilterDoc(v.Value, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	var sub node = andNode(nodes)
+	if len(nodes) == 1 {
+		sub = nodes[0]
+	}
+	return &elemMatchOp{sub: sub}, nil
+}
+
+func isLogicalDoc(doc bson.Raw) bool {
+	it := iterDoc(doc)
+	k, _, _ := it.next()
+	switch string(k) {
+	case "$and", "$or", "$nor", "$expr", "$where", "$text", "$comment", "$alwaysTrue", "$alwaysFalse":
+		return true
+	}
+	return false
+}
+
+func parseMod(v bson.RawValue) (*modOp, error) {
+	if v.Type != bson.TypeArray {
+		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, needs to be an array")
+	}
+	elems := arrayValues(v.Value)
+	switch {
+	case len(elems) < 2:
+		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, not enough elements")
+	case len(elems) > 2:
+		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, too many elements")
+	case !isNumeric(elems[0].Type):
+		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, divisor not a number")
+	case !isNumeric(elems[1].Type):
+		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, remainder not a number")
+	}
+	for i, what := range []string{"divisor", "remainder"} {
+		f := asFloat(elems[i])
+		if math.IsNaN(f) || math.IsInf(f, 0) || f >= 9.3e18 || f <= -9.3e18 {
+			return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, %s value is invalid :: caused by :: Unable to coerce NaN/Inf to integral type", what)
+		}
+	}
+	d, r := asInt64(elems[0]), asInt64(elems[1])
+	if d == 0 {
+		return nil, mongoerr.New(mongoerr.BadValue, "divisor cannot be 0")
+	}
+	return &modOp{d: d, r: r}, nil
+}
+
+func parseNot(path string, v bson.RawValue, depth int) (node, error) {
+	switch v.Type {
+	case bson.TypeRegex:
+		p, o, _ := v.RegexOK()
+		op, err := newRegexOp(p, o)
+		if err != nil {
+			return nil, err
+		}
+		return notNode{newFieldNode(path, op)}, nil
+	case bson.TypeEmbeddedDocument:
+		it := iterDoc(v.Value)
+		k, _, ok := it.next()
+		if !ok {
+			return nil, mongoerr.New(mongoerr.BadValue, "$not cannot be empty")
+		}
+		if len(k) == 0 || k[0] != '$' {
+			return nil, mongoerr.New(mongoerr.BadValue, "unknown operator: %s", k)
+		}
+		n, err := parseOperators(path, v.Value, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		return notNode{n}, nil
+	}
+	return nil, mongoerr.New(mongoerr.BadValue, "$not needs a regex or a document")
+}
