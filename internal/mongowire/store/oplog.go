@@ -1,0 +1,201 @@
+package store
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+const (
+	defaultOplogBytes = 256 << 20
+	entryOverhead     = 256 // bytes charged per entry for the struct and its headers
+)
+
+// Oplog is the bounded, ordered record of every write: one entry per
+// document written and per DDL command, in commit order, which is also
+// cluster-time order. The store appends under its write lock; readers
+// (change streams) read concurrently.
+type Oplog struct {
+	maxBytes     int64
+	minRetention time.Duration
+
+	mu          sync.Mutex   // guards the fields below
+	entries     []OplogEntry // entries[head:] are retained
+	head        int
+	bytes       int64
+	newest      bson.Timestamp // TS of the newest entry ever appended
+	evictedUpTo bson.Timestamp // TS of the newest entry dropped by the bound
+	changed     chan struct{}
+}
+
+func newOplog(maxBytes int64, minRetention time.Duration) *Oplog {
+	if maxBytes <= 0 {
+		maxBytes = defaultOplogBytes
+	}
+	return &Oplog{maxBytes: maxBytes, minRetention: minRetention, changed: make(chan struct{})}
+}
+
+// tsLess reports whether a is before b.
+func tsLess(a, b bson.Timestamp) bool {
+	return a.T < b.T || a.T == b.T && a.I < b.I
+}
+
+// entrySize is what an entry is charged against the bound.
+func entrySize(e *OplogEntry) int {
+	n := entryOverhead + len(e.DocKey) + len(e.Doc) + len(e.Pre) + len(e.UUID.Data) + len(e.NS.DB) + len(e.NS.Coll)
+	if e.Update != nil {
+		n += 64
+		for _, f := range e.Update.UpdatedFields {
+			n += len(f.Key) + 32
+			if rv, ok := f.Value.(bson.RawValue); ok {
+				n += len(rv.Value)
+			}
+		}
+		for _, f := range e.Update.RemovedFields {
+			n += len(f) + 16
+		}
+		n += len(e.Update.TruncatedArrays) * 48
+	}
+	for range e.Extra {
+		n += 64
+	}
+	return n
+}
+
+// append adds entries and wakes waiting readers; it then drops the oldest
+// entries past the bound.
+func (o *Oplog) append(now time.Time, entries ...OplogEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range entries {
+		e := &entries[i]
+		if e.Size == 0 {
+			e.Size = entrySize(e)
+		}
+		o.bytes += int64(e.Size)
+	}
+	o.entries = append(o.entries, entries...)
+	o.newest = entries[len(entries)-1].TS
+	o.evictLocked(now)
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// evictLocked drops the oldest entries while the oplog is over its bound,
+// except those younger than the minimum retention.
+func (o *Oplog) evictLocked(now time.Time) {
+	for o.bytes > o.maxBytes && o.head < len(o.entries) {
+		e := &o.entries[o.head]
+		if o.minRetention > 0 && now.Sub(e.Wall) < o.minRetention {
+			break
+		}
+		o.bytes -= int64(e.Size)
+		o.evictedUpTo = e.TS
+		o.entries[o.head] = OplogEntry{}
+		o.head++
+	}
+	if o.head > 1024 && o.head > len(o.entries)/2 {
+		n := copy(o.entries, o.entries[o.head:])
+		clear(o.entries[n:])
+		o.entries = o.entries[:n]
+		o.head = 0
+	}
+}
+
+// Oldest returns the TS of the oldest retained entry.
+func (o *Oplog) Oldest() (bson.Timestamp, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.head == len(o.entries) {
+		return bson.Timestamp{}, false
+	}
+	return o.entries[o.head].TS, true
+}
+
+// Newest returns the TS of the newest entry ever appended (zero before the
+// first write), whether or not it is still retained.
+func (o *Oplog) Newest() bson.Timestamp {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.newest
+}
+
+// ReadAfter returns up to max entries (0 = no limit), and up to maxBytes of
+// them (0 = no limit; at least one entry is returned if any is due), that
+// come strictly after ts. scannedUpTo is the TS the reader has now seen
+// everything up to: the last entry returned when the read was cut short,
+// otherwise Newest. lost reports that entries after ts were already dropped
+// by the bound, so the history from ts on is incomplete.
+func (o *Oplog) ReadAfter(ts bson.Timestamp, max int, maxBytes int) (entries []OplogEntry, scannedUpTo bson.Timestamp, lost bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	lost = tsLess(ts, o.evictedUpTo)
+	live := o.entries[o.head:]
+	i := sort.Search(len(live), func(j int) bool { return tsLess(ts, live[j].TS) })
+	bytes := 0
+	for ; i < len(live); i++ {
+		if max > 0 && len(entries) >= max || maxBytes > 0 && len(entries) > 0 && bytes+live[i].Size > maxBytes {
+			return entries, entries[len(entries)-1].TS, lost
+		}
+		bytes += live[i].Size
+		entries = append(entries, live[i])
+	}
+	scannedUpTo = o.newest
+	if tsLess(scannedUpTo, ts) {
+		scannedUpTo = ts
+	}
+	return entries, scannedUpTo, lost
+}
+
+// Changed returns a channel that is closed by the next append.
+func (o *Oplog) Changed() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.changed
+}
+
+// stats returns the retained entry count and bytes.
+func (o *Oplog) stats() (n int, bytes int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.entries) - o.head, o.bytes
+}
+
+// retained returns a copy of the retained entries, for a snapshot.
+func (o *Oplog) retained() ([]OplogEntry, bson.Timestamp, bson.Timestamp) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]OplogEntry(nil), o.entries[o.head:]...), o.newest, o.evictedUpTo
+}
+
+// restore loads the entries of a snapshot, at Open.
+func (o *Oplog) restore(entries []OplogEntry, newest, evicted bson.Timestamp) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.entries, o.head, o.bytes = entries, 0, 0
+	for i := range entries {
+		o.bytes += int64(entries[i].Size)
+	}
+	o.newest, o.evictedUpTo = newest, evicted
+	o.evictLocked(time.Now())
+}
+
+// restoreAppend appends replayed entries, at Open: nobody is waiting yet.
+func (o *Oplog) restoreAppend(entries []OplogEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range entries {
+		o.bytes += int64(entries[i].Size)
+	}
+	o.entries = append(o.entries, entries...)
+	o.newest = entries[len(entries)-1].TS
+	o.evictLocked(time.Now())
+}

@@ -1,0 +1,654 @@
+package store
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// Files in the data directory. The journal is a sequence of generations;
+// a snapshot of generation G holds the state before journal G, so loading
+// reads the snapshot, then journals G, G+1, ... in order.
+const (
+	snapshotFile  = "snapshot.tide"
+	journalPrefix = "journal-"
+	journalSuffix = ".tide"
+
+	syncInterval   = 100 * time.Millisecond
+	minCompactSize = 64 << 20
+
+	// record kinds
+	kindMeta  = 'm' // {rs, gen, clock, newest, evicted}
+	kindColl  = 'c' // a collection of a snapshot: {db, coll, uuid, options, indexes}
+	kindDoc   = 'd' // a document of the last collection record
+	kindOplog = 'o' // a retained oplog entry of a snapshot (not applied)
+	kindEntry = 'e' // a journaled write: applied and appended to the oplog
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// appendRecord frames a record: length, CRC-32C of kind and payload, kind,
+// payload. A torn write at the end of a file fails the length or the CRC.
+func appendRecord(dst []byte, kind byte, payload []byte) []byte {
+	var hdr [9]byte
+	binary.LittleEndian.PutUint32(hdr[0:], uint32(len(payload)))
+	crc := crc32.Update(crc32.Update(0, crcTable, []byte{kind}), crcTable, payload)
+	binary.LittleEndian.PutUint32(hdr[4:], crc)
+	hdr[8] = kind
+	dst = append(dst, hdr[:]...)
+	return append(dst, payload...)
+}
+
+var errTorn = errors.New("torn or corrupt record")
+
+// readRecord reads one record; io.EOF at a clean end, errTorn for a
+// partial or corrupt one.
+func readRecord(r *bufio.Reader) (kind byte, payload []byte, err error) {
+	var hdr [9]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if err == io.EOF {
+			return 0, nil, io.EOF
+		}
+		if err == io.ErrUnexpectedEOF {
+			return 0, nil, errTorn
+		}
+		return 0, nil, err
+	}
+	n := binary.LittleEndian.Uint32(hdr[0:])
+	if n > 1<<30 {
+		return 0, nil, errTorn
+	}
+	payload = make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return 0, nil, errTorn
+		}
+		return 0, nil, err
+	}
+	crc := crc32.Update(crc32.Update(0, crcTable, hdr[8:9]), crcTable, payload)
+	if crc != binary.LittleEndian.Uint32(hdr[4:]) {
+		return 0, nil, errTorn
+	}
+	return hdr[8], payload, nil
+}
+
+// journal is the append-only log of writes of one generation.
+type journal struct {
+	f     *os.File
+	gen   uint64
+	size  atomic.Int64
+	dirty atomic.Bool
+	buf   []byte
+}
+
+func journalPath(dir string, gen uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%s%016d%s", journalPrefix, gen, journalSuffix))
+}
+
+// append writes the entries with one write(2): once it returns, they
+// survive the process being killed; the syncer makes them survive a power
+// loss within syncInterval.
+func (j *journal) append(entries []OplogEntry) error {
+	buf := j.buf[:0]
+	var err error
+	for i := range entries {
+		start := len(buf)
+		buf = append(buf, make([]byte, 9)...)
+		if buf, err = encodeEntry(buf, &entries[i]); err != nil {
+			return err
+		}
+		payload := buf[start+9:]
+		binary.LittleEndian.PutUint32(buf[start:], uint32(len(payload)))
+		crc := crc32.Update(crc32.Update(0, crcTable, []byte{kindEntry}), crcTable, payload)
+		binary.LittleEndian.PutUint32(buf[start+4:], crc)
+		buf[start+8] = kindEntry
+	}
+	if cap(buf) <= 1<<20 {
+		j.buf = buf
+	}
+	if _, err := j.f.Write(buf); err != nil {
+		return err
+	}
+	j.size.Add(int64(len(buf)))
+	j.dirty.Store(true)
+	return nil
+}
+
+func (j *journal) sync() error {
+	if !j.dirty.Swap(false) {
+		return nil
+	}
+	return j.f.Sync()
+}
+
+func (j *journal) close() error {
+	return errors.Join(j.f.Sync(), j.f.Close())
+}
+
+// meta is the header of a snapshot and of a journal.
+type meta struct {
+	RS      bson.ObjectID  `bson:"rs"`
+	Gen     int64          `bson:"gen"`
+	Clock   bson.Timestamp `bson:"clock"`
+	Newest  bson.Timestamp `bson:"newest"`
+	Evicted bson.Timestamp `bson:"evicted"`
+}
+
+// createJournal starts journal generation gen.
+func (s *Store) createJournal(gen uint64) (*journal, error) {
+	f, err := os.OpenFile(journalPath(s.cfg.Dir, gen), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := bson.Marshal(meta{RS: s.rsID, Gen: int64(gen)})
+	rec := appendRecord(nil, kindMeta, m)
+	if _, err := f.Write(rec); err != nil {
+		f.Close()
+		return nil, err
+	}
+	j := &journal{f: f, gen: gen}
+	j.size.Store(int64(len(rec)))
+	j.dirty.Store(true)
+	if err := syncDir(s.cfg.Dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// journalGens lists the journal generations present, in order.
+func journalGens(dir string) ([]uint64, error) {
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var gens []uint64
+	for _, n := range names {
+		name := n.Name()
+		if !strings.HasPrefix(name, journalPrefix) || !strings.HasSuffix(name, journalSuffix) {
+			continue
+		}
+		g, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, journalPrefix), journalSuffix), 10, 64)
+		if err == nil {
+			gens = append(gens, g)
+		}
+	}
+	slices.Sort(gens)
+	return gens, nil
+}
+
+// load restores the store from its directory: the snapshot, then the
+// journals after it. A torn record at the end of the last journal (a crash
+// in the middle of a write, which was therefore never acknowledged) is cut
+// off with a warning.
+func (s *Store) load() error {
+	dir := s.cfg.Dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	s.compactAt = minCompactSize
+	gen := uint64(1)
+	haveRS := false
+	snap, err := s.loadSnapshot()
+	if err != nil {
+		return err
+	}
+	if snap != nil {
+		s.rsID, haveRS, gen = snap.RS, true, uint64(snap.Gen)
+	}
+	gens, err := journalGens(dir)
+	if err != nil {
+		return err
+	}
+	var last uint64
+	for i, g := range gens {
+		if g < gen {
+			if err := os.Remove(journalPath(dir, g)); err != nil {
+				return err
+			}
+			continue
+		}
+		rs, err := s.replayJournal(g, i == len(gens)-1)
+		if err != nil {
+			return err
+		}
+		if !haveRS && !rs.IsZero() {
+			s.rsID, haveRS = rs, true
+		}
+		last = g
+	}
+	if !haveRS {
+		s.rsID = bson.NewObjectID()
+	}
+	if last != 0 {
+		f, err := os.OpenFile(journalPath(dir, last), os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return err
+		}
+		s.jr = &journal{f: f, gen: last}
+		s.jr.size.Store(st.Size())
+		if st.Size() > s.compactAt {
+			s.compactAt = 0 // compact soon: the journal is long
+		}
+		return nil
+	}
+	s.jr, err = s.createJournal(gen)
+	return err
+}
+
+func (s *Store) loadSnapshot() (*meta, error) {
+	f, err := os.Open(filepath.Join(s.cfg.Dir, snapshotFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	var m *meta
+	var c *collection
+	var ns Namespace
+	var oplog []OplogEntry
+	pendingIdx := map[*collection][]IndexSpec{}
+	for {
+		kind, payload, err := readRecord(r)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read snapshot: %w", err)
+		}
+		switch kind {
+		case kindMeta:
+			m = &meta{}
+			if err := bson.Unmarshal(payload, m); err != nil {
+				return nil, fmt.Errorf("read snapshot header: %w", err)
+			}
+		case kindColl:
+			var cr collRecord
+			if err := bson.Unmarshal(payload, &cr); err != nil {
+				return nil, fmt.Errorf("read snapshot collection: %w", err)
+			}
+			ns = Namespace{DB: cr.DB, Coll: cr.Coll}
+			c = s.createLocked(ns, cr.UUID, cr.Options)
+			for _, d := range cr.Indexes[1:] {
+				pendingIdx[c] = append(pendingIdx[c], specFromDoc(d))
+			}
+		case kindDoc:
+			if c == nil {
+				return nil, errors.New("read snapshot: a document before any collection")
+			}
+			if werr := c.insert(ns, payload); werr != nil {
+				return nil, fmt.Errorf("read snapshot: %s: %w", ns, werr)
+			}
+		case kindOplog:
+			e, err := decodeEntry(payload)
+			if err != nil {
+				return nil, fmt.Errorf("read snapshot oplog: %w", err)
+			}
+			oplog = append(oplog, e)
+		}
+	}
+	if m == nil {
+		return nil, errors.New("read snapshot: no header")
+	}
+	for c, specs := range pendingIdx {
+		for _, spec := range specs {
+			ix, err := newIndex(spec)
+			if err != nil {
+				return nil, fmt.Errorf("read snapshot: index %s: %w", spec.Name, err)
+			}
+			if werr := c.addIndex(Namespace{}, ix); werr != nil {
+				return nil, fmt.Errorf("read snapshot: index %s: %w", spec.Name, werr)
+			}
+		}
+	}
+	s.observe(m.Clock)
+	s.oplog.restore(oplog, m.Newest, m.Evicted)
+	return m, nil
+}
+
+type collRecord struct {
+	DB      string      `bson:"db"`
+	Coll    string      `bson:"coll"`
+	UUID    bson.Binary `bson:"uuid"`
+	Options bson.D      `bson:"options"`
+	Indexes []bson.D    `bson:"indexes"`
+}
+
+// replayJournal applies a journal generation. last says whether it is the
+// newest one, whose torn tail may be cut.
+func (s *Store) replayJournal(gen uint64, last bool) (bson.ObjectID, error) {
+	path := journalPath(s.cfg.Dir, gen)
+	f, err := os.Open(path)
+	if err != nil {
+		return bson.ObjectID{}, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	var rs bson.ObjectID
+	var off int64
+	var batch []OplogEntry
+	flush := func() {
+		s.oplog.restoreAppend(batch)
+		batch = batch[:0]
+	}
+	defer flush()
+	for {
+		kind, payload, err := readRecord(r)
+		if err == io.EOF {
+			return rs, nil
+		}
+		if errors.Is(err, errTorn) && last {
+			s.log.Warn("journal ends with a torn record; cutting it off", "journal", filepath.Base(path), "offset", off)
+			if err := os.Truncate(path, off); err != nil {
+				return rs, err
+			}
+			return rs, nil
+		}
+		if err != nil {
+			return rs, fmt.Errorf("read %s at %d: %w", filepath.Base(path), off, err)
+		}
+		off += int64(9 + len(payload))
+		switch kind {
+		case kindMeta:
+			var m meta
+			if err := bson.Unmarshal(payload, &m); err != nil {
+				return rs, fmt.Errorf("read %s header: %w", filepath.Base(path), err)
+			}
+			rs = m.RS
+		case kindEntry:
+			e, err := decodeEntry(payload)
+			if err != nil {
+				return rs, fmt.Errorf("read %s at %d: %w", filepath.Base(path), off, err)
+			}
+			if err := s.apply(&e); err != nil {
+				return rs, fmt.Errorf("replay %s %s at %d: %w", e.Op, e.NS, off, err)
+			}
+			s.observe(e.TS)
+			batch = append(batch, e)
+			if len(batch) >= 4096 {
+				flush()
+			}
+		}
+	}
+}
+
+// apply redoes a journaled write on the in-memory state.
+func (s *Store) apply(e *OplogEntry) error {
+	c := s.collLocked(e.NS)
+	needColl := func() error {
+		if c == nil {
+			return fmt.Errorf("collection does not exist")
+		}
+		return nil
+	}
+	switch e.Op {
+	case "create":
+		opts := slices.DeleteFunc(slices.Clone(e.Extra), func(x bson.E) bool { return x.Key == "idIndex" })
+		if len(opts) == 0 {
+			opts = nil
+		}
+		s.createLocked(e.NS, e.UUID, opts)
+	case "insert":
+		if err := needColl(); err != nil {
+			return err
+		}
+		if werr := c.insert(e.NS, e.Doc); werr != nil {
+			return werr
+		}
+	case "update", "replace":
+		if err := needColl(); err != nil {
+			return err
+		}
+		p := c.byID(idOf(e.DocKey))
+		if p < 0 {
+			return fmt.Errorf("document %v not found", e.DocKey)
+		}
+		if werr := c.replace(e.NS, p, e.Doc); werr != nil {
+			return werr
+		}
+	case "delete":
+		if err := needColl(); err != nil {
+			return err
+		}
+		p := c.byID(idOf(e.DocKey))
+		if p < 0 {
+			return fmt.Errorf("document %v not found", e.DocKey)
+		}
+		c.remove(p)
+	case "drop":
+		s.dropLocked(e.NS)
+	case "dropDatabase":
+		delete(s.dbs, e.NS.DB)
+	case "rename":
+		if err := needColl(); err != nil {
+			return err
+		}
+		to, _ := lookupD(e.Extra, "to").(string)
+		s.renameLocked(e.NS, parseNamespace(to))
+	case "createIndexes":
+		if err := needColl(); err != nil {
+			return err
+		}
+		ix, err := newIndex(specFromDoc(firstIndexDoc(e.Extra)))
+		if err != nil {
+			return err
+		}
+		if werr := c.addIndex(e.NS, ix); werr != nil {
+			return werr
+		}
+	case "dropIndexes":
+		if err := needColl(); err != nil {
+			return err
+		}
+		name := specFromDoc(firstIndexDoc(e.Extra)).Name
+		if c.index(name) == nil {
+			return fmt.Errorf("index %s not found", name)
+		}
+		dropIndexLocked(c, name)
+	case "modify":
+		if err := needColl(); err != nil {
+			return err
+		}
+		collModLocked(c, e.Extra)
+	default:
+		return fmt.Errorf("unknown operation %q", e.Op)
+	}
+	return nil
+}
+
+// syncLoop syncs the journal every syncInterval and compacts it when it
+// has grown past the last snapshot's size. It returns when stop closes.
+func (s *Store) syncLoop() {
+	defer close(s.done)
+	t := time.NewTicker(syncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		jr := s.jr // only this goroutine replaces s.jr while it runs
+		if err := jr.sync(); err != nil {
+			s.log.Error("sync journal", "err", err)
+		}
+		if jr.size.Load() > s.compactAt {
+			if err := s.compact(); err != nil {
+				s.log.Error("compact journal", "err", err)
+				s.compactAt = jr.size.Load() * 2
+			}
+		}
+	}
+}
+
+// frozen is the state captured for a snapshot: immutable documents
+// referenced, not copied.
+type frozen struct {
+	meta  meta
+	colls []frozenColl
+	oplog []OplogEntry
+}
+
+type frozenColl struct {
+	rec  collRecord
+	docs []bson.Raw
+}
+
+// compact writes a snapshot and removes the journals it covers. The state
+// is captured under the write lock together with a switch to a new journal
+// generation; the snapshot is then written without holding the lock.
+func (s *Store) compact() error {
+	s.mu.Lock()
+	fr := frozen{}
+	old := s.jr
+	next, err := s.createJournal(old.gen + 1)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if err := old.close(); err != nil {
+		s.log.Error("close journal", "err", err)
+	}
+	s.jr = next
+	dbs := make([]string, 0, len(s.dbs))
+	for db := range s.dbs {
+		dbs = append(dbs, db)
+	}
+	sort.Strings(dbs)
+	for _, db := range dbs {
+		for name, c := range s.dbs[db] {
+			idx := make([]bson.D, 0, len(c.indexes))
+			for _, spec := range c.specs() {
+				idx = append(idx, indexDoc(spec))
+			}
+			fr.colls = append(fr.colls, frozenColl{
+				rec:  collRecord{DB: db, Coll: name, UUID: c.info.UUID, Options: c.info.Options, Indexes: idx},
+				docs: c.docs(),
+			})
+		}
+	}
+	var newest, evicted bson.Timestamp
+	fr.oplog, newest, evicted = s.oplog.retained()
+	fr.meta = meta{RS: s.rsID, Gen: int64(next.gen), Clock: s.ClusterTime(), Newest: newest, Evicted: evicted}
+	s.mu.Unlock()
+
+	size, err := s.writeSnapshot(&fr)
+	if err != nil {
+		return err
+	}
+	s.compactAt = max(minCompactSize, size)
+	gens, err := journalGens(s.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	for _, g := range gens {
+		if g < next.gen {
+			if err := os.Remove(journalPath(s.cfg.Dir, g)); err != nil {
+				return err
+			}
+		}
+	}
+	s.log.Debug("compacted journal", "generation", next.gen, "snapshot_bytes", size)
+	return nil
+}
+
+// writeSnapshot writes the snapshot atomically: a temporary file, synced,
+// renamed over the old one, and the directory synced.
+func (s *Store) writeSnapshot(fr *frozen) (int64, error) {
+	tmp := filepath.Join(s.cfg.Dir, snapshotFile+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp)
+	w := bufio.NewWriterSize(f, 1<<20)
+	var size int64
+	put := func(kind byte, payload []byte) error {
+		rec := appendRecord(nil, kind, payload)
+		size += int64(len(rec))
+		_, err := w.Write(rec)
+		return err
+	}
+	m, err := bson.Marshal(fr.meta)
+	if err != nil {
+		f.Close()
+		return 0, err
+	}
+	err = put(kindMeta, m)
+	for _, c := range fr.colls {
+		if err != nil {
+			break
+		}
+		var rec []byte
+		if rec, err = bson.Marshal(c.rec); err != nil {
+			break
+		}
+		err = put(kindColl, rec)
+		for _, d := range c.docs {
+			if err != nil {
+				break
+			}
+			err = put(kindDoc, d)
+		}
+	}
+	var buf []byte
+	for i := range fr.oplog {
+		if err != nil {
+			break
+		}
+		if buf, err = encodeEntry(buf[:0], &fr.oplog[i]); err == nil {
+			err = put(kindOplog, buf)
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(s.cfg.Dir, snapshotFile))
+	}
+	if err == nil {
+		err = syncDir(s.cfg.Dir)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("write snapshot: %w", err)
+	}
+	return size, nil
+}
+
+var _ = bsoncore.AppendDocumentStart
