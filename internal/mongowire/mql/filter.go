@@ -242,9 +242,9 @@ type constNode bool
 
 func (c constNode) match(bson.Raw, *int) bool { return bool(c) }
 
-type exprNode struct{ e *Expr }
+type exprMatchNode struct{ e *Expr }
 
-func (n exprNode) match(doc bson.Raw, _ *int) bool {
+func (n exprMatchNode) match(doc bson.Raw, _ *int) bool {
 	v, err := n.e.Eval(doc)
 	return err == nil && truthy(v)
 }
@@ -640,7 +640,7 @@ func parseTopLevel(key string, v bson.RawValue, depth int) (node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return exprNode{e}, nil
+		return exprMatchNode{e}, nil
 	case "$comment":
 		return nil, nil
 	case "$alwaysTrue":

@@ -69,16 +69,5 @@ func (p *Pipeline) Run(env Env, input []bson.Raw) ([]bson.Raw, error) {
 	return nil, notImplemented("pipeline")
 }
 
-// Expr is a compiled aggregation expression.
-type Expr struct{}
-
-// CompileExpr compiles an aggregation expression.
-func CompileExpr(v bson.RawValue) (*Expr, error) { return nil, notImplemented("expression") }
-
-// Eval evaluates the expression against root.
-func (e *Expr) Eval(root bson.Raw) (bson.RawValue, error) {
-	return bson.RawValue{}, notImplemented("expression")
-}
-
 // Validate checks a document to be stored.
 func Validate(doc bson.Raw, maxDepth int) error { return nil }
