@@ -1,0 +1,72 @@
+package mongowire
+
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// cmdReplSetGetConfig reports the one-member configuration; its
+// settings.replicaSetId is the store's, persisted with the data.
+func (s *Server) cmdReplSetGetConfig(context.Context, *conn, *request) (bson.D, error) {
+	return bson.D{{Key: "config", Value: bson.D{
+		{Key: "_id", Value: s.cfg.ReplSet},
+		{Key: "version", Value: int32(1)},
+		{Key: "term", Value: int32(1)},
+		{Key: "members", Value: bson.A{bson.D{
+			{Key: "_id", Value: int32(0)},
+			{Key: "host", Value: s.advertise},
+			{Key: "arbiterOnly", Value: false},
+			{Key: "buildIndexes", Value: true},
+			{Key: "hidden", Value: false},
+			{Key: "priority", Value: 1.0},
+			{Key: "tags", Value: bson.D{}},
+			{Key: "secondaryDelaySecs", Value: int64(0)},
+			{Key: "votes", Value: int32(1)},
+		}}},
+		{Key: "protocolVersion", Value: int64(1)},
+		{Key: "writeConcernMajorityJournalDefault", Value: true},
+		{Key: "settings", Value: bson.D{
+			{Key: "chainingAllowed", Value: true},
+			{Key: "heartbeatIntervalMillis", Value: int32(2000)},
+			{Key: "heartbeatTimeoutSecs", Value: int32(10)},
+			{Key: "electionTimeoutMillis", Value: int32(10000)},
+			{Key: "catchUpTimeoutMillis", Value: int32(-1)},
+			{Key: "getLastErrorModes", Value: bson.D{}},
+			{Key: "getLastErrorDefaults", Value: bson.D{{Key: "w", Value: int32(1)}, {Key: "wtimeout", Value: int32(0)}}},
+			{Key: "replicaSetId", Value: s.store.ReplicaSetID()},
+		}},
+	}}}, nil
+}
+
+func (s *Server) cmdReplSetGetStatus(context.Context, *conn, *request) (bson.D, error) {
+	now := time.Now()
+	ts := s.store.ClusterTime()
+	opTime := bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: int64(1)}}
+	optimeDate := bson.NewDateTimeFromTime(time.Unix(int64(ts.T), 0))
+	return bson.D{
+		{Key: "set", Value: s.cfg.ReplSet},
+		{Key: "date", Value: bson.NewDateTimeFromTime(now)},
+		{Key: "myState", Value: int32(1)},
+		{Key: "term", Value: int64(1)},
+		{Key: "heartbeatIntervalMillis", Value: int64(2000)},
+		{Key: "optimes", Value: bson.D{
+			{Key: "lastCommittedOpTime", Value: opTime},
+			{Key: "appliedOpTime", Value: opTime},
+			{Key: "durableOpTime", Value: opTime},
+		}},
+		{Key: "members", Value: bson.A{bson.D{
+			{Key: "_id", Value: int32(0)},
+			{Key: "name", Value: s.advertise},
+			{Key: "health", Value: 1.0},
+			{Key: "state", Value: int32(1)},
+			{Key: "stateStr", Value: "PRIMARY"},
+			{Key: "uptime", Value: int32(now.Sub(s.started).Seconds())},
+			{Key: "optime", Value: opTime},
+			{Key: "optimeDate", Value: optimeDate},
+			{Key: "electionDate", Value: bson.NewDateTimeFromTime(s.started)},
+			{Key: "self", Value: true},
+		}}},
+	}, nil
+}
