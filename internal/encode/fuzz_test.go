@@ -1,0 +1,55 @@
+package encode
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// FuzzAppendRelaxed feeds arbitrary bytes to both writers. They must never
+// panic, must reject what the driver rejects, and, where the driver accepts
+// the document, must write exactly what it writes. The one deliberate
+// difference is the nesting limit: the driver has none.
+// Seeds live in testdata/fuzz/FuzzAppendRelaxed.
+func FuzzAppendRelaxed(f *testing.F) {
+	f.Add([]byte{5, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, canonical := range []bool{false, true} {
+			var got []byte
+			var err error
+			if canonical {
+				got, err = AppendCanonical(nil, data)
+			} else {
+				got, err = AppendRelaxed(nil, data)
+			}
+			want, derr := driverMarshal(data, canonical)
+			switch {
+			case err != nil && errors.Is(err, ErrTooDeep):
+				// Deliberately stricter than the driver.
+			case err != nil && !errors.Is(err, ErrMalformed):
+				t.Fatalf("canonical=%v: error %v wraps neither ErrMalformed nor ErrTooDeep", canonical, err)
+			case err != nil && derr == nil:
+				t.Fatalf("canonical=%v: the driver accepts %x (%s) but we reject it: %v", canonical, data, want, err)
+			case err == nil && derr != nil:
+				t.Fatalf("canonical=%v: we accept %x (%s) but the driver rejects it: %v", canonical, data, got, derr)
+			case err == nil && !bytes.Equal(got, want):
+				t.Fatalf("canonical=%v: output differs for %x\n got %s\nwant %s", canonical, data, got, want)
+			}
+			if err != nil && len(got) != 0 {
+				t.Fatalf("canonical=%v: error %v but dst grew to %q", canonical, err, got)
+			}
+		}
+	})
+}
+
+// driverMarshal runs the driver's writer, turning a panic into an error.
+func driverMarshal(data []byte, canonical bool) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, errors.New("driver panicked")
+		}
+	}()
+	return bson.MarshalExtJSON(bson.Raw(data), canonical, false)
+}
