@@ -1,0 +1,203 @@
+package config
+
+// Conventions for the sections in other files (mongo.go, nats.go,
+// postgres.go, and any new one):
+//
+//   - A section is a struct whose fields carry yaml tags; the decoder
+//     accepts exactly those keys (",inline" on an embedded struct merges
+//     its keys; "-" hides a field). Field types may be the basic kinds,
+//     slices, string-keyed maps, pointers, time.Duration, ByteSize,
+//     Duration, or anything implementing yaml.Unmarshaler.
+//   - Defaults: if *T has a method setDefaults(), the decoder calls it on
+//     a fresh T before decoding the section's keys into it, so an explicit
+//     value (even a zero) wins over the default. Alternatively leave the
+//     zero value to mean the default and apply it in the component's New.
+//   - Validation: if *T has a method validate(path string) []error,
+//     Validate calls it for a configured section with its YAML path
+//     ("source.nats") and joins the errors. Each error should begin with
+//     the full path of the key it is about, then ": ", as in
+//     "source.nats.stream: required"; Validate prefixes the key's line
+//     when the key is in the file.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Pipeline is one pipeline file.
+type Pipeline struct {
+	// Name identifies the pipeline: it names its checkpoint and appears in
+	// logs and metrics. Letters, digits, '.', '_' and '-'.
+	Name   string `yaml:"name"`
+	Source Source `yaml:"source"`
+	Sink   Sink   `yaml:"sink"`
+
+	// DataDir holds the checkpoint store. Default ./.tide.
+	DataDir string `yaml:"data_dir"`
+	Batch   Batch  `yaml:"batch"`
+	Encode  Encode `yaml:"encode"`
+
+	// Checkpoint says where checkpoints are stored: "" or "file" for the
+	// store in DataDir, "sink" for the sink's own transaction (postgres).
+	Checkpoint string `yaml:"checkpoint"`
+
+	lines map[string]int // YAML path -> line, when parsed from a file
+}
+
+// Batch bounds each batch the runtime commits.
+type Batch struct {
+	MaxRecords     int      `yaml:"max_records"`     // default 1000
+	MaxBytes       ByteSize `yaml:"max_bytes"`       // default 4MiB
+	CommitInterval Duration `yaml:"commit_interval"` // default 1s
+}
+
+// Encode configures the encode stage.
+type Encode struct {
+	Workers int    `yaml:"workers"` // 0 means GOMAXPROCS
+	Format  string `yaml:"format"`  // json (relaxed Extended JSON; default) | canonical
+}
+
+// Source selects the pipeline's source: exactly one field is set.
+type Source struct {
+	Generate *GenerateSource `yaml:"generate"`
+	Mongo    *MongoSource    `yaml:"mongo"`
+	NATS     *NATSSource     `yaml:"nats"`
+}
+
+// Sink selects the pipeline's sink: exactly one field is set.
+type Sink struct {
+	File     *FileSink     `yaml:"file"`
+	Stdout   *StdoutSink   `yaml:"stdout"`
+	NATS     *NATSSink     `yaml:"nats"`
+	Postgres *PostgresSink `yaml:"postgres"`
+	Mongo    *MongoSink    `yaml:"mongo"`
+}
+
+// GenerateSource configures the synthetic source (source.generate).
+type GenerateSource struct {
+	Count        int64   `yaml:"count"`         // events to generate; 0 means forever
+	Rate         float64 `yaml:"rate"`          // events per second; 0 means as fast as possible
+	PayloadBytes int     `yaml:"payload_bytes"` // default 100
+}
+
+// FileSink configures the JSON-lines file sink (sink.file).
+type FileSink struct {
+	Path string `yaml:"path"` // required
+}
+
+// StdoutSink configures the stdout sink (sink.stdout). It has no options;
+// "stdout: {}" selects it.
+type StdoutSink struct{}
+
+// MongoSink configures the MongoDB sink (sink.mongo): idempotent upserts by
+// document key.
+type MongoSink struct {
+	URI        string `yaml:"uri"`        // required
+	Database   string `yaml:"database"`   // required
+	Collection string `yaml:"collection"` // required
+}
+
+// Defaults.
+const (
+	DefaultDataDir        = "./.tide"
+	DefaultMaxRecords     = 1000
+	DefaultMaxBytes       = 4 << 20
+	DefaultCommitInterval = Duration(time.Second)
+	DefaultPayloadBytes   = 100
+)
+
+func (p *Pipeline) setDefaults() {
+	p.DataDir = DefaultDataDir
+	p.Batch = Batch{MaxRecords: DefaultMaxRecords, MaxBytes: DefaultMaxBytes, CommitInterval: DefaultCommitInterval}
+	p.Encode = Encode{Format: "json"}
+}
+
+func (g *GenerateSource) setDefaults() { g.PayloadBytes = DefaultPayloadBytes }
+
+type defaulter interface{ setDefaults() }
+
+// setDefaults calls setDefaults on p, a pointer, if it has the method.
+func setDefaults(p reflect.Value) {
+	if d, ok := p.Interface().(defaulter); ok {
+		d.setDefaults()
+	}
+}
+
+// Load reads and parses a pipeline file, taking variables from the
+// environment. Every error names the file.
+func Load(path string) (*Pipeline, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read pipeline file: %w", err)
+	}
+	p, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		errs := unjoin(err)
+		for i, e := range errs {
+			errs[i] = fmt.Errorf("%s: %w", path, e)
+		}
+		return nil, errors.Join(errs...)
+	}
+	return p, nil
+}
+
+// Parse decodes and validates a pipeline file. getenv looks variables up,
+// as os.LookupEnv does. The error joins every problem found, each naming
+// its line and YAML path.
+func Parse(data []byte, getenv func(string) (string, bool)) (*Pipeline, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty pipeline file")
+		}
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		line := next.Line
+		if err != nil {
+			return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		return nil, fmt.Errorf("line %d: a pipeline file holds one YAML document; found a second one", line)
+	}
+	doc := &root
+	if doc.Kind == yaml.DocumentNode {
+		if len(doc.Content) == 0 {
+			return nil, errors.New("empty pipeline file")
+		}
+		doc = doc.Content[0]
+	}
+	if isNull(doc) {
+		return nil, errors.New("empty pipeline file")
+	}
+
+	p := &Pipeline{}
+	p.setDefaults()
+	d := &decoder{getenv: getenv, lines: map[string]int{}}
+	d.value(doc, reflect.ValueOf(p).Elem(), "")
+	if len(d.errs) > 0 {
+		return nil, errors.Join(d.errs...)
+	}
+	p.lines = d.lines
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// unjoin returns the errors joined in err, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return append([]error(nil), j.Unwrap()...)
+	}
+	return []error{err}
+}

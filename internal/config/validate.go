@@ -1,0 +1,185 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// validator is a section that checks itself; see the conventions at the
+// top of config.go. path is the section's YAML path, such as "sink.nats".
+type validator interface {
+	validate(path string) []error
+}
+
+var pipelineName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+
+// maxPayloadBytes keeps a generated document under MongoDB's 16MiB limit.
+const maxPayloadBytes = 16<<20 - 64
+
+// Validate returns every problem with p, joined, each naming its YAML path
+// (and line, when p came from a file), or nil.
+func (p *Pipeline) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+
+	switch {
+	case p.Name == "":
+		bad("name", "required")
+	case !pipelineName.MatchString(p.Name):
+		bad("name", "%q is not a legal pipeline name: it names the checkpoint file, so use letters, digits, '.', '_' and '-', starting with a letter or digit, at most 100 characters", p.Name)
+	}
+
+	errs = append(errs, p.section("source", reflect.ValueOf(&p.Source).Elem())...)
+	errs = append(errs, p.section("sink", reflect.ValueOf(&p.Sink).Elem())...)
+
+	if strings.TrimSpace(p.DataDir) == "" {
+		bad("data_dir", "must not be empty (default %s)", DefaultDataDir)
+	}
+	if p.Batch.MaxRecords <= 0 {
+		bad("batch.max_records", "must be positive, got %d", p.Batch.MaxRecords)
+	}
+	if p.Batch.MaxBytes <= 0 {
+		bad("batch.max_bytes", "must be positive, got %d", p.Batch.MaxBytes)
+	}
+	if p.Batch.CommitInterval <= 0 {
+		bad("batch.commit_interval", "must be positive, got %s", p.Batch.CommitInterval)
+	}
+	if p.Encode.Workers < 0 {
+		bad("encode.workers", "must not be negative (0 means one per CPU), got %d", p.Encode.Workers)
+	}
+	switch p.Encode.Format {
+	case "json", "canonical":
+	case "":
+		bad("encode.format", "must not be empty: json or canonical")
+	default:
+		bad("encode.format", "%q is not one of json, canonical", p.Encode.Format)
+	}
+	switch p.Checkpoint {
+	case "", "file":
+	case "sink":
+		if p.Sink.Postgres == nil {
+			bad("checkpoint", `"sink" needs a sink that stores checkpoints in its own transaction (postgres); use "file" with sink.%s`, p.sinkName())
+		}
+	default:
+		bad("checkpoint", `%q is not one of file, sink`, p.Checkpoint)
+	}
+
+	// Report in file order; problems about missing keys have no line and
+	// come first.
+	lined := make([]lineError, len(errs))
+	for i, e := range errs {
+		lined[i] = p.withLine(e)
+	}
+	slices.SortStableFunc(lined, func(a, b lineError) int { return cmp.Compare(a.line, b.line) })
+	for i, le := range lined {
+		errs[i] = le.err
+	}
+	return errors.Join(errs...)
+}
+
+// section checks that exactly one of the pointer fields of sel (Source or
+// Sink) is set and validates it.
+func (p *Pipeline) section(name string, sel reflect.Value) []error {
+	var set []string
+	var errs []error
+	fields := yamlFields(sel)
+	var keys []string
+	for _, sf := range reflect.VisibleFields(sel.Type()) {
+		keys = append(keys, strings.Split(sf.Tag.Get("yaml"), ",")[0])
+	}
+	for _, key := range keys {
+		f := fields[key]
+		if f.IsNil() {
+			continue
+		}
+		set = append(set, key)
+		if v, ok := f.Interface().(validator); ok {
+			errs = append(errs, v.validate(name+"."+key)...)
+		}
+	}
+	switch len(set) {
+	case 0:
+		errs = append(errs, fmt.Errorf("%s: required: set one of %s", name, strings.Join(keys, ", ")))
+	case 1:
+	default:
+		errs = append(errs, fmt.Errorf("%s: %s are set; a pipeline has exactly one %s", name, strings.Join(set, " and "), name))
+	}
+	return errs
+}
+
+func (p *Pipeline) sinkName() string {
+	fields := yamlFields(reflect.ValueOf(&p.Sink).Elem())
+	for k, f := range fields {
+		if !f.IsNil() {
+			return k
+		}
+	}
+	return "..."
+}
+
+type lineError struct {
+	line int // 0 if unknown
+	err  error
+}
+
+// withLine prefixes e with the line of the key its message starts with,
+// or of the nearest enclosing key that is in the file.
+func (p *Pipeline) withLine(e error) lineError {
+	path, _, ok := strings.Cut(e.Error(), ": ")
+	if !ok || p.lines == nil {
+		return lineError{0, e}
+	}
+	for path != "" {
+		if line, ok := p.lines[path]; ok {
+			return lineError{line, fmt.Errorf("line %d: %w", line, e)}
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return lineError{0, e}
+}
+
+func (g *GenerateSource) validate(path string) []error {
+	var errs []error
+	if g.Count < 0 {
+		errs = append(errs, fmt.Errorf("%s.count: must not be negative (0 means forever), got %d", path, g.Count))
+	}
+	if g.Rate < 0 || math.IsNaN(g.Rate) || math.IsInf(g.Rate, 0) {
+		errs = append(errs, fmt.Errorf("%s.rate: must be a non-negative number of events per second (0 means as fast as possible), got %v", path, g.Rate))
+	}
+	if g.PayloadBytes < 0 || g.PayloadBytes > maxPayloadBytes {
+		errs = append(errs, fmt.Errorf("%s.payload_bytes: must be between 0 and %d, got %d", path, maxPayloadBytes, g.PayloadBytes))
+	}
+	return errs
+}
+
+func (f *FileSink) validate(path string) []error {
+	if strings.TrimSpace(f.Path) == "" {
+		return []error{fmt.Errorf("%s.path: required", path)}
+	}
+	if strings.HasSuffix(f.Path, "/") {
+		return []error{fmt.Errorf("%s.path: %q is a directory; name a file", path, f.Path)}
+	}
+	return nil
+}
+
+func (m *MongoSink) validate(path string) []error {
+	var errs []error
+	for _, f := range []struct{ key, value string }{{"uri", m.URI}, {"database", m.Database}, {"collection", m.Collection}} {
+		if f.value == "" {
+			errs = append(errs, fmt.Errorf("%s.%s: required", path, f.key))
+		}
+	}
+	return errs
+}
