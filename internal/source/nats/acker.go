@@ -41,7 +41,12 @@ func newAcker(log *slog.Logger, m *counters, maxAckPending int, timeout time.Dur
 		backlog = 1 << 16
 	}
 	backlog = min(max(backlog, ackChunk), 1<<20)
-	workers := min(max(backlog/ackChunk, 1), 64)
+	return startAcker(log, m, backlog, timeout, min(max(backlog/ackChunk, 1), 64))
+}
+
+// startAcker starts an acker with the given backlog and workers (tests
+// start one without workers to see what shutdown abandons).
+func startAcker(log *slog.Logger, m *counters, backlog int, timeout time.Duration, workers int) *acker {
 	a := &acker{
 		log: log, m: m, timeout: timeout, backlog: backlog,
 		jobs:    make(chan []jetstream.Msg, backlog/ackChunk+1),
@@ -138,10 +143,19 @@ func (a *acker) shutdown(deadline time.Duration) bool {
 	defer a.cancel()
 	select {
 	case <-done:
+		a.abandonRest()
 		return true
 	case <-t.C:
 		a.cancel()
 		<-done // every worker returns once its double ack is canceled
+		a.abandonRest()
 		return false
+	}
+}
+
+// abandonRest counts the jobs no worker took (there may be none).
+func (a *acker) abandonRest() {
+	for chunk := range a.jobs {
+		a.m.add(AcksAbandoned, uint64(len(chunk)))
 	}
 }

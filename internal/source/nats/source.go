@@ -3,9 +3,9 @@ package natssource
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -137,7 +137,16 @@ func (s *Source) checkIdentity(restored *cdc.Checkpoint) error {
 	if restored == nil || restored.Source == nil {
 		return nil
 	}
-	for k, want := range s.Identity() {
+	id := s.Identity()
+	keys := []string{"source"} // first, so that a checkpoint of another kind of source says so
+	for k := range id {
+		if k != "source" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys[1:])
+	for _, k := range keys {
+		want := id[k]
 		got, ok := restored.Meta[k]
 		if !ok {
 			return fmt.Errorf("%w: checkpoint has no %q; it was not written by this NATS source", ErrPosition, k)
@@ -325,12 +334,10 @@ func (s *Source) deadLetter(ctx context.Context, subject string, data []byte, h 
 	out.Header.Set("Tide-Stream-Seq", strconv.FormatUint(streamSeq, 10))
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
 	defer cancel()
+	// The id makes a republish after a crash a duplicate the stream drops.
 	_, err := s.js.PublishMsg(ctx, out, jetstream.WithMsgID(s.cfg.Stream+":"+strconv.FormatUint(streamSeq, 10)))
-	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		return fmt.Errorf("publish to dead-letter subject %s: no stream captures it, so the message would be lost: %w", s.cfg.DeadLetterSubject, err)
-	}
 	if err != nil {
-		return fmt.Errorf("publish to dead-letter subject %s: %w", s.cfg.DeadLetterSubject, err)
+		return fmt.Errorf("publish to dead-letter subject %s (it must be captured by a stream): %w", s.cfg.DeadLetterSubject, err)
 	}
 	return nil
 }
