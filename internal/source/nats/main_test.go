@@ -163,4 +163,5 @@ func openSource(t testing.TB, cfg Config, restored *cdc.Checkpoint) *Source {
 }
 
 var _ = testenv.NATS
+
 func strconvItoa(i int) string { return strconv.Itoa(i) }
