@@ -159,8 +159,7 @@ func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Even
 	}
 	now := time.Now()
 	if s.cfg.Rate > 0 {
-		due := s.first + int64(now.Sub(s.start).Seconds()*s.cfg.Rate) // the last seq that is due
-		end = min(end, due+1)
+		end = min(end, s.first+s.lastDue(now.Sub(s.start))+1)
 	}
 	if n := end - s.next; n > 0 {
 		buf = s.appendEvents(buf, int(n), now)
@@ -171,14 +170,36 @@ func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Even
 	if s.timer != nil {
 		// Arm the timer for the next event not handed out. If it is due
 		// already (max cut the batch), the timer fires at once.
-		dueAt := s.start.Add(time.Duration(float64(s.next-s.first) / s.cfg.Rate * float64(time.Second)))
-		wait := dueAt.Sub(now)
+		wait := s.start.Add(s.offset(s.next - s.first)).Sub(now)
 		if wait < 0 {
 			wait = 0
 		}
 		s.timer.Reset(wait)
 	}
 	return buf, nil
+}
+
+// offset returns when the k-th event of this run (from 0) is due, after
+// Open. It alone defines the schedule, so that the timer never wakes the
+// runtime for an event that lastDue does not count as due.
+func (s *Source) offset(k int64) time.Duration {
+	return time.Duration(math.Ceil(float64(k) * float64(time.Second) / s.cfg.Rate))
+}
+
+// lastDue returns the largest k whose offset has passed after elapsed.
+func (s *Source) lastDue(elapsed time.Duration) int64 {
+	est := elapsed.Seconds() * s.cfg.Rate
+	if est > 1e15 { // so fast that everything is due
+		return math.MaxInt64 / 2
+	}
+	k := int64(est)
+	for s.offset(k+1) <= elapsed { // correct the estimate's rounding
+		k++
+	}
+	for k > 0 && s.offset(k) > elapsed {
+		k--
+	}
+	return k
 }
 
 // appendEvents appends events s.next to s.next+n-1. One allocation holds

@@ -2,6 +2,8 @@ package generate
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -174,8 +176,16 @@ func TestOpenRefuses(t *testing.T) {
 }
 
 func TestRateWakesThroughReady(t *testing.T) {
+	for _, rate := range []float64{10, 3, 7, 1000.0 / 3, 0.5, 123456} {
+		t.Run(fmt.Sprint(rate), func(t *testing.T) { testRate(t, rate, 40) })
+	}
+}
+
+// testRate reads count events at rate the way the runtime does, waiting on
+// Ready whenever Poll has nothing, and checks when each one arrived.
+func testRate(t *testing.T, rate float64, count int64) {
 	synctest.Test(t, func(t *testing.T) {
-		s := New(Config{Count: 4, Rate: 10})
+		s := New(Config{Count: count, Rate: rate})
 		ctx := t.Context()
 		if err := s.Open(ctx, nil); err != nil {
 			t.Fatal(err)
@@ -211,13 +221,15 @@ func TestRateWakesThroughReady(t *testing.T) {
 			default:
 			}
 		}
-		want := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond}
-		if len(got) != len(want) {
-			t.Fatalf("events at %v, want %v", got, want)
+		if int64(len(got)) != count {
+			t.Fatalf("got %d events, want %d", len(got), count)
 		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("events at %v, want %v", got, want)
+		// Event k (from 0) is due k/rate seconds after Open, rounded up to
+		// the nanosecond, and the timer wakes the reader exactly then.
+		for k, at := range got {
+			due := time.Duration(math.Ceil(float64(k) * float64(time.Second) / rate))
+			if at != due {
+				t.Fatalf("event %d handed out at %v, due at %v", k, at, due)
 			}
 		}
 	})
