@@ -46,6 +46,7 @@ func (p *Pipeline) commitLoop(ctx context.Context, in <-chan *Chunk) error {
 		}
 		clear(chunks)
 		chunks = chunks[:0]
+		clear(b.records[:min(len(b.events), len(b.records))]) // drop references to the events' memory
 		clear(b.events)
 		b.events = b.events[:0]
 		p.free <- b // never blocks: only batchesInFlight buffers exist
@@ -65,24 +66,27 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
 	if err := ctx.Err(); err != nil {
 		return err // hard stop: nothing further is committed
 	}
-	recs := chunks[0].Records
-	var pos cdc.Position
-	if len(chunks) > 1 {
-		p.recs = p.recs[:0]
-		for _, c := range chunks {
-			p.recs = append(p.recs, c.Records...)
-		}
-		recs = p.recs
-		defer clear(p.recs)
-	}
-	var nbytes int
+	// Gather the records: each chunk wrote its own into the batch's
+	// records at its events' offset, so they are already in place unless
+	// an earlier chunk had markers or the array grew. Moving them left
+	// never overwrites a chunk not yet moved: n <= c.off throughout.
+	b := chunks[len(chunks)-1].batch
+	var (
+		n      int
+		nbytes int
+		pos    cdc.Position
+	)
 	for _, c := range chunks {
+		if len(c.Records) > 0 && (c.off != n || &c.Records[0] != &b.records[n]) {
+			copy(b.records[n:], c.Records)
+		}
+		n += len(c.Records)
 		nbytes += len(c.Buf)
 		if cp := c.Pos(); cp != nil {
 			pos = cp
 		}
 	}
-	n := len(recs)
+	recs := b.records[:n]
 
 	tx, transactional := p.sink.(cdc.Transactional)
 	_, ownStore := p.sink.(cdc.CheckpointStore)
@@ -92,7 +96,7 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
 	if n > 0 || (transactional && ownStore) {
 		if transactional {
 			if err := tx.Begin(ctx); err != nil {
-				p.obs.Failed("put", err)
+				p.failed(ctx, "put", err)
 				return fmt.Errorf("begin transaction for %d records: %w", n, err)
 			}
 			began = true
@@ -101,7 +105,7 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
 	if n > 0 {
 		if err := p.sink.Put(ctx, recs); err != nil {
 			p.abort(ctx, tx, began, n, err)
-			p.obs.Failed("put", err)
+			p.failed(ctx, "put", err)
 			return fmt.Errorf("put %d records: %w", n, err)
 		}
 	}
@@ -116,7 +120,7 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
 	if !transactional || began {
 		if err := p.sink.Commit(ctx, next); err != nil {
 			p.abort(ctx, tx, began, n, err)
-			p.obs.Failed("commit", err)
+			p.failed(ctx, "commit", err)
 			return fmt.Errorf("commit %d records: %w", n, err)
 		}
 	}
@@ -127,14 +131,14 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
 	// fails the pipeline with no acknowledgement.
 	if !ownStore && p.store != nil {
 		if err := p.store.Save(ctx, p.cfg.Name, next); err != nil {
-			p.obs.Failed("save", err)
+			p.failed(ctx, "save", err)
 			return fmt.Errorf("save checkpoint at %s: %w", pos, err)
 		}
 	}
 	took := time.Since(start)
 	if a, ok := p.src.(cdc.Acker); ok {
 		if err := a.Ack(ctx, pos); err != nil {
-			p.obs.Failed("ack", err)
+			p.failed(ctx, "ack", err)
 			return fmt.Errorf("acknowledge source up to %s: %w", pos, err)
 		}
 	}
@@ -148,6 +152,14 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
 	p.statsMu.Unlock()
 	p.obs.Committed(n, nbytes, took, next)
 	return nil
+}
+
+// failed reports a stage's failure to the observer, unless it is the
+// cancellation of a hard stop.
+func (p *Pipeline) failed(ctx context.Context, stage string, err error) {
+	if ctx.Err() == nil {
+		p.obs.Failed(stage, err)
+	}
 }
 
 // abort rolls back a transaction begun for a batch whose put or commit
@@ -173,8 +185,7 @@ func (p *Pipeline) getChunk() *Chunk {
 // putChunk recycles c, keeping its buffers and dropping its references to
 // events.
 func (p *Pipeline) putChunk(c *Chunk) {
-	clear(c.Records)
-	c.Records = c.Records[:0]
+	c.Records = nil // the batch's, not the chunk's
 	c.Events = nil
 	c.batch = nil
 	c.last = false

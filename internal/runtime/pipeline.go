@@ -115,7 +115,6 @@ type Pipeline struct {
 
 	free   chan *batchBuf // batch buffers not in flight; its capacity bounds batches in flight
 	chunks sync.Pool      // of *Chunk
-	recs   []cdc.Record   // the committer's batch, reused
 
 	mu        sync.Mutex // guards the fields below
 	state     State
@@ -128,10 +127,23 @@ type Pipeline struct {
 	stats   Stats
 }
 
-// batchBuf holds the events of one batch; it is recycled after the batch
-// commits.
+// batchBuf holds the events of one batch and their records; it is
+// recycled after the batch commits. Chunk i of a batch reads events[a:b]
+// and writes its records into records[a:b], so that a batch without
+// markers is put without a copy.
 type batchBuf struct {
-	events []cdc.Event
+	events  []cdc.Event
+	records []cdc.Record
+}
+
+// recordsFor returns the room for the records of events[a:b]. When records
+// must grow, the chunks already given room keep the old array; the
+// committer gathers every chunk's records into the new one.
+func (b *batchBuf) recordsFor(a, end int) []cdc.Record {
+	if end > cap(b.records) {
+		b.records = make([]cdc.Record, max(end, 2*cap(b.records), 64))
+	}
+	return b.records[a:a:end]
 }
 
 // New returns a Pipeline reading from src, encoding with enc and writing to

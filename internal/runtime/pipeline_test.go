@@ -706,3 +706,27 @@ func TestDroppedHandleDrainsAndCloses(t *testing.T) {
 		t.Errorf("checkpoint = %q, want 2", cp.Source)
 	}
 }
+
+func TestReadAheadIsBoundedToTwoBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 20))
+		sink := newSink(log)
+		sink.putBlock = make(chan struct{})
+		p := New(Config{Name: "p", MaxRecords: 3, Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait() // batch [0 1 2] is in Put
+		if in := p.Stats().EventsIn; in != 6 {
+			t.Errorf("with the first batch in Put, %d events were read; want 6: the next batch read ahead, no more", in)
+		}
+		close(sink.putBlock)
+		synctest.Wait()
+		if got := sink.committedList(); !slices.Equal(got, want(0, 20)) {
+			t.Errorf("committed = %q", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}

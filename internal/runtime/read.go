@@ -211,6 +211,8 @@ func (r *reader) accept(ctx context.Context, from int) (full bool, err error) {
 		b := min(a+size, end)
 		c := r.p.getChunk()
 		c.Events = evs[a:b:b]
+		c.off = a
+		c.Records = r.cur.recordsFor(a, b)
 		r.tail = c
 	}
 	return full, nil
