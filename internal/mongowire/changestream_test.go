@@ -1,0 +1,534 @@
+package mongowire
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// csServer starts a server with change streams and test commands, and a
+// driver client connected to it; both close when the test ends.
+func csServer(t *testing.T, mods ...func(*Config)) (*Server, *mongo.Client) {
+	t.Helper()
+	cfg := Config{Addr: "127.0.0.1:0", EnableTestCommands: true, Logger: slog.New(slog.DiscardHandler)}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	s := New(cfg)
+	if s.openChangeStream == nil {
+		s.openChangeStream = s.openChangeStreamSource
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close server: %v", err)
+		}
+	})
+	c, err := mongo.Connect(options.Client().ApplyURI(s.URI()).SetTimeout(20 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Disconnect(context.Background()) })
+	return s, c
+}
+
+// next reads one event, failing the test if none arrives in time.
+func next(t *testing.T, cs *mongo.ChangeStream) bson.Raw {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if !cs.Next(ctx) {
+		t.Fatalf("no event: %v", cs.Err())
+	}
+	return slices.Clone(cs.Current)
+}
+
+func opType(ev bson.Raw) string { return ev.Lookup("operationType").StringValue() }
+
+func watch(t *testing.T, w interface {
+	Watch(context.Context, any, ...options.Lister[options.ChangeStreamOptions]) (*mongo.ChangeStream, error)
+}, pipeline any, opts ...options.Lister[options.ChangeStreamOptions]) *mongo.ChangeStream {
+	t.Helper()
+	if pipeline == nil {
+		pipeline = mongo.Pipeline{}
+	}
+	cs, err := w.Watch(t.Context(), pipeline, opts...)
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	t.Cleanup(func() { cs.Close(context.Background()) })
+	return cs
+}
+
+func TestChangeStreamCollectionEvents(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil, options.ChangeStream().SetMaxAwaitTime(2*time.Second))
+	start := slices.Clone(cs.ResumeToken())
+	if start == nil {
+		t.Fatal("no resume token before the first event")
+	}
+
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "y", Value: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"insert", "update", "replace", "delete", "drop", "invalidate"}
+	prev := string(start)
+	for i, op := range want {
+		ev := next(t, cs)
+		if got := opType(ev); got != op {
+			t.Fatalf("event %d is %s, want %s: %s", i, got, op, ev)
+		}
+		tok := cs.ResumeToken()
+		if string(tok) != string(ev.Lookup("_id").Value) {
+			t.Errorf("event %d: ResumeToken %s is not the event's _id %s", i, tok, ev.Lookup("_id"))
+		}
+		data := bson.Raw(tok).Lookup("_data").StringValue()
+		if data <= bson.Raw(prev).Lookup("_data").StringValue() {
+			t.Errorf("event %d token %s does not sort after the previous one", i, data)
+		}
+		prev = string(tok)
+		switch op {
+		case "insert":
+			if ev.Lookup("fullDocument", "x").Int32() != 1 || ev.Lookup("documentKey", "_id").Int32() != 1 {
+				t.Errorf("insert event %s", ev)
+			}
+		case "update":
+			if ev.Lookup("updateDescription", "updatedFields", "x").Int32() != 2 {
+				t.Errorf("update event %s", ev)
+			}
+		case "replace":
+			if ev.Lookup("fullDocument", "y").Int32() != 3 {
+				t.Errorf("replace event %s", ev)
+			}
+		}
+	}
+	ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if cs.Next(ctx2) {
+		t.Fatalf("an event after invalidate: %s", cs.Current)
+	}
+	if err := cs.Err(); err != nil {
+		t.Fatalf("after invalidate: %v", err)
+	}
+}
+
+func TestChangeStreamDatabaseAndCluster(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	dbStream := watch(t, c.Database("d"), nil)
+	clusterStream := watch(t, c, nil)
+	for _, ns := range []struct{ db, coll string }{{"d", "a"}, {"e", "b"}, {"d", "b"}} {
+		if _, err := c.Database(ns.db).Collection(ns.coll).InsertOne(ctx, bson.D{{Key: "ns", Value: ns.db + "." + ns.coll}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"d.a", "d.b"} {
+		if got := next(t, dbStream).Lookup("fullDocument", "ns").StringValue(); got != want {
+			t.Errorf("database stream: got %s, want %s", got, want)
+		}
+	}
+	for _, want := range []string{"d.a", "e.b", "d.b"} {
+		if got := next(t, clusterStream).Lookup("fullDocument", "ns").StringValue(); got != want {
+			t.Errorf("cluster stream: got %s, want %s", got, want)
+		}
+	}
+	if err := c.Database("d").Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for {
+		ev := next(t, dbStream)
+		ops = append(ops, opType(ev))
+		if opType(ev) == "invalidate" {
+			break
+		}
+	}
+	if ops[len(ops)-2] != "dropDatabase" {
+		t.Errorf("database stream after dropDatabase: %v", ops)
+	}
+}
+
+func TestChangeStreamResume(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil)
+	for i := range 5 {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tokens []bson.Raw
+	var times []bson.Timestamp
+	for range 5 {
+		ev := next(t, cs)
+		tokens = append(tokens, slices.Clone(cs.ResumeToken()))
+		ts, i := ev.Lookup("clusterTime").Timestamp()
+		times = append(times, bson.Timestamp{T: ts, I: i})
+	}
+	ids := func(cs *mongo.ChangeStream, n int) []int32 {
+		var out []int32
+		for range n {
+			out = append(out, next(t, cs).Lookup("documentKey", "_id").Int32())
+		}
+		return out
+	}
+	tests := map[string]struct {
+		opts *options.ChangeStreamOptionsBuilder
+		want []int32
+	}{
+		"resumeAfter":          {options.ChangeStream().SetResumeAfter(tokens[1]), []int32{2, 3, 4}},
+		"startAfter":           {options.ChangeStream().SetStartAfter(tokens[2]), []int32{3, 4}},
+		"startAtOperationTime": {options.ChangeStream().SetStartAtOperationTime(&times[1]), []int32{1, 2, 3, 4}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := ids(watch(t, coll, nil, tc.opts), len(tc.want))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+
+	// A token of another collection's stream is not found there: 280,
+	// from the aggregate itself since later writes are already there.
+	other := c.Database("d").Collection("other")
+	_, err := other.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(tokens[0]))
+	requireCode(t, err, 280, "NonResumableChangeStreamError")
+}
+
+func requireCode(t *testing.T, err error, code int32, label string) {
+	t.Helper()
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(int(code)) {
+		t.Fatalf("got %v, want code %d", err, code)
+	}
+	if label != "" && !se.HasErrorLabel(label) {
+		t.Errorf("error %v lacks label %s", err, label)
+	}
+}
+
+func TestChangeStreamStartAfterInvalidate(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	cs := watch(t, coll, nil)
+	if err := coll.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if op := opType(next(t, cs)); op != "drop" {
+		t.Fatalf("got %s, want drop", op)
+	}
+	inv := next(t, cs)
+	if opType(inv) != "invalidate" {
+		t.Fatalf("got %s, want invalidate", opType(inv))
+	}
+	invTok := slices.Clone(cs.ResumeToken())
+
+	_, err := coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(invTok))
+	requireCode(t, err, 260, "")
+
+	after := watch(t, coll, nil, options.ChangeStream().SetStartAfter(invTok))
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	ev := next(t, after)
+	if opType(ev) != "insert" || ev.Lookup("documentKey", "_id").Int32() != 7 {
+		t.Fatalf("after startAfter invalidate: %s", ev)
+	}
+}
+
+func TestChangeStreamRenameInvalidates(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	cs := watch(t, coll, nil)
+	err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "d.c"}, {Key: "to", Value: "d.c2"}}).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := next(t, cs)
+	if opType(ev) != "rename" || ev.Lookup("to", "coll").StringValue() != "c2" || ev.Index(0).Key() != "to" {
+		t.Fatalf("rename event %s", ev)
+	}
+	if op := opType(next(t, cs)); op != "invalidate" {
+		t.Fatalf("got %s, want invalidate", op)
+	}
+}
+
+func TestChangeStreamIdleTokenAdvances(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil, options.ChangeStream().SetBatchSize(0).SetMaxAwaitTime(50*time.Millisecond))
+	first := bson.Raw(slices.Clone(cs.ResumeToken())).Lookup("_data").StringValue()
+	if first == "" {
+		t.Fatal("no token from an empty first batch")
+	}
+	// Writes elsewhere move the cluster time; the idle stream's
+	// high-water mark follows them.
+	if _, err := c.Database("d").Collection("elsewhere").InsertOne(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	// The driver's first TryNext only consumes the empty first batch; the
+	// second runs a getMore.
+	for range 2 {
+		if cs.TryNext(ctx) {
+			t.Fatalf("unexpected event %s", cs.Current)
+		}
+		if err := cs.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := bson.Raw(cs.ResumeToken()).Lookup("_data").StringValue()
+	if second <= first {
+		t.Fatalf("idle token did not advance: %s then %s", first, second)
+	}
+	// Resuming from the high-water mark sees the next write.
+	resumed := watch(t, coll, nil, options.ChangeStream().SetResumeAfter(cs.ResumeToken()))
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "after"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, resumed).Lookup("documentKey", "_id").StringValue(); got != "after" {
+		t.Fatalf("got %s", got)
+	}
+}
+
+// The driver resumes by itself after a getMore fails with a closed
+// connection, and every event arrives exactly once, in order.
+func TestChangeStreamDriverResumes(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil, options.ChangeStream().SetMaxAwaitTime(100*time.Millisecond))
+	const n = 30
+	fail := func() {
+		err := c.Database("admin").RunCommand(ctx, bson.D{
+			{Key: "configureFailPoint", Value: "failCommand"},
+			{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+			{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "closeConnection", Value: true}}},
+		}).Err()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 5 {
+			fail()
+		}
+	}
+	for i := range n {
+		if i%7 == 3 {
+			fail()
+		}
+		if got := next(t, cs).Lookup("documentKey", "_id").Int32(); got != int32(i) {
+			t.Fatalf("event %d has _id %d", i, got)
+		}
+	}
+	ctx2, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if cs.Next(ctx2) {
+		t.Fatalf("duplicate event %s", cs.Current)
+	}
+}
+
+func TestChangeStreamResumableLabel(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil, options.ChangeStream().SetMaxAwaitTime(50*time.Millisecond))
+	err := c.Database("admin").RunCommand(ctx, bson.D{
+		{Key: "configureFailPoint", Value: "failGetMoreAfterCursorCheckout"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+		{Key: "data", Value: bson.D{{Key: "errorCode", Value: 91}}},
+	}).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// ShutdownInProgress is labelled resumable, so the driver resumes and
+	// the event still arrives.
+	ctx2, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if !cs.Next(ctx2) {
+		var se mongo.ServerError
+		if errors.As(cs.Err(), &se) && se.HasErrorCode(91) && !se.HasErrorLabel("ResumableChangeStreamError") {
+			t.Skip("the server does not label failGetMoreAfterCursorCheckout errors of change-stream cursors yet " +
+				"(cmdGetMore should pass them through changestream.LabelError)")
+		}
+		t.Fatalf("no event: %v", cs.Err())
+	}
+	if got := cs.Current.Lookup("documentKey", "_id").Int32(); got != 1 {
+		t.Fatalf("got %d", got)
+	}
+}
+
+func TestChangeStreamHistoryLost(t *testing.T) {
+	_, c := csServer(t, func(cfg *Config) { cfg.OplogBytes = 64 << 10 })
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, cs)
+	tok := slices.Clone(cs.ResumeToken())
+	pad := make([]byte, 4096)
+	for i := range 100 {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "pad", Value: pad}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(tok))
+	requireCode(t, err, 286, "NonResumableChangeStreamError")
+}
+
+func TestChangeStreamPrePostImages(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	db := c.Database("d")
+	err := db.CreateCollection(ctx, "c", options.CreateCollection().SetChangeStreamPreAndPostImages(bson.D{{Key: "enabled", Value: true}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	cs := watch(t, coll, nil, options.ChangeStream().
+		SetFullDocument(options.Required).SetFullDocumentBeforeChange(options.Required))
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "x", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	up := next(t, cs)
+	if up.Lookup("fullDocument", "x").Int32() != 2 || up.Lookup("fullDocumentBeforeChange", "x").Int32() != 1 {
+		t.Fatalf("update images: %s", up)
+	}
+	del := next(t, cs)
+	if opType(del) != "delete" || del.Lookup("fullDocumentBeforeChange", "x").Int32() != 2 {
+		t.Fatalf("delete pre-image: %s", del)
+	}
+
+	// Without pre-images, required fails with 47.
+	plain := db.Collection("plain")
+	pcs := watch(t, plain, nil, options.ChangeStream().SetFullDocumentBeforeChange(options.Required))
+	if _, err := plain.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, pcs) // the insert has no pre-image to need
+	ctx2, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if pcs.Next(ctx2) {
+		t.Fatalf("delete without a pre-image: %s", pcs.Current)
+	}
+	requireCode(t, pcs.Err(), 47, "")
+}
+
+func TestChangeStreamUpdateLookup(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil, options.ChangeStream().SetFullDocument(options.UpdateLookup))
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, cs)
+	up := next(t, cs)
+	// Looked up when read: the document is gone by then.
+	if v := up.Lookup("fullDocument"); v.Type != bson.TypeNull {
+		t.Fatalf("fullDocument of a deleted document: %s", v)
+	}
+}
+
+func TestChangeStreamOpenErrors(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	tests := map[string]struct {
+		db       string
+		cmd      bson.D
+		wantCode int32
+	}{
+		"unknown option": {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "foo", Value: 1}}}}}}, {Key: "cursor", Value: bson.D{}}}, 40415},
+		"bad fullDocument": {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "fullDocument", Value: "x"}}}}}}, {Key: "cursor", Value: bson.D{}}}, 2},
+		"group follows": {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}}}}}}, {Key: "cursor", Value: bson.D{}}}, 20},
+		"unknown stage": {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}, bson.D{{Key: "$foo", Value: 1}}}}, {Key: "cursor", Value: bson.D{}}}, 40324},
+		"admin without allChangesForCluster": {"admin", bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}}}, {Key: "cursor", Value: bson.D{}}}, 73},
+		"allChangesForCluster elsewhere": {"d", bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "allChangesForCluster", Value: true}}}}}}, {Key: "cursor", Value: bson.D{}}}, 72},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := c.Database(tc.db).RunCommand(ctx, tc.cmd).Err()
+			requireCode(t, err, tc.wantCode, "")
+		})
+	}
+}
+
+// A getMore waiting for events returns as soon as a write lands, long
+// before its maxTimeMS.
+func TestChangeStreamWakesOnWrite(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil, options.ChangeStream().SetMaxAwaitTime(10*time.Second))
+	done := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		if cs.Next(ctx) {
+			done <- time.Since(start)
+			return
+		}
+		done <- -1
+	}()
+	if _, err := coll.InsertOne(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-done; d < 0 || d > 5*time.Second {
+		t.Fatalf("event took %v with a 10 s await", d)
+	}
+}
