@@ -494,12 +494,12 @@ func TestChangeStreamOpenErrors(t *testing.T) {
 		cmd      bson.D
 		wantCode int32
 	}{
-		"unknown option": {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "foo", Value: 1}}}}}}, {Key: "cursor", Value: bson.D{}}}, 40415},
-		"bad fullDocument": {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "fullDocument", Value: "x"}}}}}}, {Key: "cursor", Value: bson.D{}}}, 2},
-		"group follows": {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}}}}}}, {Key: "cursor", Value: bson.D{}}}, 20},
-		"unknown stage": {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}, bson.D{{Key: "$foo", Value: 1}}}}, {Key: "cursor", Value: bson.D{}}}, 40324},
+		"unknown option":                     {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "foo", Value: 1}}}}}}, {Key: "cursor", Value: bson.D{}}}, 40415},
+		"bad fullDocument":                   {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "fullDocument", Value: "x"}}}}}}, {Key: "cursor", Value: bson.D{}}}, 2},
+		"group follows":                      {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}}}}}}, {Key: "cursor", Value: bson.D{}}}, 20},
+		"unknown stage":                      {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}, bson.D{{Key: "$foo", Value: 1}}}}, {Key: "cursor", Value: bson.D{}}}, 40324},
 		"admin without allChangesForCluster": {"admin", bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}}}, {Key: "cursor", Value: bson.D{}}}, 73},
-		"allChangesForCluster elsewhere": {"d", bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "allChangesForCluster", Value: true}}}}}}, {Key: "cursor", Value: bson.D{}}}, 72},
+		"allChangesForCluster elsewhere":     {"d", bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "allChangesForCluster", Value: true}}}}}}, {Key: "cursor", Value: bson.D{}}}, 72},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
