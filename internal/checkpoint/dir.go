@@ -37,8 +37,8 @@ func Open(dir string, log *slog.Logger) (*Dir, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
+	if err := makeDir(dir); err != nil {
+		return nil, err
 	}
 	lock, err := lockDir(dir)
 	if err != nil {
@@ -173,13 +173,25 @@ func ReadRaw(dir, pipeline string) ([]byte, error) {
 
 // Read returns the pipeline's verified record, taking no lock. If there is
 // no checkpoint the error matches fs.ErrNotExist; a record that cannot be
-// trusted is a *CorruptError.
+// read or trusted is a *CorruptError.
 func Read(dir, pipeline string) (*Record, error) {
-	b, err := ReadRaw(dir, pipeline)
-	if err != nil {
+	if err := checkName(pipeline); err != nil {
 		return nil, err
 	}
-	return decodeRecord(File(dir, pipeline), pipeline, b)
+	path := File(dir, pipeline)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	if err != nil {
+		reason := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Err.Error() // the path is in the message already
+		}
+		return nil, &CorruptError{Path: path, Reason: reason, Err: err}
+	}
+	return decodeRecord(path, pipeline, b)
 }
 
 // checkName rejects pipeline names that are not a plain file name.
@@ -206,6 +218,24 @@ func (d *Dir) removeTemps() error {
 			return fmt.Errorf("remove temporary checkpoint file: %w", err)
 		}
 		d.log.Debug("removed interrupted checkpoint write", "path", p)
+	}
+	return nil
+}
+
+// makeDir creates dir if it is missing, durably: a rename into a directory
+// is only as durable as the directory's own entry in its parent.
+func makeDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("data directory %s is not a directory", dir)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
 	}
 	return nil
 }

@@ -229,6 +229,18 @@ func TestDirRefusesCorruptRecord(t *testing.T) {
 		t.Run(name, func(t *testing.T) { check(t, tc.content(), tc.reason) })
 	}
 
+	t.Run("unreadable", func(t *testing.T) {
+		os.Remove(path)
+		if err := os.Mkdir(path, 0o755); err != nil { // read(2) fails with EISDIR
+			t.Fatal(err)
+		}
+		defer os.Remove(path)
+		_, err := d.Load(ctx, "p")
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.Err == nil || !strings.Contains(err.Error(), "checkpoint "+path+" cannot be read (is a directory); refusing to start") {
+			t.Fatalf("Load = %v; want a *CorruptError saying the file cannot be read", err)
+		}
+	})
 	t.Run("reset starts over", func(t *testing.T) {
 		check(t, []byte("garbage"), "")
 		raw, err := ReadRaw(dir, "p")
@@ -248,6 +260,14 @@ func TestDirRefusesCorruptRecord(t *testing.T) {
 			t.Fatalf("ReadRaw after Reset = %v, want fs.ErrNotExist", err)
 		}
 	})
+}
+
+func TestOpenRejectsFileAsDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data")
+	os.WriteFile(path, nil, 0o644)
+	if _, err := Open(path, nil); err == nil || !strings.Contains(err.Error(), "data directory "+path+" is not a directory") {
+		t.Fatalf("Open of a file = %v", err)
+	}
 }
 
 func TestOpenLocksDirectory(t *testing.T) {
@@ -318,6 +338,9 @@ func TestSaveSurvivesSIGKILL(t *testing.T) {
 			}
 			reported, _ = strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 		}
+		// A random delay, not a synchronisation: it spreads the kills over
+		// the whole Save.
+		time.Sleep(rand.N(3 * time.Millisecond))
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
