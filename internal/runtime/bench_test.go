@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/tide-cdc/tide/internal/cdc"
@@ -49,6 +50,8 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+var posPrefix = []byte(`{"pos":`)
+
 func benchEncode(b *testing.B, workers int) {
 	const chunkEvents = 64
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 64) // 1 KiB
@@ -81,7 +84,7 @@ func benchEncode(b *testing.B, workers int) {
 	for c := range out {
 		for i := range c.Records {
 			r := &c.Records[i]
-			if failure == nil && (int(r.ClusterTime.I) != next || !bytes.HasPrefix(r.Data, []byte(`{"pos":`+string(r.Pos)+`,`))) {
+			if failure == nil && (int(r.ClusterTime.I) != next || !bytes.HasPrefix(r.Data, posPrefix) || !bytes.HasPrefix(r.Data[len(posPrefix):], r.Pos)) {
 				failure = fmt.Errorf("record %d carries event %d (position %s)", next, r.ClusterTime.I, r.Pos)
 			}
 			next++
@@ -209,5 +212,26 @@ func BenchmarkPlainLoop(b *testing.B) {
 	}
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkEncodeCeiling encodes the same events on 1 or 2 goroutines with
+// no pool, no order and no channels: what the machine gives at best.
+func BenchmarkEncodeCeiling(b *testing.B) {
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 64)
+	for _, g := range []int{1, 2} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			var wg sync.WaitGroup
+			for w := range g {
+				wg.Go(func() {
+					var dst []byte
+					ev := cdc.Event{Pos: pos(1), Payload: payload}
+					for i := w; i < b.N; i += g {
+						dst, _ = hashEncode(dst[:0], &ev)
+					}
+				})
+			}
+			wg.Wait()
+		})
 	}
 }

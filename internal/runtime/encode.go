@@ -84,7 +84,8 @@ func (c *Chunk) Encode(enc EncodeFunc) error {
 //     cancellation caused by that failure); no chunk after it is sent;
 //   - ctx.Err() when ctx is done first.
 //
-// At most 2×workers chunks are in the pool at once. A chunk received from
+// About 2×workers chunks are in the pool at once; the caller bounds the rest
+// by what it sends. A chunk received from
 // out belongs to the receiver; a chunk that was never sent back must not be
 // given to another call while this one runs.
 func EncodeOrdered(ctx context.Context, workers int, enc EncodeFunc, in <-chan *Chunk, out chan<- *Chunk) error {
