@@ -1,0 +1,623 @@
+package mongowire_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/tide-cdc/tide/internal/mongowire"
+	"github.com/tide-cdc/tide/internal/mongowire/store"
+	"github.com/tide-cdc/tide/internal/testenv"
+)
+
+func setup(t *testing.T, opts ...func(*mongowire.Config)) (*mongowire.Server, *mongo.Client) {
+	t.Helper()
+	s := testenv.MongoWire(t, opts...)
+	return s, testenv.MongoClient(t, s.URI())
+}
+
+func run(t *testing.T, db *mongo.Database, cmd bson.D) bson.Raw {
+	t.Helper()
+	r, err := db.RunCommand(t.Context(), cmd).Raw()
+	if err != nil {
+		t.Fatalf("%s: %v", cmd[0].Key, err)
+	}
+	return r
+}
+
+// wantCode asserts err is a server error with the given code.
+func wantCode(t *testing.T, err error, code int32, msg string) {
+	t.Helper()
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(int(code)) {
+		t.Fatalf("error = %v, want code %d", err, code)
+	}
+	if !strings.Contains(err.Error(), msg) {
+		t.Fatalf("error = %v, want it to mention %q", err, msg)
+	}
+}
+
+func TestURIs(t *testing.T) {
+	s := testenv.MongoWire(t)
+	for name, uri := range map[string]string{
+		"replicaSet":       s.URI(),
+		"directConnection": "mongodb://" + s.Addr() + "/?directConnection=true",
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := testenv.MongoClient(t, uri)
+			if err := c.Ping(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+			// A write needs a writable primary: server selection proves the
+			// topology was understood.
+			if _, err := c.Database("uris").Collection("c").InsertOne(t.Context(), bson.D{{Key: "x", Value: 1}}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestHello(t *testing.T) {
+	s, c := setup(t, func(cfg *mongowire.Config) { cfg.ReplSet = "rsT" })
+	admin := c.Database("admin")
+	r := run(t, admin, bson.D{{Key: "hello", Value: 1}})
+	checks := map[string]bool{
+		"isWritablePrimary": r.Lookup("isWritablePrimary").Boolean(),
+		"setName":           r.Lookup("setName").StringValue() == "rsT",
+		"primary":           r.Lookup("primary").StringValue() == s.Addr(),
+		"me":                r.Lookup("me").StringValue() == s.Addr(),
+		"hosts":             r.Lookup("hosts", "0").StringValue() == s.Addr(),
+		"maxWireVersion":    r.Lookup("maxWireVersion").AsInt64() == 21,
+		"sessions":          r.Lookup("logicalSessionTimeoutMinutes").AsInt64() == 30,
+		"connectionId":      r.Lookup("connectionId").AsInt64() > 0,
+		"localTime":         r.Lookup("localTime").Type == bson.TypeDateTime,
+		"maxBsonObjectSize": r.Lookup("maxBsonObjectSize").AsInt64() == 16<<20,
+		"$clusterTime":      r.Lookup("$clusterTime", "clusterTime").Type == bson.TypeTimestamp,
+		"operationTime":     r.Lookup("operationTime").Type == bson.TypeTimestamp,
+	}
+	for name, ok := range checks {
+		if !ok {
+			t.Errorf("hello %s wrong in %v", name, r)
+		}
+	}
+	if _, err := r.LookupErr("topologyVersion"); err == nil {
+		t.Error("hello has topologyVersion, but awaitable hello is not implemented")
+	}
+	legacy := run(t, admin, bson.D{{Key: "isMaster", Value: 1}})
+	if !legacy.Lookup("ismaster").Boolean() {
+		t.Errorf("isMaster reply %v lacks ismaster: true", legacy)
+	}
+}
+
+func TestAdvertise(t *testing.T) {
+	s := testenv.MongoWire(t, func(c *mongowire.Config) { c.Advertise = "localhost:1" })
+	if s.URI() != "mongodb://localhost:1/?replicaSet=rs0" {
+		t.Fatalf("URI = %s", s.URI())
+	}
+	c := testenv.MongoClient(t, "mongodb://"+s.Addr()+"/?directConnection=true")
+	r := run(t, c.Database("admin"), bson.D{{Key: "hello", Value: 1}})
+	if r.Lookup("me").StringValue() != "localhost:1" {
+		t.Fatalf("me = %v", r.Lookup("me"))
+	}
+}
+
+func TestAdminCommands(t *testing.T) {
+	s, c := setup(t)
+	admin := c.Database("admin")
+	tests := map[string]struct {
+		cmd   bson.D
+		check func(bson.Raw) bool
+	}{
+		"ping":      {bson.D{{Key: "ping", Value: 1}}, func(r bson.Raw) bool { return r.Lookup("ok").AsFloat64() == 1 }},
+		"buildInfo": {bson.D{{Key: "buildInfo", Value: 1}}, func(r bson.Raw) bool { return strings.HasPrefix(r.Lookup("version").StringValue(), "7.0.") }},
+		"getParameter *": {bson.D{{Key: "getParameter", Value: "*"}}, func(r bson.Raw) bool {
+			return r.Lookup("featureCompatibilityVersion", "version").StringValue() == "7.0"
+		}},
+		"getParameter fcv": {bson.D{{Key: "getParameter", Value: 1}, {Key: "featureCompatibilityVersion", Value: 1}}, func(r bson.Raw) bool {
+			_, err := r.LookupErr("quiet")
+			return r.Lookup("featureCompatibilityVersion", "version").StringValue() == "7.0" && err != nil
+		}},
+		"getCmdLineOpts":   {bson.D{{Key: "getCmdLineOpts", Value: 1}}, func(r bson.Raw) bool { return r.Lookup("parsed", "replication", "replSet").StringValue() == "rs0" }},
+		"serverStatus":     {bson.D{{Key: "serverStatus", Value: 1}}, func(r bson.Raw) bool { return r.Lookup("connections", "current").AsInt64() >= 1 }},
+		"connectionStatus": {bson.D{{Key: "connectionStatus", Value: 1}}, func(r bson.Raw) bool { return r.Lookup("authInfo").Type == bson.TypeEmbeddedDocument }},
+		"hostInfo":         {bson.D{{Key: "hostInfo", Value: 1}}, func(r bson.Raw) bool { return r.Lookup("system", "numCores").AsInt64() > 0 }},
+		"whatsmyuri":       {bson.D{{Key: "whatsmyuri", Value: 1}}, func(r bson.Raw) bool { return strings.HasPrefix(r.Lookup("you").StringValue(), "127.0.0.1:") }},
+		"replSetGetConfig": {bson.D{{Key: "replSetGetConfig", Value: 1}}, func(r bson.Raw) bool {
+			id, ok := r.Lookup("config", "settings", "replicaSetId").ObjectIDOK()
+			return ok && id == s.Store().ReplicaSetID() && r.Lookup("config", "members", "0", "host").StringValue() == s.Addr()
+		}},
+		"replSetGetStatus": {bson.D{{Key: "replSetGetStatus", Value: 1}}, func(r bson.Raw) bool {
+			return r.Lookup("myState").AsInt64() == 1 && r.Lookup("members", "0", "stateStr").StringValue() == "PRIMARY"
+		}},
+		"endSessions":     {bson.D{{Key: "endSessions", Value: bson.A{bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}}}}, nil},
+		"killSessions":    {bson.D{{Key: "killSessions", Value: bson.A{}}}, nil},
+		"killAllSessions": {bson.D{{Key: "killAllSessions", Value: bson.A{}}}, nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := run(t, admin, tc.cmd)
+			if tc.check != nil && !tc.check(r) {
+				t.Fatalf("reply %v", r)
+			}
+		})
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("errs")
+	if _, err := db.Collection("c").InsertOne(t.Context(), bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		cmd  bson.D
+		code int32
+		msg  string
+	}{
+		"unknown command":         {bson.D{{Key: "noSuchCommand", Value: 1}}, 59, "no such command: 'noSuchCommand'"},
+		"admin only":              {bson.D{{Key: "listDatabases", Value: 1}}, 13, "may only be run against the admin database"},
+		"fail point disabled":     {bson.D{{Key: "configureFailPoint", Value: "failCommand"}}, 59, "no such command"},
+		"unknown query operator":  {bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$frob", Value: 1}}}}}}, 2, "$frob"},
+		"unknown update operator": {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$frob", Value: bson.D{{Key: "a", Value: 1}}}}}}}}}, 0, "$frob"},
+		"negative skip":           {bson.D{{Key: "find", Value: "c"}, {Key: "skip", Value: -1}}, 2, "Skip value must be non-negative"},
+		"wrong type":              {bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: "x"}}, 14, "'find.filter' is the wrong type 'string'"},
+		"bad collection name":     {bson.D{{Key: "find", Value: 3.5}}, 73, "collection name has invalid type double"},
+		"cursor not found":        {bson.D{{Key: "getMore", Value: int64(12345)}, {Key: "collection", Value: "c"}}, 43, "cursor id 12345 not found"},
+		"getMore id type":         {bson.D{{Key: "getMore", Value: "x"}, {Key: "collection", Value: "c"}}, 14, "wrong type"},
+		"delete limit":            {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 5}}}}}, 0, "must be 0 or 1"},
+		"empty insert":            {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{}}}, 16, "Write batch sizes"},
+		"findAndModify neither":   {bson.D{{Key: "findAndModify", Value: "c"}}, 9, "Either an update or remove=true"},
+		"aggregate no cursor":     {bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}}, 9, "'cursor' option is required"},
+		"unknown stage":           {bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$frob", Value: 1}}}}, {Key: "cursor", Value: bson.D{}}}, 40324, "$frob"},
+		"transactions":            {bson.D{{Key: "find", Value: "c"}, {Key: "startTransaction", Value: true}, {Key: "autocommit", Value: false}}, 20, "transactions are not supported"},
+		"duplicate _id":           {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, 0, "E11000"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r, err := db.RunCommand(t.Context(), tc.cmd).Raw()
+			if tc.code == 0 { // a write error: ok: 1 with writeErrors
+				if err != nil {
+					t.Fatal(err)
+				}
+				we := r.Lookup("writeErrors", "0")
+				if we.Type != bson.TypeEmbeddedDocument || !strings.Contains(we.Document().Lookup("errmsg").StringValue(), tc.msg) {
+					t.Fatalf("reply %v, want a write error mentioning %q", r, tc.msg)
+				}
+				return
+			}
+			wantCode(t, err, tc.code, tc.msg)
+		})
+	}
+}
+
+func TestCRUD(t *testing.T) {
+	_, c := setup(t)
+	ctx := t.Context()
+	coll := c.Database("crud").Collection("people")
+	docs := []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "name", Value: "ada"}, {Key: "age", Value: 36}, {Key: "tags", Value: bson.A{"math"}}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "name", Value: "bob"}, {Key: "age", Value: 25}},
+		bson.D{{Key: "_id", Value: 3}, {Key: "name", Value: "cyd"}, {Key: "age", Value: 41}},
+	}
+	if res, err := coll.InsertMany(ctx, docs); err != nil || len(res.InsertedIDs) != 3 {
+		t.Fatalf("InsertMany = %v, %v", res, err)
+	}
+	// Filter, sort, projection, skip, limit.
+	cur, err := coll.Find(ctx, bson.D{{Key: "age", Value: bson.D{{Key: "$gt", Value: 30}}}},
+		options.Find().SetSort(bson.D{{Key: "age", Value: -1}}).SetProjection(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 0}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bson.M
+	if err := cur.All(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[map[name:cyd] map[name:ada]]" {
+		t.Fatalf("find = %v", got)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{{Key: "age", Value: bson.D{{Key: "$lt", Value: 40}}}}); err != nil || n != 2 {
+		t.Fatalf("CountDocuments = %d, %v", n, err)
+	}
+	if n, err := coll.EstimatedDocumentCount(ctx); err != nil || n != 3 {
+		t.Fatalf("EstimatedDocumentCount = %d, %v", n, err)
+	}
+	// Updates with operators, upsert, multi, arrayFilters and a pipeline.
+	res, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "age", Value: 1}}}, {Key: "$push", Value: bson.D{{Key: "tags", Value: "new"}}}})
+	if err != nil || res.MatchedCount != 1 || res.ModifiedCount != 1 {
+		t.Fatalf("UpdateOne = %+v, %v", res, err)
+	}
+	res, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 9}}, bson.D{{Key: "$set", Value: bson.D{{Key: "name", Value: "zed"}}}}, options.UpdateOne().SetUpsert(true))
+	if err != nil || res.UpsertedCount != 1 || res.UpsertedID != int32(9) {
+		t.Fatalf("upsert = %+v, %v", res, err)
+	}
+	res, err = coll.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "seen", Value: true}}}})
+	if err != nil || res.MatchedCount != 4 || res.ModifiedCount != 4 {
+		t.Fatalf("UpdateMany = %+v, %v", res, err)
+	}
+	res, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "tags.$[t]", Value: "logic"}}}},
+		options.UpdateOne().SetArrayFilters([]any{bson.D{{Key: "t", Value: "math"}}}))
+	if err != nil || res.ModifiedCount != 1 {
+		t.Fatalf("arrayFilters update = %+v, %v", res, err)
+	}
+	res, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 3}}, mongo.Pipeline{{{Key: "$set", Value: bson.D{{Key: "age2", Value: bson.D{{Key: "$multiply", Value: bson.A{"$age", 2}}}}}}}})
+	if err != nil || res.ModifiedCount != 1 {
+		t.Fatalf("pipeline update = %+v, %v", res, err)
+	}
+	res, err = coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: 9}}, bson.D{{Key: "name", Value: "zoe"}})
+	if err != nil || res.ModifiedCount != 1 {
+		t.Fatalf("ReplaceOne = %+v, %v", res, err)
+	}
+	var one bson.M
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&one); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(one["tags"]) != "[logic]" || one["seen"] != true {
+		t.Fatalf("after updates: %v", one)
+	}
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: 3}}).Decode(&one); err != nil || one["age2"] != int32(82) {
+		t.Fatalf("after pipeline update: %v, %v", one, err)
+	}
+	// findAndModify in its forms.
+	var before, after bson.M
+	if err := coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "$set", Value: bson.D{{Key: "age", Value: 30}}}}).Decode(&before); err != nil || before["age"] != int32(26) {
+		t.Fatalf("FindOneAndUpdate before = %v, %v", before, err)
+	}
+	if err := coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "age", Value: 1}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&after); err != nil || after["age"] != int32(31) {
+		t.Fatalf("FindOneAndUpdate after = %v, %v", after, err)
+	}
+	if err := coll.FindOneAndDelete(ctx, bson.D{{Key: "_id", Value: 9}}).Decode(&before); err != nil || before["name"] != "zoe" {
+		t.Fatalf("FindOneAndDelete = %v, %v", before, err)
+	}
+	if err := coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: 77}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}).Err(); !errors.Is(err, mongo.ErrNoDocuments) {
+		t.Fatalf("FindOneAndUpdate on nothing = %v, want ErrNoDocuments", err)
+	}
+	// distinct and aggregate.
+	dr := coll.Distinct(ctx, "seen", bson.D{})
+	var seen []bool
+	if err := dr.Decode(&seen); err != nil || fmt.Sprint(seen) != "[true]" {
+		t.Fatalf("Distinct = %v, %v", seen, err)
+	}
+	acur, err := coll.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$match", Value: bson.D{{Key: "age", Value: bson.D{{Key: "$gte", Value: 30}}}}}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "total", Value: bson.D{{Key: "$sum", Value: "$age"}}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agg []bson.M
+	if err := acur.All(ctx, &agg); err != nil || len(agg) != 1 || agg[0]["total"] != int32(36+31+41) {
+		t.Fatalf("Aggregate = %v, %v", agg, err)
+	}
+	// Deletes.
+	if dres, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil || dres.DeletedCount != 1 {
+		t.Fatalf("DeleteOne = %+v, %v", dres, err)
+	}
+	if dres, err := coll.DeleteMany(ctx, bson.D{}); err != nil || dres.DeletedCount != 2 {
+		t.Fatalf("DeleteMany = %+v, %v", dres, err)
+	}
+}
+
+func TestCursorBatches(t *testing.T) {
+	_, c := setup(t)
+	ctx := t.Context()
+	var getMores atomic.Int32
+	mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "getMore" {
+			getMores.Add(1)
+		}
+	}}
+	s := testenv.MongoWire(t)
+	mc, err := mongo.Connect(options.Client().ApplyURI(s.URI()).SetMonitor(mon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Disconnect(context.Background())
+	_ = c
+	coll := mc.Database("cur").Collection("c")
+	docs := make([]any, 250)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: i}}
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		opts     *options.FindOptionsBuilder
+		want     int
+		getMores int32
+	}{
+		"default batches": {options.Find(), 250, 1}, // 101, then the rest
+		"batchSize 100":   {options.Find().SetBatchSize(100), 250, 2},
+		"batchSize 0":     {options.Find().SetBatchSize(0), 250, 1},
+		"limit":           {options.Find().SetLimit(120).SetBatchSize(50), 120, 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			getMores.Store(0)
+			cur, err := coll.Find(ctx, bson.D{}, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for cur.Next(ctx) {
+				if cur.Current.Lookup("_id").AsInt64() != int64(n) {
+					t.Fatalf("doc %d is %v", n, cur.Current)
+				}
+				n++
+			}
+			if err := cur.Err(); err != nil || n != tc.want {
+				t.Fatalf("read %d docs, err %v; want %d", n, err, tc.want)
+			}
+			if g := getMores.Load(); g != tc.getMores {
+				t.Errorf("%d getMores, want %d", g, tc.getMores)
+			}
+		})
+	}
+	// An abandoned cursor is killed.
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cur.ID()
+	if id == 0 {
+		t.Fatal("no cursor for a partial batch")
+	}
+	if err := cur.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = mc.Database("cur").RunCommand(ctx, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}}).Err()
+	wantCode(t, err, 43, "not found")
+	// getMore on another namespace is refused.
+	cur, err = coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx)
+	err = mc.Database("cur").RunCommand(ctx, bson.D{{Key: "getMore", Value: cur.ID()}, {Key: "collection", Value: "other"}}).Err()
+	wantCode(t, err, 13, "different namespace")
+}
+
+func TestDDLAndIndexes(t *testing.T) {
+	s, c := setup(t)
+	ctx := t.Context()
+	db := c.Database("ddl")
+	if err := db.CreateCollection(ctx, "a", options.CreateCollection().SetChangeStreamPreAndPostImages(bson.D{{Key: "enabled", Value: true}})); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, db.CreateCollection(ctx, "a"), 48, "")
+	specs, err := db.ListCollectionSpecifications(ctx, bson.D{{Key: "name", Value: "a"}})
+	if err != nil || len(specs) != 1 {
+		t.Fatalf("ListCollectionSpecifications = %v, %v", specs, err)
+	}
+	if specs[0].UUID == nil || specs[0].IDIndex.Name != "_id_" || !strings.Contains(specs[0].Options.String(), "changeStreamPreAndPostImages") {
+		t.Fatalf("spec = %+v", specs[0])
+	}
+	if info, ok := s.Store().Collection(store0("ddl", "a")); !ok || !info.PreAndPostImages {
+		t.Fatalf("store collection = %+v, %v", info, ok)
+	}
+	run(t, db, bson.D{{Key: "collMod", Value: "a"}, {Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: false}}}})
+	if info, _ := s.Store().Collection(store0("ddl", "a")); info.PreAndPostImages {
+		t.Fatal("collMod did not disable pre- and post-images")
+	}
+	names, err := db.ListCollectionNames(ctx, bson.D{})
+	if err != nil || fmt.Sprint(names) != "[a]" {
+		t.Fatalf("ListCollectionNames = %v, %v", names, err)
+	}
+	// Indexes and a duplicate key.
+	coll := db.Collection("a")
+	name, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "email", Value: 1}}, Options: options.Index().SetUnique(true)})
+	if err != nil || name != "email_1" {
+		t.Fatalf("CreateOne = %q, %v", name, err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "email", Value: "a@x"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = coll.InsertOne(ctx, bson.D{{Key: "email", Value: "a@x"}})
+	if !mongo.IsDuplicateKeyError(err) || !strings.Contains(err.Error(), "email_1") {
+		t.Fatalf("duplicate insert = %v, want E11000 on email_1", err)
+	}
+	icur, err := coll.Indexes().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx []bson.M
+	if err := icur.All(ctx, &idx); err != nil || len(idx) != 2 || idx[1]["unique"] != true {
+		t.Fatalf("listIndexes = %v, %v", idx, err)
+	}
+	wantCode(t, coll.Indexes().DropOne(ctx, "nope_1"), 27, "")
+	if err := coll.Indexes().DropOne(ctx, "email_1"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, db, bson.D{{Key: "createIndexes", Value: "a"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "k", Value: -1}}}}}}})
+	r := run(t, db, bson.D{{Key: "dropIndexes", Value: "a"}, {Key: "index", Value: bson.D{{Key: "k", Value: -1}}}})
+	if r.Lookup("nIndexesWas").AsInt64() != 2 {
+		t.Fatalf("dropIndexes by key = %v", r)
+	}
+	// Rename, drop, dropDatabase.
+	r = run(t, c.Database("admin"), bson.D{{Key: "renameCollection", Value: "ddl.a"}, {Key: "to", Value: "ddl.b"}})
+	if names, _ := db.ListCollectionNames(ctx, bson.D{}); fmt.Sprint(names) != "[b]" {
+		t.Fatalf("after rename: %v", names)
+	}
+	wantCode(t, c.Database("admin").RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "ddl.zz"}, {Key: "to", Value: "ddl.b"}}).Err(), 26, "")
+	if err := db.Collection("b").Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection("x").InsertOne(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	dbs, err := c.ListDatabaseNames(ctx, bson.D{{Key: "name", Value: "ddl"}})
+	if err != nil || fmt.Sprint(dbs) != "[ddl]" {
+		t.Fatalf("ListDatabaseNames = %v, %v", dbs, err)
+	}
+	if err := db.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if dbs, _ := c.ListDatabaseNames(ctx, bson.D{{Key: "name", Value: "ddl"}}); len(dbs) != 0 {
+		t.Fatalf("after dropDatabase: %v", dbs)
+	}
+}
+
+func TestRetryableWriteReplaysStoredReply(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("retry")
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: []byte("0123456789abcdef")}}}
+	insert := func(txn int64, id int) bson.Raw {
+		r, err := db.RunCommand(t.Context(), bson.D{
+			{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}},
+			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: txn},
+		}).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := insert(1, 1)
+	again := insert(1, 1) // a retry: the stored reply, no duplicate key error
+	if first.Lookup("n").AsInt64() != 1 || again.Lookup("n").AsInt64() != 1 {
+		t.Fatalf("first %v, retry %v", first, again)
+	}
+	if _, err := again.LookupErr("writeErrors"); err == nil {
+		t.Fatalf("retry re-executed: %v", again)
+	}
+	insert(2, 2)
+	err := db.RunCommand(t.Context(), bson.D{
+		{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 3}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)},
+	}).Err()
+	wantCode(t, err, 225, "newer retryable write")
+	if n, _ := db.Collection("c").CountDocuments(t.Context(), bson.D{}); n != 2 {
+		t.Fatalf("%d documents, want 2", n)
+	}
+}
+
+func TestFailCommand(t *testing.T) {
+	_, c := setup(t, func(cfg *mongowire.Config) { cfg.EnableTestCommands = true })
+	ctx := t.Context()
+	admin := c.Database("admin")
+	coll := c.Database("fp").Collection("c")
+	fail := func(mode any, data bson.D) {
+		t.Helper()
+		run(t, admin, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: mode}, {Key: "data", Value: data}})
+	}
+	t.Run("errorCode times", func(t *testing.T) {
+		fail(bson.D{{Key: "times", Value: 1}}, bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "errorCode", Value: 2}, {Key: "errorLabels", Value: bson.A{"MyLabel"}}})
+		err := coll.FindOne(ctx, bson.D{}).Err()
+		var se mongo.ServerError
+		if !errors.As(err, &se) || !se.HasErrorCode(2) || !se.HasErrorLabel("MyLabel") {
+			t.Fatalf("first find = %v, want code 2 with MyLabel", err)
+		}
+		if err := coll.FindOne(ctx, bson.D{}).Err(); !errors.Is(err, mongo.ErrNoDocuments) {
+			t.Fatalf("second find = %v, want it to run", err)
+		}
+	})
+	t.Run("retryable write survives closeConnection", func(t *testing.T) {
+		fail(bson.D{{Key: "times", Value: 1}}, bson.D{{Key: "failCommands", Value: bson.A{"insert"}}, {Key: "closeConnection", Value: true}})
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "r"}}); err != nil {
+			t.Fatalf("insert with a retry = %v", err)
+		}
+		if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: "r"}}); n != 1 {
+			t.Fatalf("%d documents", n)
+		}
+	})
+	t.Run("retryable error label", func(t *testing.T) {
+		fail(bson.D{{Key: "times", Value: 1}}, bson.D{{Key: "failCommands", Value: bson.A{"insert"}}, {Key: "errorCode", Value: 91}})
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "s"}}); err != nil {
+			t.Fatalf("insert after a ShutdownInProgress with RetryableWriteError = %v", err)
+		}
+	})
+	t.Run("skip and off", func(t *testing.T) {
+		fail(bson.D{{Key: "skip", Value: 1}}, bson.D{{Key: "failCommands", Value: bson.A{"count"}}, {Key: "errorCode", Value: 8}})
+		if _, err := coll.EstimatedDocumentCount(ctx); err != nil {
+			t.Fatalf("skipped count = %v", err)
+		}
+		if _, err := coll.EstimatedDocumentCount(ctx); err == nil {
+			t.Fatal("count after the skip succeeded")
+		}
+		r := run(t, admin, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}})
+		if r.Lookup("count").AsInt64() != 1 {
+			t.Fatalf("count = %v, want 1 activation", r)
+		}
+		if _, err := coll.EstimatedDocumentCount(ctx); err != nil {
+			t.Fatalf("count after off = %v", err)
+		}
+	})
+	t.Run("bad mode", func(t *testing.T) {
+		err := admin.RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "sometimes"}}).Err()
+		wantCode(t, err, 2, "unknown mode")
+	})
+}
+
+func TestConcurrentIncrements(t *testing.T) {
+	_, c := setup(t)
+	coll := c.Database("conc").Collection("c")
+	if _, err := coll.InsertOne(t.Context(), bson.D{{Key: "_id", Value: 1}, {Key: "n", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 8, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				if _, err := coll.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var doc struct{ N int }
+	if err := coll.FindOne(t.Context(), bson.D{}).Decode(&doc); err != nil || doc.N != workers*each {
+		t.Fatalf("n = %d, %v; want %d", doc.N, err, workers*each)
+	}
+}
+
+func TestDataDirPersists(t *testing.T) {
+	dir := t.TempDir()
+	start := func() (*mongowire.Server, *mongo.Client) {
+		s := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: dir})
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := mongo.Connect(options.Client().ApplyURI(s.URI()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, c
+	}
+	s, c := start()
+	id := s.Store().ReplicaSetID()
+	if _, err := c.Database("p").Collection("c").InsertOne(t.Context(), bson.D{{Key: "_id", Value: "kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Disconnect(context.Background())
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, c = start()
+	defer s.Close()
+	defer c.Disconnect(context.Background())
+	if s.Store().ReplicaSetID() != id {
+		t.Fatal("replicaSetId changed across a restart")
+	}
+	if n, err := c.Database("p").Collection("c").CountDocuments(t.Context(), bson.D{{Key: "_id", Value: "kept"}}); err != nil || n != 1 {
+		t.Fatalf("after restart: %d, %v", n, err)
+	}
+}
+
+func store0(db, coll string) store.Namespace { return store.Namespace{DB: db, Coll: coll} }
