@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -84,9 +85,18 @@ func (s *Sink) Open(ctx context.Context, restored *cdc.Checkpoint) error {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
 		return fmt.Errorf("file sink: create directory: %w", err)
 	}
+	_, statErr := os.Stat(s.path)
 	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A new file's name must be durable before a checkpoint counts
+		// bytes in it.
+		if err := syncDir(filepath.Dir(s.path)); err != nil {
+			f.Close()
+			return fmt.Errorf("file sink: %w", err)
+		}
 	}
 	if err := s.restore(f, committed, restoring); err != nil {
 		f.Close()
@@ -193,6 +203,18 @@ func (s *Sink) Commit(_ context.Context, _ cdc.Checkpoint) error {
 	}
 	s.committed = s.written
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return d.Close()
 }
 
 // Close closes the file. Records put after the last Commit are dropped:
