@@ -730,3 +730,32 @@ func TestReadAheadIsBoundedToTwoBatches(t *testing.T) {
 		<-errc
 	})
 }
+
+func TestMarkerOnlyBatchOnTransactionalCheckpointStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 2))
+		sink := &storeSink{&txSink{memSink: newSink(log)}}
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, nil)
+		errc := run(t.Context(), p)
+		synctest.Wait()
+		n := len(log.list())
+		src.add(marker(2))
+		synctest.Wait()
+		// The sink keeps the checkpoint in its transaction, so a batch of
+		// markers gets a transaction with no Put, to advance it.
+		if got := log.list()[n:]; !slices.Equal(got, []string{"begin", "commit 2", "ack 2"}) {
+			t.Errorf("calls for a marker batch = %q, want [begin commit 2 ack 2]", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+		if len(sink.misuse) > 0 {
+			t.Errorf("transaction misuse: %q", sink.misuse)
+		}
+		if cp, err := sink.LoadCheckpoint(t.Context(), "p"); err != nil || string(cp.Source) != "2" {
+			t.Errorf("sink checkpoint = %v, %v; want position 2", cp, err)
+		}
+	})
+}
