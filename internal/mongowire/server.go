@@ -135,6 +135,7 @@ func New(cfg Config) *Server {
 		processID: bson.NewObjectID(),
 	}
 	s.commands = s.commandTable()
+	s.openChangeStream = s.openChangeStreamSource // cmd_changestream.go
 	s.cursors.init()
 	s.sessions.init()
 	return s
