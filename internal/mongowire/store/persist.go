@@ -28,9 +28,6 @@ const (
 	journalPrefix = "journal-"
 	journalSuffix = ".tide"
 
-	syncInterval   = 100 * time.Millisecond
-	minCompactSize = 64 << 20
-
 	// record kinds
 	kindMeta  = 'm' // {rs, gen, clock, newest, evicted}
 	kindColl  = 'c' // a collection of a snapshot: {db, coll, uuid, options, indexes}
@@ -40,6 +37,14 @@ const (
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// minCompactSize is the journal size past which a compaction is due (or
+// past the last snapshot's size, if larger). Tests lower it.
+var minCompactSize int64 = 64 << 20
+
+// syncInterval is how often the journal is synced to disk (MongoDB's
+// journal commit interval is 100 ms too). Tests shorten it.
+var syncInterval = 100 * time.Millisecond
 
 // appendRecord frames a record: length, CRC-32C of kind and payload, kind,
 // payload. A torn write at the end of a file fails the length or the CRC.
@@ -208,7 +213,7 @@ func (s *Store) load() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	s.compactAt = minCompactSize
+	s.compactAt.Store(minCompactSize)
 	gen := uint64(1)
 	haveRS := false
 	snap, err := s.loadSnapshot()
@@ -254,8 +259,8 @@ func (s *Store) load() error {
 		}
 		s.jr = &journal{f: f, gen: last}
 		s.jr.size.Store(st.Size())
-		if st.Size() > s.compactAt {
-			s.compactAt = 0 // compact soon: the journal is long
+		if st.Size() > s.compactAt.Load() {
+			s.compactAt.Store(0) // compact soon: the journal is long
 		}
 		return nil
 	}
@@ -498,14 +503,21 @@ func (s *Store) syncLoop() {
 			return
 		case <-t.C:
 		}
-		jr := s.jr // only this goroutine replaces s.jr while it runs
+		s.mu.RLock()
+		jr := s.jr
+		s.mu.RUnlock()
+		// Syncing outside the lock lets writes go on; compact, the only
+		// other closer of a journal, runs on this goroutine or is
+		// serialized with it by compactMu.
+		s.compactMu.Lock()
 		if err := jr.sync(); err != nil {
 			s.log.Error("sync journal", "err", err)
 		}
-		if jr.size.Load() > s.compactAt {
+		s.compactMu.Unlock()
+		if jr.size.Load() > s.compactAt.Load() {
 			if err := s.compact(); err != nil {
 				s.log.Error("compact journal", "err", err)
-				s.compactAt = jr.size.Load() * 2
+				s.compactAt.Store(jr.size.Load() * 2)
 			}
 		}
 	}
@@ -528,7 +540,13 @@ type frozenColl struct {
 // is captured under the write lock together with a switch to a new journal
 // generation; the snapshot is then written without holding the lock.
 func (s *Store) compact() error {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
 	s.mu.Lock()
+	if s.jr == nil {
+		s.mu.Unlock()
+		return errClosed
+	}
 	fr := frozen{}
 	old := s.jr
 	next, err := s.createJournal(old.gen + 1)
@@ -566,7 +584,7 @@ func (s *Store) compact() error {
 	if err != nil {
 		return err
 	}
-	s.compactAt = max(minCompactSize, size)
+	s.compactAt.Store(max(minCompactSize, size))
 	gens, err := journalGens(s.cfg.Dir)
 	if err != nil {
 		return err

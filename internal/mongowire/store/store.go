@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -31,7 +32,8 @@ type Store struct {
 	jr     *journal // nil in memory
 	closed bool
 
-	compactAt int64 // journal size that triggers a compaction; owned by the syncer
+	compactMu sync.Mutex   // serializes compactions and journal syncs
+	compactAt atomic.Int64 // journal size that triggers a compaction
 
 	stop chan struct{} // closed by Close: stops the syncer
 	done chan struct{} // closed when the syncer has returned
