@@ -37,6 +37,10 @@ func appendEnvelope(dst []byte, ev *cdc.Event, canonical bool) ([]byte, error) {
 		return dst, nil
 	}
 	start := len(dst)
+	// One allocation at most for a fresh dst: the JSON of a document is
+	// rarely more than twice its BSON.
+	dst = slices.Grow(dst, 256+len(ev.Namespace)+len(ev.Payload)*4/3+
+		2*(len(ev.DocumentKey)+len(ev.FullDocument)+len(ev.PreImage)+len(ev.UpdateDesc)+len(ev.ResumeToken)+len(ev.Extra)))
 	var err error
 	dst = append(dst, `{"_namespace":`...)
 	dst = AppendString(dst, ev.Namespace)

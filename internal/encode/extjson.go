@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -66,7 +67,8 @@ func appendTop(dst []byte, doc []byte, canonical bool) ([]byte, error) {
 	if int(n) > len(doc) {
 		return dst, malformed(0, "document length %d exceeds the %d bytes given", n, len(doc))
 	}
-	w := walker{src: doc[:n], canonical: canonical}
+	dst = slices.Grow(dst, 2*int(n))
+	w := walker{src: doc[:n], canonical: canonical, day: -1}
 	out, _, err := w.document(dst, 0, int(n), 1, false)
 	if err != nil {
 		return dst, err
@@ -75,7 +77,7 @@ func appendTop(dst []byte, doc []byte, canonical bool) ([]byte, error) {
 }
 
 func appendTopValue(dst []byte, t bson.Type, value []byte, canonical bool) ([]byte, error) {
-	w := walker{src: value, canonical: canonical}
+	w := walker{src: value, canonical: canonical, day: -1}
 	out, p, err := w.value(dst, byte(t), 0, len(value), 0)
 	if err != nil {
 		return dst, err
@@ -91,6 +93,11 @@ func appendTopValue(dst []byte, t bson.Type, value []byte, canonical bool) ([]by
 type walker struct {
 	src       []byte
 	canonical bool
+
+	// The date part of the last relaxed date written: the dates in one
+	// document tend to fall on few days.
+	day     int64 // days since the epoch, or -1
+	dayText [11]byte
 }
 
 // document writes the document (or array) that starts at src[pos] and must
@@ -432,6 +439,9 @@ func appendDoubleText(dst []byte, f float64) []byte {
 	case math.IsNaN(f):
 		return append(dst, "NaN"...)
 	}
+	if out, ok := appendShortDecimal(dst, f); ok {
+		return out
+	}
 	start := len(dst)
 	dst = strconv.AppendFloat(dst, f, 'G', -1, 64)
 	for _, c := range dst[start:] {
@@ -440,6 +450,48 @@ func appendDoubleText(dst []byte, f float64) []byte {
 		}
 	}
 	return append(dst, ".0"...)
+}
+
+var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5}
+
+// appendShortDecimal is the fast path of appendDoubleText for the doubles
+// that fill real documents: integers, and numbers with at most five
+// decimals (prices, coordinates), between 1e-4 and 1e6 where %G writes
+// plain notation. It finds the fewest decimals k for which n/10^k, n an
+// integer, rounds to f. That decimal is the shortest that reads back as f
+// (at each k at most one candidate is close enough, and fewer decimals
+// means fewer digits), so it is what strconv writes. Other doubles go to
+// strconv.
+func appendShortDecimal(dst []byte, f float64) ([]byte, bool) {
+	a := math.Abs(f)
+	if !(a < 1e6) || (a < 1e-4 && a != 0) {
+		return dst, false
+	}
+	if math.Signbit(f) {
+		dst = append(dst, '-')
+	}
+	if a == math.Trunc(a) {
+		dst = strconv.AppendUint(dst, uint64(a), 10)
+		return append(dst, '.', '0'), true
+	}
+	for k := 1; k < len(pow10); k++ {
+		n := math.Round(a * pow10[k])
+		if n/pow10[k] != a {
+			continue
+		}
+		u, p := uint64(n), uint64(pow10[k])
+		dst = strconv.AppendUint(dst, u/p, 10)
+		dst = append(dst, '.')
+		frac := u % p
+		for q := p / 10; q > frac && q > 1; q /= 10 {
+			dst = append(dst, '0')
+		}
+		return strconv.AppendUint(dst, frac, 10), true
+	}
+	if math.Signbit(f) {
+		dst = dst[:len(dst)-1]
+	}
+	return dst, false
 }
 
 // maxRelaxedDate is the first millisecond of year 10000. The driver writes
@@ -453,7 +505,12 @@ func (w *walker) appendDate(dst []byte, ms int64) []byte {
 		return append(dst, `"}}`...)
 	}
 	dst = append(dst, `{"$date":"`...)
-	dst = appendISODate(dst, ms)
+	if day := ms / 86400000; day != w.day {
+		appendDay(w.dayText[:0], day)
+		w.day = day
+	}
+	dst = append(dst, w.dayText[:]...)
+	dst = appendTimeOfDay(dst, ms%86400000)
 	return append(dst, `"}`...)
 }
 

@@ -25,16 +25,25 @@ func appendHex(dst []byte, b []byte) []byte {
 // the fraction loses its trailing zeros and disappears when zero. ms must be
 // in [0, maxRelaxedDate).
 func appendISODate(dst []byte, ms int64) []byte {
-	days := ms / 86400000
-	rest := ms % 86400000
+	dst = appendDay(dst, ms/86400000)
+	return appendTimeOfDay(dst, ms%86400000)
+}
+
+// appendDay appends "YYYY-MM-DDT" for a day since the epoch (in 1970..9999).
+func appendDay(dst []byte, days int64) []byte {
 	y, m, d := civil(days)
-	secs := rest / 1000
-	frac := int(rest % 1000)
-	hh, mm, ss := int(secs/3600), int(secs/60%60), int(secs%60)
-	dst = append(dst,
+	return append(dst,
 		byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
 		byte('0'+m/10), byte('0'+m%10), '-',
-		byte('0'+d/10), byte('0'+d%10), 'T',
+		byte('0'+d/10), byte('0'+d%10), 'T')
+}
+
+// appendTimeOfDay appends "hh:mm:ss[.f[f[f]]]Z" for ms milliseconds into a day.
+func appendTimeOfDay(dst []byte, ms int64) []byte {
+	secs := int(ms / 1000)
+	frac := int(ms % 1000)
+	hh, mm, ss := secs/3600, secs/60%60, secs%60
+	dst = append(dst,
 		byte('0'+hh/10), byte('0'+hh%10), ':',
 		byte('0'+mm/10), byte('0'+mm%10), ':',
 		byte('0'+ss/10), byte('0'+ss%10))

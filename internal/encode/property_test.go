@@ -2,6 +2,9 @@ package encode
 
 import (
 	"bytes"
+	"math"
+	"strconv"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -118,4 +121,36 @@ func appendBSONString(dst []byte, s string) []byte {
 	dst = append(dst, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
 	dst = append(dst, s...)
 	return append(dst, 0)
+}
+
+// TestPropertyDouble checks the double formatter, fast path included,
+// against the driver's rule: strconv's shortest %G, plus ".0" when that
+// has neither a point nor an exponent.
+func TestPropertyDouble(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var f float64
+		switch rapid.IntRange(0, 3).Draw(rt, "kind") {
+		case 0: // a short decimal, as prices and coordinates are
+			n := rapid.Int64Range(-1e12, 1e12).Draw(rt, "n")
+			f = float64(n) / []float64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7}[rapid.IntRange(0, 7).Draw(rt, "k")]
+		case 1: // near the plain-notation bounds
+			f = rapid.SampledFrom([]float64{1e-4, 1e6, 999999.99999, 999999.5, 0.00011, 0.0001000001, 1e-4 * 0.99999999}).Draw(rt, "edge")
+			f = math.Nextafter(f, rapid.SampledFrom([]float64{0, f, 2 * f}).Draw(rt, "towards"))
+		case 2:
+			f = rapid.Float64Range(-2e6, 2e6).Draw(rt, "range")
+		default:
+			f = genDouble().Draw(rt, "any")
+		}
+		want := strconv.FormatFloat(f, 'G', -1, 64)
+		if !strings.ContainsAny(want, ".E") && !strings.Contains(want, "Inf") && want != "NaN" {
+			want += ".0"
+		}
+		got := string(appendDoubleText(nil, f))
+		if strings.Contains(want, "Inf") || want == "NaN" {
+			return
+		}
+		if got != want {
+			rt.Fatalf("double %v (%#x): got %s, want %s", f, math.Float64bits(f), got, want)
+		}
+	})
 }
