@@ -22,10 +22,10 @@ type acker struct {
 	log     *slog.Logger
 	m       *counters
 	timeout time.Duration
-	backlog int // messages that may be queued or in flight
+	backlog int // messages that may wait for a worker
 
 	jobs    chan []jetstream.Msg
-	abandon chan struct{}   // closed by shutdown: queued jobs are dropped
+	abandon chan struct{}   // closed at the shutdown deadline: queued jobs are dropped
 	ctx     context.Context // bounds double acks; canceled at the shutdown deadline
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -49,7 +49,7 @@ func newAcker(log *slog.Logger, m *counters, maxAckPending int, timeout time.Dur
 func startAcker(log *slog.Logger, m *counters, backlog int, timeout time.Duration, workers int) *acker {
 	a := &acker{
 		log: log, m: m, timeout: timeout, backlog: backlog,
-		jobs:    make(chan []jetstream.Msg, backlog/ackChunk+1),
+		jobs:    make(chan []jetstream.Msg, backlog), // room for a chunk per message: the count below is the limit
 		abandon: make(chan struct{}),
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
@@ -72,7 +72,7 @@ func (a *acker) enqueue(msgs []jetstream.Msg) (dropped int) {
 		ok := !a.closed && a.queued+n <= a.backlog
 		if ok {
 			select {
-			case a.jobs <- chunk: // has room: its capacity covers the backlog
+			case a.jobs <- chunk: // always has room: a chunk holds at least one message
 				a.queued += n
 			default:
 				ok = false
@@ -93,15 +93,15 @@ func (a *acker) enqueue(msgs []jetstream.Msg) (dropped int) {
 func (a *acker) work() {
 	defer a.wg.Done()
 	for chunk := range a.jobs {
+		a.mu.Lock()
+		a.queued -= len(chunk)
+		a.mu.Unlock()
 		select {
 		case <-a.abandon:
 			a.m.add(AcksAbandoned, uint64(len(chunk)))
 		default:
 			a.ack(chunk)
 		}
-		a.mu.Lock()
-		a.queued -= len(chunk)
-		a.mu.Unlock()
 	}
 }
 
@@ -124,15 +124,14 @@ func (a *acker) ack(chunk []jetstream.Msg) {
 	a.m.add(AckErrors, uint64(failed))
 }
 
-// shutdown stops taking acks, abandons the queued ones (counted; the
-// broker redelivers them) and gives the ones in flight until deadline to be
-// confirmed; then it cancels them and waits for the workers. It reports
-// whether the workers finished before the deadline.
+// shutdown stops taking acks and gives the queued and in-flight ones until
+// deadline; then it abandons what is still queued (counted: the broker
+// redelivers those messages), cancels the double acks in flight and waits
+// for the workers. It reports whether every ack was sent in time.
 func (a *acker) shutdown(deadline time.Duration) bool {
 	a.mu.Lock()
 	if !a.closed {
 		a.closed = true
-		close(a.abandon)
 		close(a.jobs)
 	}
 	a.mu.Unlock()
@@ -143,9 +142,9 @@ func (a *acker) shutdown(deadline time.Duration) bool {
 	defer a.cancel()
 	select {
 	case <-done:
-		a.abandonRest()
-		return true
+		return a.abandonRest() == 0 // none are left, unless there are no workers
 	case <-t.C:
+		close(a.abandon)
 		a.cancel()
 		<-done // every worker returns once its double ack is canceled
 		a.abandonRest()
@@ -153,9 +152,12 @@ func (a *acker) shutdown(deadline time.Duration) bool {
 	}
 }
 
-// abandonRest counts the jobs no worker took (there may be none).
-func (a *acker) abandonRest() {
+// abandonRest counts the messages of the jobs no worker took.
+func (a *acker) abandonRest() int {
+	n := 0
 	for chunk := range a.jobs {
-		a.m.add(AcksAbandoned, uint64(len(chunk)))
+		n += len(chunk)
 	}
+	a.m.add(AcksAbandoned, uint64(n))
+	return n
 }

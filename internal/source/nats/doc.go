@@ -19,8 +19,9 @@
 // drops the acks, counted and logged: the broker redelivers those messages
 // after AckWait. Messages handed out but not yet acknowledged are kept alive
 // with in-progress acks, so a long batch does not run into AckWait. Close
-// lets acks in flight finish within CloseTimeout and abandons (and counts)
-// the queued ones: the broker redelivers them.
+// gives queued and in-flight acks until CloseTimeout (so that a drain's
+// last batch is acknowledged), then abandons and counts what is still
+// queued and cancels what is in flight: the broker redelivers those.
 //
 // # Positions and restarts
 //

@@ -1,13 +1,11 @@
 package natssource
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tide-cdc/tide/internal/cdc"
@@ -372,7 +370,7 @@ func TestAckWorkerAbandonsQueuedAcksOnShutdown(t *testing.T) {
 	}
 	msgs := fetch(600)
 
-	// No worker has started when shutdown begins: everything queued is
+	// No worker runs: at the shutdown deadline everything still queued is
 	// abandoned and counted, none is acknowledged.
 	var m counters
 	a := startAcker(testLogger(t), &m, 512, time.Second, 0)
@@ -382,7 +380,9 @@ func TestAckWorkerAbandonsQueuedAcksOnShutdown(t *testing.T) {
 	if dropped := a.enqueue(msgs[500:]); dropped != 100 {
 		t.Fatalf("dropped %d past a backlog of 512 with 500 queued, want 100", dropped)
 	}
-	a.shutdown(time.Second)
+	if a.shutdown(100 * time.Millisecond) {
+		t.Fatal("shutdown with queued acks and no worker reported success")
+	}
 	if got := m.snapshot(); got.AcksAbandoned != 500 || got.AcksDropped != 100 || got.Acked != 0 {
 		t.Fatalf("stats %+v, want 500 abandoned, 100 dropped, 0 acked", got)
 	}
@@ -508,9 +508,10 @@ func TestFetchErrorsBackOff(t *testing.T) {
 	if number(t, got[0]) != 5 {
 		t.Fatalf("after recovery got payload %d, want 5", number(t, got[0]))
 	}
-	_ = start
-	_ = nats.ErrTimeout
-	_ = context.Background
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("recovery took %v; the backoff is capped at 6s", time.Since(start))
+	}
+	if st := src.Stats(); st.Fetched != 6 {
+		t.Errorf("fetched %d, want 6", st.Fetched)
+	}
 }
-
-func itoa(i int) string { return strconvItoa(i) }

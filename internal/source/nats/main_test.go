@@ -122,15 +122,23 @@ func streamSeq(t testing.TB, ev cdc.Event) uint64 {
 
 func consumerInfo(t testing.TB, js jetstream.JetStream, stream, consumer string) *jetstream.ConsumerInfo {
 	t.Helper()
+	info, err := tryConsumerInfo(js, stream, consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func tryConsumerInfo(js jetstream.JetStream, stream, consumer string) (*jetstream.ConsumerInfo, error) {
 	c, err := js.Consumer(context.Background(), stream, consumer)
 	if err != nil {
-		t.Fatalf("consumer %s: %v", consumer, err)
+		return nil, fmt.Errorf("consumer %s: %w", consumer, err)
 	}
 	info, err := c.Info(context.Background())
 	if err != nil {
-		t.Fatalf("consumer %s info: %v", consumer, err)
+		return nil, fmt.Errorf("consumer %s info: %w", consumer, err)
 	}
-	return info
+	return info, nil
 }
 
 // eventually retries cond every 20ms for up to 15s.
@@ -164,4 +172,4 @@ func openSource(t testing.TB, cfg Config, restored *cdc.Checkpoint) *Source {
 
 var _ = testenv.NATS
 
-func strconvItoa(i int) string { return strconv.Itoa(i) }
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -217,9 +217,9 @@ func (s *Source) Ack(_ context.Context, upTo cdc.Position) error {
 	return nil
 }
 
-// Close stops the reader, waits for it up to CloseTimeout, lets acks in
-// flight finish and abandons queued ones, then closes the connection it
-// opened. No goroutine of the source outlives Close.
+// Close stops the reader, waits for it up to CloseTimeout, gives queued
+// and in-flight acks up to CloseTimeout and abandons the rest, then closes
+// the connection it opened. No goroutine of the source outlives Close.
 func (s *Source) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
