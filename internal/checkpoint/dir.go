@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tide-cdc/tide/internal/cdc"
 )
@@ -199,7 +200,7 @@ func checkName(pipeline string) error {
 	switch {
 	case pipeline == "":
 		return errors.New("checkpoint: empty pipeline name")
-	case pipeline == "." || pipeline == "..",
+	case pipeline == "." || pipeline == "..", !utf8.ValidString(pipeline),
 		strings.ContainsAny(pipeline, "/\\\x00"):
 		return fmt.Errorf("checkpoint: pipeline name %q is not a legal file name", pipeline)
 	}

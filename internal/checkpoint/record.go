@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tide-cdc/tide/internal/cdc"
 )
@@ -56,11 +57,26 @@ func (r *Record) Checkpoint() cdc.Checkpoint {
 // compacts raw messages and sorts map keys, so the encoding depends only on
 // the values, not on how the file was indented.
 func (r *Record) checksum() (string, error) {
-	b, err := json.Marshal(content{r.Format, r.Pipeline, r.SavedAt, r.Source, r.Meta, r.Sink})
+	b, err := marshal(content{r.Format, r.Pipeline, r.SavedAt, r.Source, r.Meta, r.Sink}, false)
 	if err != nil {
 		return "", err
 	}
 	return checksumPrefix + fmt.Sprintf("%08x", crc32.Checksum(b, castagnoli)), nil
+}
+
+// marshal encodes v without HTML escaping, so that a position comes back
+// byte for byte as the source gave it (compacted).
+func marshal(v any, indent bool) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil // ends in a newline
 }
 
 // encodeRecord returns the file content for cp.
@@ -70,6 +86,11 @@ func encodeRecord(pipeline string, cp cdc.Checkpoint, now time.Time) ([]byte, er
 	}
 	if len(cp.Sink) > 0 && !json.Valid(cp.Sink) {
 		return nil, fmt.Errorf("sink state is not JSON: %.64q", cp.Sink)
+	}
+	for k, v := range cp.Meta {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, fmt.Errorf("meta %q: %q is not valid UTF-8", k, v)
+		}
 	}
 	r := Record{
 		Format:   FormatVersion,
@@ -84,11 +105,11 @@ func encodeRecord(pipeline string, cp cdc.Checkpoint, now time.Time) ([]byte, er
 		return nil, fmt.Errorf("encode checkpoint: %w", err)
 	}
 	r.Checksum = sum
-	b, err := json.MarshalIndent(&r, "", "  ")
+	b, err := marshal(&r, true)
 	if err != nil {
 		return nil, fmt.Errorf("encode checkpoint: %w", err)
 	}
-	return append(b, '\n'), nil
+	return b, nil
 }
 
 // decodeRecord parses and verifies the content of path. Every problem is a
