@@ -22,7 +22,8 @@ type Checkpointer interface {
 }
 
 // Observer receives what metrics need; internal/metrics implements it.
-// Its methods are called from the pipeline's goroutines and must not block.
+// Its methods are called from several of the pipeline's goroutines at once
+// and must not block.
 type Observer interface {
 	// Polled reports events handed out by the source, markers included.
 	Polled(n int, bytes int)
