@@ -31,7 +31,9 @@
 //
 // The source position and sink state are embedded as raw JSON. The checksum
 // is CRC-32C (Castagnoli) over the canonical content: the compact JSON
-// encoding of every field but the checksum, in the order above. A record
+// encoding, without HTML escaping, of every field but the checksum, in the
+// order above. Load returns the position compacted, so a compact position
+// comes back byte for byte. A record
 // that does not parse, has an unknown field or format version, names
 // another pipeline or fails its checksum makes Load return a *CorruptError,
 // whose message says what is wrong and how to reset. Load never treats a
@@ -44,8 +46,11 @@
 // A second Open of the same directory, from this or another process, fails
 // with an *InUseError naming the holder's PID. The kernel releases the lock
 // when its holder dies, even by SIGKILL, so a stale LOCK file never blocks a
-// restart. `tide checkpoint reset` opens the Dir too, so it fails while a run
-// holds the directory; `tide checkpoint show` only reads, through Read and
-// ReadRaw, which take no lock: atomic replacement means a reader sees a
-// whole record.
+// restart. Reset is a method of Dir, so `tide checkpoint reset` fails while
+// a run holds the directory. Read and ReadRaw take no lock, so that a
+// `tide checkpoint show` may inspect a running pipeline's record: atomic
+// replacement means a reader always sees a whole record.
+//
+// A record that cannot be read (say, a directory in its place) is refused
+// like a corrupt one. Reset deletes the record whatever its state.
 package checkpoint
