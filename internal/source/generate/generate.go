@@ -174,7 +174,11 @@ func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Even
 		if wait < 0 {
 			wait = 0
 		}
-		s.timer.Reset(wait)
+		s.mu.Lock()
+		if !s.closed { // a closed source's timer stays stopped
+			s.timer.Reset(wait)
+		}
+		s.mu.Unlock()
 	}
 	return buf, nil
 }
