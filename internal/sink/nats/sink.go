@@ -383,22 +383,28 @@ func (s *Sink) render(r *cdc.Record) string {
 	return b.String()
 }
 
+// token writes s as one subject token, or, with dots, as dot-separated
+// tokens; an empty token becomes '_'.
 func token(b *strings.Builder, s string, dots bool) {
-	if s == "" {
-		b.WriteByte('_')
-		return
-	}
+	start := true // at the start of a token
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '.' && dots:
-			if i == 0 || i == len(s)-1 || s[i-1] == '.' {
-				c = '_'
+			if start {
+				b.WriteByte('_')
 			}
+			b.WriteByte('.')
+			start = true
+			continue
 		case c == '.', c == '*', c == '>', c <= ' ', c == 0x7f:
 			c = '_'
 		}
 		b.WriteByte(c)
+		start = false
+	}
+	if start {
+		b.WriteByte('_')
 	}
 }
 
