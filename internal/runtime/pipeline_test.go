@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -757,5 +758,51 @@ func TestMarkerOnlyBatchOnTransactionalCheckpointStore(t *testing.T) {
 		if cp, err := sink.LoadCheckpoint(t.Context(), "p"); err != nil || string(cp.Source) != "2" {
 			t.Errorf("sink checkpoint = %v, %v; want position 2", cp, err)
 		}
+	})
+}
+
+// busySource always has more: each Poll takes 300 ms and returns exactly
+// as many events as asked for, after a first poll of two large events.
+type busySource struct {
+	next int
+}
+
+func (s *busySource) Open(context.Context, *cdc.Checkpoint) error { return nil }
+func (s *busySource) Ready() <-chan struct{}                     { return nil }
+func (s *busySource) Close() error                               { return nil }
+
+func (s *busySource) Poll(_ context.Context, buf []cdc.Event, max int) ([]cdc.Event, error) {
+	time.Sleep(300 * time.Millisecond)
+	n, size := max, 1
+	if s.next == 0 {
+		n, size = 2, 400
+	}
+	for range n {
+		buf = append(buf, cdc.Event{Pos: pos(s.next), Op: cdc.OpInsert, Payload: []byte("ev" + strconv.Itoa(s.next)), Size: size})
+		s.next++
+	}
+	return buf, nil
+}
+
+func TestCommitIntervalClosesABatchStillFilling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		sink := newSink(log)
+		src := &busySource{}
+		// After the first batch, polls are sized by the 400-byte average:
+		// small, and always answered in full, so only the interval closes
+		// the second batch.
+		p := New(Config{Name: "p", MaxRecords: 1000, MaxBytes: 1000, CommitInterval: time.Second, Logger: discard()}, src, testEncode, sink, nil)
+		errc := run(t.Context(), p)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		sizes := sink.putSizes() // before the drain, which would close a batch too
+		if len(sizes) < 2 || sizes[0] != 2 || sizes[1] >= 1000 || sizes[1] < 4 {
+			t.Errorf("put sizes after 2s = %v, want [2 k ...] with the second batch (4 <= k < 1000) closed by the interval", sizes)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
 	})
 }
