@@ -768,8 +768,8 @@ type busySource struct {
 }
 
 func (s *busySource) Open(context.Context, *cdc.Checkpoint) error { return nil }
-func (s *busySource) Ready() <-chan struct{}                     { return nil }
-func (s *busySource) Close() error                               { return nil }
+func (s *busySource) Ready() <-chan struct{}                      { return nil }
+func (s *busySource) Close() error                                { return nil }
 
 func (s *busySource) Poll(_ context.Context, buf []cdc.Event, max int) ([]cdc.Event, error) {
 	time.Sleep(300 * time.Millisecond)
