@@ -85,7 +85,8 @@ func (c *Chunk) Encode(enc EncodeFunc) error {
 //   - ctx.Err() when ctx is done first.
 //
 // About 2×workers chunks are in the pool at once; the caller bounds the rest
-// by what it sends. A chunk received from
+// by what it sends. Once EncodeOrdered returns nothing receives from in, so
+// a sender must also watch ctx or a signal of its own. A chunk received from
 // out belongs to the receiver; a chunk that was never sent back must not be
 // given to another call while this one runs.
 func EncodeOrdered(ctx context.Context, workers int, enc EncodeFunc, in <-chan *Chunk, out chan<- *Chunk) error {
