@@ -168,50 +168,64 @@ type nopStore struct{}
 func (nopStore) Load(context.Context, string) (*cdc.Checkpoint, error) { return nil, nil }
 func (nopStore) Save(context.Context, string, cdc.Checkpoint) error    { return nil }
 
+// benchEncodes are the encodes the whole-loop benchmarks run: a cheap one,
+// where the runtime's own cost shows, and the CPU-bound one of
+// BenchmarkEncode, where parallel encoding shows.
+var benchEncodes = []struct {
+	name string
+	enc  EncodeFunc
+}{{"light", lightEncode}, {"hash", hashEncode}}
+
 // BenchmarkPipeline runs the whole loop, per event, from an in-memory
 // source to a buffered discard sink; BenchmarkPlainLoop is the same work
 // in one plain loop, the baseline.
 func BenchmarkPipeline(b *testing.B) {
 	payload := bytes.Repeat([]byte("x"), 100)
-	for _, workers := range []int{1, 2} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			src := &genSource{n: b.N, payload: payload, ready: make(chan struct{})}
-			sink := &discardSink{w: bufio.NewWriterSize(io.Discard, 64<<10)}
-			p := New(Config{Name: "bench", Workers: workers, Logger: discard()}, src, lightEncode, sink, nopStore{})
-			b.ReportAllocs()
-			b.ResetTimer()
-			if err := p.Run(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			if sink.count != b.N {
-				b.Fatalf("sink got %d of %d records", sink.count, b.N)
-			}
-		})
+	for _, e := range benchEncodes {
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/workers=%d", e.name, workers), func(b *testing.B) {
+				src := &genSource{n: b.N, payload: payload, ready: make(chan struct{})}
+				sink := &discardSink{w: bufio.NewWriterSize(io.Discard, 64<<10)}
+				p := New(Config{Name: "bench", Workers: workers, Logger: discard()}, src, e.enc, sink, nopStore{})
+				b.ReportAllocs()
+				b.ResetTimer()
+				if err := p.Run(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if sink.count != b.N {
+					b.Fatalf("sink got %d of %d records", sink.count, b.N)
+				}
+			})
+		}
 	}
 }
 
 func BenchmarkPlainLoop(b *testing.B) {
 	payload := bytes.Repeat([]byte("x"), 100)
-	src := &genSource{n: b.N, payload: payload}
-	w := bufio.NewWriterSize(io.Discard, 64<<10)
-	buf := make([]cdc.Event, 0, DefaultMaxRecords)
-	var data []byte
-	b.ReportAllocs()
-	b.ResetTimer()
-	for {
-		evs, err := src.Poll(context.Background(), buf[:0], DefaultMaxRecords)
-		for i := range evs {
-			data, _ = lightEncode(data[:0], &evs[i])
-			w.Write(data)
-			w.WriteByte('\n')
-		}
-		if errors.Is(err, cdc.ErrEnd) {
-			break
-		}
-	}
-	if err := w.Flush(); err != nil {
-		b.Fatal(err)
+	for _, e := range benchEncodes {
+		b.Run(e.name, func(b *testing.B) {
+			src := &genSource{n: b.N, payload: payload}
+			w := bufio.NewWriterSize(io.Discard, 64<<10)
+			buf := make([]cdc.Event, 0, DefaultMaxRecords)
+			var data []byte
+			b.ReportAllocs()
+			b.ResetTimer()
+			for {
+				evs, err := src.Poll(context.Background(), buf[:0], DefaultMaxRecords)
+				for i := range evs {
+					data, _ = e.enc(data[:0], &evs[i])
+					w.Write(data)
+					w.WriteByte('\n')
+				}
+				if errors.Is(err, cdc.ErrEnd) {
+					break
+				}
+			}
+			if err := w.Flush(); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 }
 
