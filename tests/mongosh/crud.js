@@ -39,10 +39,10 @@ check('countDocuments', people.countDocuments({ age: { $lt: 40 } }), 3);
 let u = people.updateOne({ _id: 2 }, { $inc: { age: 1 }, $push: { langs: 'de' }, $set: { 'address.city': 'Oslo' } });
 check('updateOne counts', [u.matchedCount, u.modifiedCount], [1, 1]);
 check('updateOne result', people.findOne({ _id: 2 }), { _id: 2, name: 'bob', age: 26, langs: ['en', 'de'], address: { city: 'Oslo' } });
-u = people.updateMany({ age: { $gt: 30 } }, { $set: { senior: true } });
+u = people.updateMany({ age: { $gte: 30 } }, { $set: { senior: true } });
 check('updateMany counts', [u.matchedCount, u.modifiedCount], [3, 3]);
 u = people.updateOne({ _id: 9 }, { $set: { name: 'zed' } }, { upsert: true });
-check('upsert', [u.matchedCount, u.upsertedId], [0, 9]);
+check('upsert', [u.matchedCount, u.upsertedCount, u.insertedId], [0, 1, 9]); // mongosh names the upserted _id insertedId
 check('$unset', people.updateOne({ _id: 1 }, { $unset: { langs: '' } }).modifiedCount, 1);
 check('findOneAndUpdate', people.findOneAndUpdate({ _id: 4 }, { $mul: { age: 2 } }, { returnDocument: 'after' }).age, 60);
 
