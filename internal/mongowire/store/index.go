@@ -137,8 +137,8 @@ func entryKey(e *entry, i int) (bson.RawValue, bool) {
 	if i == 0 {
 		return e.k0, e.k0.Type != 0
 	}
-	if i-1 < len(e.rest) {
-		return e.rest[i-1], true
+	if e.rest != nil && i-1 < len(*e.rest) {
+		return (*e.rest)[i-1], true
 	}
 	return bson.RawValue{}, false
 }
@@ -196,7 +196,8 @@ func (ix *index) keys(doc bson.Raw, rid uint64) ([]entry, error) {
 	}
 	// At most one field has several values, so the product is a line.
 	for j := 0; j < n; j++ {
-		e := entry{rid: rid, rest: make([]bson.RawValue, len(per)-1)}
+		rest := make([]bson.RawValue, len(per)-1)
+		e := entry{rid: rid, rest: &rest}
 		for i, vals := range per {
 			v := vals[0]
 			if len(vals) > 1 {
@@ -205,7 +206,7 @@ func (ix *index) keys(doc bson.Raw, rid uint64) ([]entry, error) {
 			if i == 0 {
 				e.k0 = v
 			} else {
-				e.rest[i-1] = v
+				rest[i-1] = v
 			}
 		}
 		out = append(out, e)

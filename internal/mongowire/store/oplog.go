@@ -21,9 +21,8 @@ type Oplog struct {
 	maxBytes     int64
 	minRetention time.Duration
 
-	mu          sync.Mutex   // guards the fields below
-	entries     []OplogEntry // entries[head:] are retained
-	head        int
+	mu          sync.Mutex // guards the fields below
+	entries     entryQueue // the retained entries
 	bytes       int64
 	newest      bson.Timestamp // TS of the newest entry ever appended
 	evictedUpTo bson.Timestamp // TS of the newest entry dropped by the bound
@@ -79,7 +78,9 @@ func (o *Oplog) append(now time.Time, entries ...OplogEntry) {
 		}
 		o.bytes += int64(e.Size)
 	}
-	o.entries = append(o.entries, entries...)
+	for _, e := range entries {
+		o.entries.push(e)
+	}
 	o.newest = entries[len(entries)-1].TS
 	o.evictLocked(now)
 	close(o.changed)
@@ -89,21 +90,14 @@ func (o *Oplog) append(now time.Time, entries ...OplogEntry) {
 // evictLocked drops the oldest entries while the oplog is over its bound,
 // except those younger than the minimum retention.
 func (o *Oplog) evictLocked(now time.Time) {
-	for o.bytes > o.maxBytes && o.head < len(o.entries) {
-		e := &o.entries[o.head]
+	for o.bytes > o.maxBytes && o.entries.len() > 0 {
+		e := o.entries.at(0)
 		if o.minRetention > 0 && now.Sub(e.Wall) < o.minRetention {
 			break
 		}
 		o.bytes -= int64(e.Size)
 		o.evictedUpTo = e.TS
-		o.entries[o.head] = OplogEntry{}
-		o.head++
-	}
-	if o.head > 1024 && o.head > len(o.entries)/2 {
-		n := copy(o.entries, o.entries[o.head:])
-		clear(o.entries[n:])
-		o.entries = o.entries[:n]
-		o.head = 0
+		o.entries.pop()
 	}
 }
 
@@ -111,10 +105,10 @@ func (o *Oplog) evictLocked(now time.Time) {
 func (o *Oplog) Oldest() (bson.Timestamp, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.head == len(o.entries) {
+	if o.entries.len() == 0 {
 		return bson.Timestamp{}, false
 	}
-	return o.entries[o.head].TS, true
+	return o.entries.at(0).TS, true
 }
 
 // Newest returns the TS of the newest entry ever appended (zero before the
@@ -135,15 +129,16 @@ func (o *Oplog) ReadAfter(ts bson.Timestamp, max int, maxBytes int) (entries []O
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	lost = tsLess(ts, o.evictedUpTo)
-	live := o.entries[o.head:]
-	i := sort.Search(len(live), func(j int) bool { return tsLess(ts, live[j].TS) })
+	q := &o.entries
+	i := sort.Search(q.len(), func(j int) bool { return tsLess(ts, q.at(j).TS) })
 	bytes := 0
-	for ; i < len(live); i++ {
-		if max > 0 && len(entries) >= max || maxBytes > 0 && len(entries) > 0 && bytes+live[i].Size > maxBytes {
+	for ; i < q.len(); i++ {
+		e := q.at(i)
+		if max > 0 && len(entries) >= max || maxBytes > 0 && len(entries) > 0 && bytes+e.Size > maxBytes {
 			return entries, entries[len(entries)-1].TS, lost
 		}
-		bytes += live[i].Size
-		entries = append(entries, live[i])
+		bytes += e.Size
+		entries = append(entries, *e)
 	}
 	scannedUpTo = o.newest
 	if tsLess(scannedUpTo, ts) {
@@ -163,23 +158,28 @@ func (o *Oplog) Changed() <-chan struct{} {
 func (o *Oplog) stats() (n int, bytes int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.entries) - o.head, o.bytes
+	return o.entries.len(), o.bytes
 }
 
 // retained returns a copy of the retained entries, for a snapshot.
 func (o *Oplog) retained() ([]OplogEntry, bson.Timestamp, bson.Timestamp) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]OplogEntry(nil), o.entries[o.head:]...), o.newest, o.evictedUpTo
+	out := make([]OplogEntry, o.entries.len())
+	for i := range out {
+		out[i] = *o.entries.at(i)
+	}
+	return out, o.newest, o.evictedUpTo
 }
 
 // restore loads the entries of a snapshot, at Open.
 func (o *Oplog) restore(entries []OplogEntry, newest, evicted bson.Timestamp) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.entries, o.head, o.bytes = entries, 0, 0
+	o.entries, o.bytes = entryQueue{}, 0
 	for i := range entries {
 		o.bytes += int64(entries[i].Size)
+		o.entries.push(entries[i])
 	}
 	o.newest, o.evictedUpTo = newest, evicted
 	o.evictLocked(time.Now())
@@ -195,7 +195,51 @@ func (o *Oplog) restoreAppend(entries []OplogEntry) {
 	for i := range entries {
 		o.bytes += int64(entries[i].Size)
 	}
-	o.entries = append(o.entries, entries...)
+	for _, e := range entries {
+		o.entries.push(e)
+	}
 	o.newest = entries[len(entries)-1].TS
 	o.evictLocked(time.Now())
+}
+
+// queueChunk is the number of entries per chunk of an entryQueue.
+const queueChunk = 256
+
+// entryQueue is a FIFO of entries in fixed-size chunks: memory follows the
+// retained entries closely (at most one partly used chunk at each end),
+// where a slice would keep up to twice its peak.
+type entryQueue struct {
+	chunks [][]OplogEntry
+	head   int // index of the first entry in chunks[0]
+	n      int
+}
+
+func (q *entryQueue) len() int { return q.n }
+
+func (q *entryQueue) at(i int) *OplogEntry {
+	j := q.head + i
+	return &q.chunks[j/queueChunk][j%queueChunk]
+}
+
+func (q *entryQueue) push(e OplogEntry) {
+	if len(q.chunks) == 0 || len(q.chunks[len(q.chunks)-1]) == queueChunk {
+		q.chunks = append(q.chunks, make([]OplogEntry, 0, queueChunk))
+	}
+	last := &q.chunks[len(q.chunks)-1]
+	*last = append(*last, e)
+	q.n++
+}
+
+func (q *entryQueue) pop() {
+	q.chunks[0][q.head] = OplogEntry{}
+	q.head++
+	q.n--
+	if q.head == queueChunk || q.n == 0 {
+		q.chunks[0] = nil
+		q.chunks = q.chunks[1:]
+		q.head = 0
+		if q.n == 0 {
+			q.chunks = nil
+		}
+	}
 }

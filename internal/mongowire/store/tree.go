@@ -9,19 +9,12 @@ import (
 // An entry is one key of an index: the key's values, one per indexed
 // field, and the record it points to. The first value is kept inline so that
 // a single-field index (the common case, and every _id index) costs no
-// allocation per entry. Key values are sub-slices of the stored document,
+// allocation per entry, and 48 bytes. Key values are sub-slices of the stored document,
 // which is never modified once stored.
 type entry struct {
 	k0   bson.RawValue
-	rest []bson.RawValue
+	rest *[]bson.RawValue // the other values of a compound key
 	rid  uint64
-}
-
-func (e *entry) key(i int) bson.RawValue {
-	if i == 0 {
-		return e.k0
-	}
-	return e.rest[i-1]
 }
 
 const (
