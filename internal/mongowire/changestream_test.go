@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -530,5 +534,30 @@ func TestChangeStreamWakesOnWrite(t *testing.T) {
 	}
 	if d := <-done; d < 0 || d > 5*time.Second {
 		t.Fatalf("event took %v with a 10 s await", d)
+	}
+}
+
+// TestMongoshChangeStream runs tests/mongosh/changestream.js with mongosh.
+// Without mongosh on PATH it skips, saying so, unless
+// TIDE_REQUIRE_MONGOSH=1 (CI), where a missing mongosh fails the test.
+func TestMongoshChangeStream(t *testing.T) {
+	bin, err := exec.LookPath("mongosh")
+	if err != nil {
+		if os.Getenv("TIDE_REQUIRE_MONGOSH") == "1" {
+			t.Fatal("mongosh is not on PATH, and TIDE_REQUIRE_MONGOSH=1 requires it (npm install -g mongosh)")
+		}
+		t.Skip("mongosh is not on PATH: install it with `npm install -g mongosh` to run the scripted session (CI sets TIDE_REQUIRE_MONGOSH=1)")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "tests", "mongosh", "changestream.js")
+	s, _ := csServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "mongodb://"+s.Addr()+"/?directConnection=true", "--quiet", "--norc", "--file", script)
+	cmd.Env = append(os.Environ(), "MONGOSH_NO_TELEMETRY=1", "DO_NOT_TRACK=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("mongosh output:\n%s", out)
+	if err != nil {
+		t.Fatalf("mongosh %s: %v", filepath.Base(script), err)
 	}
 }
