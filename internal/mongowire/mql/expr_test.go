@@ -1,0 +1,157 @@
+package mql
+
+import (
+	"testing"
+
+	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
+)
+
+func TestExprEval(t *testing.T) {
+	t.Parallel()
+	root := `{"_id": 1, "a": 5, "b": 2, "s": "Hello", "arr": [1, 2, 3], "docs": [{"x": 1}, {"x": 2}, {"y": 3}], "n": null, "d": {"$date": "2020-01-01T00:00:00Z"}, "l": {"$numberLong": "7"}, "f": 2.5}`
+	tests := map[string]struct {
+		expr string
+		want string // extended JSON of the value; "missing" for none
+	}{
+		"field":               {`"$a"`, `5`},
+		"dotted array":        {`"$docs.x"`, `[1, 2]`},
+		"missing":             {`"$zz"`, `missing`},
+		"root":                {`"$$ROOT.a"`, `5`},
+		"literal string":      {`"abc"`, `"abc"`},
+		"literal op":          {`{"$literal": "$a"}`, `"$a"`},
+		"object":              {`{"x": "$a", "y": "$zz"}`, `{"x": 5}`},
+		"array":               {`["$a", "$zz"]`, `[5, null]`},
+		"add":                 {`{"$add": ["$a", "$b", 1]}`, `8`},
+		"add long":            {`{"$add": ["$a", "$l"]}`, `{"$numberLong": "12"}`},
+		"add double":          {`{"$add": ["$a", "$f"]}`, `7.5`},
+		"add null":            {`{"$add": ["$a", "$n"]}`, `null`},
+		"add missing":         {`{"$add": ["$a", "$zz"]}`, `null`},
+		"add date":            {`{"$add": ["$d", 1000]}`, `{"$date": "2020-01-01T00:00:01Z"}`},
+		"add overflow":        {`{"$add": [2147483647, 1]}`, `{"$numberLong": "2147483648"}`},
+		"subtract":            {`{"$subtract": ["$a", "$b"]}`, `3`},
+		"subtract dates":      {`{"$subtract": ["$d", "$d"]}`, `{"$numberLong": "0"}`},
+		"multiply":            {`{"$multiply": ["$a", "$b"]}`, `10`},
+		"divide":              {`{"$divide": ["$a", "$b"]}`, `2.5`},
+		"divide exact":        {`{"$divide": [4, 2]}`, `2.0`},
+		"mod":                 {`{"$mod": ["$a", "$b"]}`, `1`},
+		"mod double":          {`{"$mod": [5.5, 2]}`, `1.5`},
+		"abs":                 {`{"$abs": -3}`, `3`},
+		"concat":              {`{"$concat": ["$s", " ", "w"]}`, `"Hello w"`},
+		"concat null":         {`{"$concat": ["$s", "$n"]}`, `null`},
+		"toLower":             {`{"$toLower": "$s"}`, `"hello"`},
+		"toUpper":             {`{"$toUpper": "$s"}`, `"HELLO"`},
+		"toUpper null":        {`{"$toUpper": "$n"}`, `""`},
+		"cond array":          {`{"$cond": [{"$gt": ["$a", 3]}, "big", "small"]}`, `"big"`},
+		"cond doc":            {`{"$cond": {"if": {"$lt": ["$a", 3]}, "then": "small", "else": "big"}}`, `"big"`},
+		"ifNull":              {`{"$ifNull": ["$zz", "$n", "dflt"]}`, `"dflt"`},
+		"ifNull present":      {`{"$ifNull": ["$a", "dflt"]}`, `5`},
+		"eq":                  {`{"$eq": ["$a", 5.0]}`, `true`},
+		"eq missing null":     {`{"$eq": ["$zz", null]}`, `false`},
+		"ne":                  {`{"$ne": ["$a", 5]}`, `false`},
+		"gt types":            {`{"$gt": ["$s", "$a"]}`, `true`},
+		"lte":                 {`{"$lte": ["$b", 2]}`, `true`},
+		"cmp":                 {`{"$cmp": ["$a", "$b"]}`, `1`},
+		"and":                 {`{"$and": [true, "$a"]}`, `true`},
+		"and falsy":           {`{"$and": [true, 0]}`, `false`},
+		"or":                  {`{"$or": [false, "$n", "$arr"]}`, `true`},
+		"not":                 {`{"$not": ["$n"]}`, `true`},
+		"in":                  {`{"$in": [2, "$arr"]}`, `true`},
+		"in no":               {`{"$in": [9, "$arr"]}`, `false`},
+		"size":                {`{"$size": "$arr"}`, `3`},
+		"arrayElemAt":         {`{"$arrayElemAt": ["$arr", 1]}`, `2`},
+		"arrayElemAt neg":     {`{"$arrayElemAt": ["$arr", -1]}`, `3`},
+		"arrayElemAt out":     {`{"$arrayElemAt": ["$arr", 9]}`, `missing`},
+		"toString int":        {`{"$toString": "$a"}`, `"5"`},
+		"toString double":     {`{"$toString": "$f"}`, `"2.5"`},
+		"toString date":       {`{"$toString": "$d"}`, `"2020-01-01T00:00:00.000Z"`},
+		"toString null":       {`{"$toString": "$n"}`, `null`},
+		"toInt":               {`{"$toInt": "42"}`, `42`},
+		"toInt double":        {`{"$toInt": 2.9}`, `2`},
+		"toInt bool":          {`{"$toInt": true}`, `1`},
+		"toDouble":            {`{"$toDouble": "1.5"}`, `1.5`},
+		"toDouble int":        {`{"$toDouble": "$a"}`, `5.0`},
+		"toLong":              {`{"$toLong": "$a"}`, `{"$numberLong": "5"}`},
+		"type":                {`{"$type": "$s"}`, `"string"`},
+		"type missing":        {`{"$type": "$zz"}`, `"missing"`},
+		"type long":           {`{"$type": "$l"}`, `"long"`},
+		"sum array":           {`{"$sum": "$arr"}`, `6`},
+		"sum args":            {`{"$sum": [1, "x", 2]}`, `3`},
+		"avg":                 {`{"$avg": "$arr"}`, `2.0`},
+		"max":                 {`{"$max": "$arr"}`, `3`},
+		"min":                 {`{"$min": [3, "$n", 1]}`, `1`},
+		"let":                 {`{"$let": {"vars": {"x": "$a"}, "in": {"$add": ["$$x", 1]}}}`, `6`},
+		"map":                 {`{"$map": {"input": "$arr", "as": "e", "in": {"$multiply": ["$$e", 2]}}}`, `[2, 4, 6]`},
+		"filter":              {`{"$filter": {"input": "$arr", "cond": {"$gt": ["$$this", 1]}}}`, `[2, 3]`},
+		"concatArrays":        {`{"$concatArrays": ["$arr", [4]]}`, `[1, 2, 3, 4]`},
+		"isArray":             {`{"$isArray": ["$arr"]}`, `true`},
+		"decimal add":         {`{"$add": [{"$numberDecimal": "0.1"}, {"$numberDecimal": "0.2"}]}`, `{"$numberDecimal": "0.3"}`},
+		"divide decimal":      {`{"$divide": [{"$numberDecimal": "1"}, 4]}`, `{"$numberDecimal": "0.25"}`},
+		"nested object paths": {`{"o": {"p": "$docs.y"}}`, `{"o": {"p": [3]}}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, err := CompileExpr(val(t, tc.expr))
+			if err != nil {
+				t.Fatalf("compile %s: %v", tc.expr, err)
+			}
+			got, err := e.Eval(doc(t, root))
+			if err != nil {
+				t.Fatalf("eval %s: %v", tc.expr, err)
+			}
+			if tc.want == "missing" {
+				if got.Type != 0 {
+					t.Fatalf("got %s, want missing", got)
+				}
+				return
+			}
+			want := val(t, tc.want)
+			if got.Type != want.Type || !Equal(got, want) {
+				t.Fatalf("%s = %s (%s), want %s (%s)", tc.expr, got, got.Type, want, want.Type)
+			}
+		})
+	}
+}
+
+func TestExprErrors(t *testing.T) {
+	t.Parallel()
+	root := `{"a": 5, "s": "x", "arr": [1]}`
+	tests := map[string]struct {
+		expr    string
+		code    int32
+		msg     string
+		compile bool
+	}{
+		"unknown":         {`{"$foo": 1}`, mongoerr.InvalidPipelineOperator, "Unrecognized expression '$foo'", true},
+		"two fields":      {`{"$add": [1], "$sub": 1}`, 15983, "", true},
+		"arity":           {`{"$subtract": [1]}`, 16020, "Expression $subtract takes exactly 2 arguments. 1 were passed in.", true},
+		"undefined var":   {`"$$nope"`, mongoerr.Location17276, "Use of undefined variable: nope", true},
+		"empty path":      {`"$a..b"`, mongoerr.Location15998, "", true},
+		"add string":      {`{"$add": ["$a", "$s"]}`, 16554, "$add only supports numeric or date types, not string", false},
+		"divide zero":     {`{"$divide": ["$a", 0]}`, mongoerr.BadValue, "can't $divide by zero", false},
+		"mod zero":        {`{"$mod": ["$a", 0]}`, 16610, "can't $mod by zero", false},
+		"multiply string": {`{"$multiply": ["$s", 2]}`, 16555, "", false},
+		"concat number":   {`{"$concat": ["$s", 1]}`, 16702, "$concat only supports strings, not int", false},
+		"size non-array":  {`{"$size": "$a"}`, 17124, "The argument to $size must be an array. Type of argument is: int", false},
+		"in non-array":    {`{"$in": [1, "$a"]}`, 40081, "", false},
+		"toInt bad":       {`{"$toInt": "$s"}`, conversionFailure, "", false},
+		"toInt overflow":  {`{"$toInt": 3000000000.0}`, conversionFailure, "", false},
+		"arrayElemAt bad": {`{"$arrayElemAt": ["$a", 0]}`, 28689, "", false},
+		"cond missing":    {`{"$cond": {"if": true, "then": 1}}`, 17082, "", true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, err := CompileExpr(val(t, tc.expr))
+			if tc.compile {
+				wantCode(t, err, tc.code, tc.msg)
+				return
+			}
+			if err != nil {
+				t.Fatalf("compile: %v", err)
+			}
+			_, err = e.Eval(doc(t, root))
+			wantCode(t, err, tc.code, tc.msg)
+		})
+	}
+}
