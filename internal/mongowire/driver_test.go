@@ -622,3 +622,33 @@ func TestDataDirPersists(t *testing.T) {
 }
 
 func store0(db, coll string) store.Namespace { return store.Namespace{DB: db, Coll: coll} }
+
+func TestOversizedDocumentRefused(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("big")
+	big := bson.D{{Key: "_id", Value: 2}, {Key: "pad", Value: strings.Repeat("x", 16<<20)}}
+	// The driver refuses to send it through InsertOne; a raw command gets through.
+	r, err := db.RunCommand(t.Context(), bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{
+		bson.D{{Key: "_id", Value: 1}}, big, bson.D{{Key: "_id", Value: 3}},
+	}}, {Key: "ordered", Value: false}}).Raw()
+	var we mongo.WriteException
+	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Code != 10334 || we.WriteErrors[0].Index != 1 {
+		t.Fatalf("reply %v, err %v; want one BSONObjectTooLarge write error at index 1", r, err)
+	}
+	if n, _ := db.Collection("c").CountDocuments(t.Context(), bson.D{}); n != 2 {
+		t.Fatalf("%d documents stored, want the 2 small ones", n)
+	}
+}
+
+func TestTooDeepDocumentRefused(t *testing.T) {
+	_, c := setup(t)
+	var v any = 1
+	for range 120 {
+		v = bson.D{{Key: "a", Value: v}}
+	}
+	_, err := c.Database("deep").Collection("c").InsertOne(t.Context(), bson.D{{Key: "d", Value: v}})
+	var we mongo.WriteException
+	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Code != 15 || !strings.Contains(we.WriteErrors[0].Message, "nesting") {
+		t.Fatalf("insert of a 121-deep document = %v, want an Overflow write error", err)
+	}
+}
