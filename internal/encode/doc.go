@@ -11,8 +11,13 @@
 // AppendRelaxedValue and AppendCanonicalValue do the same for a single
 // value, and AppendString escapes a Go string the same way. Malformed input
 // is an error wrapping ErrMalformed that names the offset and the problem;
-// nesting deeper than MaxDepth is an error wrapping ErrTooDeep. Neither
-// panics on any input.
+// nesting deeper than MaxDepth is an error wrapping ErrTooDeep (the
+// driver has no limit; that is the one input it accepts and these writers
+// refuse). No input makes them panic. Where the driver bends the BSON
+// specification, they bend it the same way: array keys are not checked,
+// bytes after the top-level document are ignored, an old binary (subtype 2)
+// value is read by its inner length, and a code-with-scope string's last
+// byte is dropped unchecked.
 //
 // # The envelope
 //

@@ -18,12 +18,18 @@ var awkwardRunes = []rune{
 	0x80, 0xff, 0x2027, '\u2028', '\u2029', 0x202a, '\ufffd', '\ufeff', 0xe9, 0x4e16, 0x1f600, 0x10ffff,
 }
 
+var boundaryBytes = []byte{0, 0x1f, 0x20, 0x21, '"', 0x23, 0x5b, '\\', 0x5d, 'a', 'a', 'a', 'a', 0x7e, 0x7f, 0x80, 0xbf, 0xc3, 0xa9, 0xe2, 0xff}
+
 // genString draws text: ordinary Unicode, awkward characters, or arbitrary
 // bytes (often invalid UTF-8). NUL is allowed unless cstring is set.
 func genString(cstring bool) *rapid.Generator[string] {
 	return rapid.Custom(func(t *rapid.T) string {
 		var s string
-		switch rapid.IntRange(0, 3).Draw(t, "kind") {
+		switch rapid.IntRange(0, 4).Draw(t, "kind") {
+		case 4:
+			// Bytes on either side of every class the escaper tells
+			// apart, in runs long enough for its eight-byte scan.
+			s = string(rapid.SliceOfN(rapid.SampledFrom(boundaryBytes), 0, 70).Draw(t, "boundary"))
 		case 0:
 			s = rapid.String().Draw(t, "unicode")
 		case 1:
