@@ -9,8 +9,6 @@ import (
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 )
 
-const codeCannotCreateIndex int32 = 67
-
 func newUUID() bson.Binary {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -425,5 +423,3 @@ func dropIndexLocked(c *collection, name string) IndexSpec {
 	c.indexes = slices.Delete(c.indexes, i, i+1)
 	return spec
 }
-
-var _ = codeCannotCreateIndex

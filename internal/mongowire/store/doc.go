@@ -1,4 +1,88 @@
 // Package store is the storage engine of the embedded MongoDB-compatible
-// server: databases, collections, documents, indexes, durability and the
-// oplog that records every write in commit order.
+// server: databases and collections (with UUIDs), their documents and
+// indexes, durability, the oplog that records every write in commit order,
+// and the cluster clock. It speaks in BSON (bson.Raw) and fails with
+// *mongoerr.Error values that carry MongoDB's codes and messages; the query
+// language (filters, updates, projections, sorts, pipelines) is package mql.
+//
+// # Concurrency
+//
+// One read-write lock guards the whole catalog. A write command (an insert
+// batch, one update or delete statement, findAndModify, a DDL command) holds
+// the write lock from start to end, so it is atomic, and writes are
+// serialized: commit order, oplog order and cluster-time order are the same
+// order. Reads hold the read lock only while they collect the matching
+// documents; sorting, projection and pipelines run after it is released.
+// Stored documents are never modified in place (an update stores a new
+// document), so a read returns a point-in-time snapshot by keeping slice
+// headers, without copying bytes.
+//
+// # Documents and indexes
+//
+// A collection keeps its documents as records sorted by a record id that
+// grows with every insert, so natural order is insertion order; an update
+// keeps the record's place. Each index, the _id index included, is an
+// ordered set of (key values, record id) entries in mql.Compare order, held
+// in a two-level B-tree (a sorted list of sorted chunks). Key values are
+// sub-slices of the stored document. An array yields one entry per element
+// (multikey); a compound key may hold at most one array, as in MongoDB;
+// descending fields invert their part of the order. Unique indexes treat a
+// missing field as null; sparse indexes skip documents without the fields;
+// partial indexes index only documents matching partialFilterExpression.
+//
+// A query is planned from mql.Filter.Predicates: an equality, $in or range
+// predicate on the leading field of an index (preferring _id, then unique
+// indexes, then equality over ranges) yields candidate record ids; anything
+// else scans the collection. Candidates are always checked against the full
+// filter, so an index only has to find a superset; values whose matching
+// reaches beyond equal keys (null, arrays, regexes) are scanned. Explain
+// reports the index used and the keys and documents examined.
+//
+// # Durability
+//
+// With Config.Dir set, every write command appends its oplog entries to a
+// journal with a single write(2) while it holds the write lock, before it is
+// acknowledged: an acknowledged write survives the process being killed. A
+// goroutine owned by the Store fsyncs the journal every 100 ms (like
+// MongoDB's journal commit interval) and on Close, so a power loss costs at
+// most that window. Each record carries a CRC-32C; a torn record at the end
+// of the journal (a crash during a write, never acknowledged) is cut off
+// with a warning when the store opens.
+//
+// The journal is the oplog itself: each entry holds what is needed to redo
+// the write (inserted document, post-image of an update, document key of a
+// delete, DDL details). Opening replays the journal onto the last snapshot.
+// When the journal outgrows the last snapshot (and 64 MiB), the syncer
+// compacts: under the write lock it captures the state (slice headers
+// only) and switches to a new journal generation, then, without the lock,
+// writes a snapshot of the documents, indexes and retained oplog entries to
+// a temporary file, syncs it, renames it into place, syncs the directory
+// and deletes the journals the snapshot covers. A crash at any point leaves
+// either the old snapshot and every journal since, or the new one. The
+// oplog is therefore durable with the data, within its bound, and the
+// replica set id is kept in every snapshot and journal header.
+//
+// # Oplog
+//
+// Every write appends, under the write lock, one entry per document written
+// (insertMany, updateMany and deleteMany give one entry each, in order) and
+// one per DDL effect (dropDatabase records a drop per collection, then
+// itself). Each entry takes the next cluster time: the current second with
+// an increment. Updates carry an UpdateDescription computed by diffing the
+// document before and after (diff.go): a change is reported at the
+// shallowest path where the two differ, descending into documents and
+// arrays present in both; removed fields are listed; arrays that shrank are
+// truncated, with changed or appended elements as "arr.N". An update that
+// changes nothing writes no entry and is not counted as modified. With
+// changeStreamPreAndPostImages enabled, updates, replacements and deletes
+// keep the pre-image in the entry.
+//
+// The oplog is bounded by Config.OplogBytes (256 MiB by default): each entry
+// is charged its documents plus a fixed overhead for the structure, and the
+// oldest entries are dropped first, unless they are younger than
+// Config.OplogMinRetention. Entries live in fixed-size chunks, so the
+// memory kept follows the retained entries. Readers call ReadAfter with the
+// last time they saw (binary search) and wait on Changed, a channel closed
+// and replaced by every append; ReadAfter reports lost when entries after
+// the given time were already dropped.
 package store

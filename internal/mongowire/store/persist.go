@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // Files in the data directory. The journal is a sequence of generations;
@@ -668,5 +667,3 @@ func (s *Store) writeSnapshot(fr *frozen) (int64, error) {
 	}
 	return size, nil
 }
-
-var _ = bsoncore.AppendDocumentStart

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
-	"slices"
 	"sort"
 	"strings"
 
@@ -462,5 +461,3 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 	}
 	return res, nil
 }
-
-var _ = slices.Contains[[]string]
