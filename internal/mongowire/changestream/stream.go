@@ -47,6 +47,9 @@ type Stream struct {
 	skipFrag int            // when resuming from a fragment: fragments ≤ this are skipped
 	done     bool           // invalidated: nothing more, ever
 	closed   bool
+	// failed holds an error met while reading ahead; it is returned once
+	// the events before it have been handed out.
+	failed error
 }
 
 // Open positions a new stream at the start point of spec (mongo-reference.md
@@ -137,6 +140,12 @@ func (s *Stream) Next(ctx context.Context, n, maxBytes int, maxWait time.Duratio
 	}()
 	size := 0
 	for {
+		if s.failed != nil && len(s.pending) == 0 {
+			if len(docs) > 0 {
+				return docs, s.extra(), false, nil
+			}
+			return nil, nil, false, s.failed
+		}
 		// Hand out what is ready.
 		for len(s.pending) > 0 && !s.done {
 			ev := s.pending[0]
@@ -168,7 +177,9 @@ func (s *Stream) Next(ctx context.Context, n, maxBytes int, maxWait time.Duratio
 		}
 		for i := range entries {
 			if err := s.consume(&entries[i]); err != nil {
-				return nil, nil, false, err
+				// Deliver the events before the failure first.
+				s.failed = err
+				break
 			}
 		}
 		if len(entries) > 0 {

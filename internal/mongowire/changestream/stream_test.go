@@ -278,3 +278,59 @@ func TestLabelError(t *testing.T) {
 		t.Error("nil must stay nil")
 	}
 }
+
+func TestStreamPipelineMustKeepID(t *testing.T) {
+	tests := map[string]struct {
+		stage   bson.D
+		wantErr bool
+	}{
+		"unset _id":       {bson.D{{Key: "$unset", Value: "_id"}}, true},
+		"replace _id":     {bson.D{{Key: "$set", Value: bson.D{{Key: "_id", Value: "mine"}}}}, true},
+		"replaceRoot":     {bson.D{{Key: "$replaceRoot", Value: bson.D{{Key: "newRoot", Value: "$fullDocument"}}}}, true},
+		"project keeps":   {bson.D{{Key: "$project", Value: bson.D{{Key: "operationType", Value: 1}}}}, false},
+		"rewrite op type": {bson.D{{Key: "$set", Value: bson.D{{Key: "operationType", Value: "other"}}}}, false},
+		"match filters":   {bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "delete"}}}}, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			st := openStore(t, store.Config{})
+			s := openStream(t, st, nil, tc.stage)
+			insert(t, st, testNS, bson.D{{Key: "_id", Value: 1}})
+			docs, _, _, err := s.Next(t.Context(), 10, maxEventBytes, 0)
+			if !tc.wantErr {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range docs {
+					if d.Lookup("_id", "_data").StringValue() == "" {
+						t.Errorf("event without its token: %s", d)
+					}
+				}
+				return
+			}
+			e, ok := mongoerr.As(err)
+			if !ok || e.Code != mongoerr.ChangeStreamFatalError || !e.HasLabel(labelNonResumable) ||
+				!strings.Contains(e.Message, "_id field") {
+				t.Fatalf("got %v, want 280 labelled NonResumableChangeStreamError", err)
+			}
+		})
+	}
+}
+
+// Events before a failing one are handed out first; the error follows.
+func TestStreamDeliversEventsBeforeAnError(t *testing.T) {
+	st := openStore(t, store.Config{})
+	s := openStream(t, st, bson.D{{Key: "fullDocumentBeforeChange", Value: "required"}})
+	insert(t, st, testNS, bson.D{{Key: "_id", Value: 1}})
+	if _, err := st.Delete(testNS, mustDoc(t, bson.D{{Key: "_id", Value: 1}}), 1); err != nil {
+		t.Fatal(err)
+	}
+	docs, _, _, err := s.Next(t.Context(), 10, maxEventBytes, 0)
+	if err != nil || len(docs) != 1 || docs[0].Lookup("operationType").StringValue() != "insert" {
+		t.Fatalf("first batch: %d docs, %v", len(docs), err)
+	}
+	_, _, _, err = s.Next(t.Context(), 10, maxEventBytes, 0)
+	if e, ok := mongoerr.As(err); !ok || e.Code != mongoerr.NoMatchingDocument {
+		t.Fatalf("got %v, want 47 for the delete without a pre-image", err)
+	}
+}
