@@ -194,7 +194,7 @@ func (s scope) has(name string) bool {
 func compileExpr(v bson.RawValue, vars scope) (expr, error) {
 	switch v.Type {
 	case bson.TypeString:
-		s := v.StringValue()
+		s := str(v)
 		if strings.HasPrefix(s, "$") {
 			return compileFieldPath(s, vars)
 		}
@@ -273,7 +273,7 @@ func compileObjectOrOp(doc bson.Raw, vars scope) (expr, error) {
 	if !ok {
 		return &objectExpr{}, nil
 	}
-	if first[0] == '$' {
+	if len(first) > 0 && first[0] == '$' {
 		if _, _, more := it.next(); more {
 			n := 0
 			it2 := iterDoc(doc)
@@ -545,7 +545,7 @@ func compileMapFilter(name string, arg bson.RawValue, vars scope) (expr, error) 
 	input := lookup(arg.Value, "input")
 	as := "this"
 	if a := lookup(arg.Value, "as"); a.Type == bson.TypeString {
-		as = a.StringValue()
+		as = str(a)
 	}
 	bodyKey := "in"
 	if name == "$filter" {
@@ -772,7 +772,7 @@ func evalCase(name string, args []bson.RawValue) (bson.RawValue, error) {
 		if err != nil {
 			return missing, err
 		}
-		s = r.StringValue()
+		s = str(r)
 	default:
 		return missing, mongoerr.New(16007, "can't convert from BSON type %s to String", typeName(a.Type))
 	}
@@ -991,7 +991,7 @@ func convertTo(target string, v bson.RawValue) (bson.RawValue, error) {
 			}
 			i = int64(t)
 		case bson.TypeString:
-			s := v.StringValue()
+			s := str(v)
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {
 				return missing, convFail("Failed to parse number '%s' in $convert with no onError value: Did not consume whole string.", s)
@@ -1024,7 +1024,7 @@ func convertTo(target string, v bson.RawValue) (bson.RawValue, error) {
 		case bson.TypeDateTime:
 			return vDouble(float64(asInt64(v))), nil
 		case bson.TypeString:
-			s := v.StringValue()
+			s := str(v)
 			f, err := strconv.ParseFloat(s, 64)
 			if err != nil {
 				return missing, convFail("Failed to parse number '%s' in $convert with no onError value: Did not consume whole string.", s)
@@ -1046,9 +1046,9 @@ func convertTo(target string, v bson.RawValue) (bson.RawValue, error) {
 		case bson.TypeDecimal128:
 			return v, nil
 		case bson.TypeString:
-			d, err := bson.ParseDecimal128(v.StringValue())
+			d, err := bson.ParseDecimal128(str(v))
 			if err != nil {
-				return missing, convFail("Failed to parse number '%s' in $convert with no onError value: Failed to parse string to decimal", v.StringValue())
+				return missing, convFail("Failed to parse number '%s' in $convert with no onError value: Failed to parse string to decimal", str(v))
 			}
 			return vDecimal(d), nil
 		}
@@ -1064,9 +1064,9 @@ func convertTo(target string, v bson.RawValue) (bson.RawValue, error) {
 		case bson.TypeObjectID:
 			return v, nil
 		case bson.TypeString:
-			id, err := bson.ObjectIDFromHex(v.StringValue())
+			id, err := bson.ObjectIDFromHex(str(v))
 			if err != nil {
-				return missing, convFail("Failed to parse objectId '%s' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found %d", v.StringValue(), len(v.StringValue()))
+				return missing, convFail("Failed to parse objectId '%s' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found %d", str(v), len(str(v)))
 			}
 			return bson.RawValue{Type: bson.TypeObjectID, Value: id[:]}, nil
 		}
@@ -1084,9 +1084,9 @@ func convertTo(target string, v bson.RawValue) (bson.RawValue, error) {
 			t, _ := v.Timestamp()
 			return vDate(int64(t) * 1000), nil
 		case bson.TypeString:
-			t, err := time.Parse(time.RFC3339Nano, v.StringValue())
+			t, err := time.Parse(time.RFC3339Nano, str(v))
 			if err != nil {
-				return missing, convFail("Error parsing date string '%s'", v.StringValue())
+				return missing, convFail("Error parsing date string '%s'", str(v))
 			}
 			return vTime(t), nil
 		}

@@ -721,7 +721,7 @@ func parseOperators(path string, ops bson.Raw, depth int) (node, error) {
 			if v.Type != bson.TypeString {
 				return nil, mongoerr.New(mongoerr.BadValue, "$options has to be a string")
 			}
-			options, hasOptions = v.StringValue(), true
+			options, hasOptions = str(v), true
 			continue
 		}
 		n, err := parseOperator(path, string(k), v, depth)
@@ -746,7 +746,7 @@ func parseOperators(path string, ops bson.Raw, depth int) (node, error) {
 				opts = options
 			}
 		} else {
-			pattern, opts = regex.StringValue(), options
+			pattern, opts = str(regex), options
 		}
 		op, err := newRegexOp(pattern, opts)
 		if err != nil {
@@ -860,7 +860,7 @@ func parseType(v bson.RawValue) (*typeOp, error) {
 	add := func(e bson.RawValue) error {
 		switch {
 		case e.Type == bson.TypeString:
-			name := e.StringValue()
+			name := str(e)
 			if name == "number" {
 				op.number = true
 				return nil

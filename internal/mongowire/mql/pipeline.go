@@ -157,7 +157,7 @@ func compileStage(name string, v bson.RawValue) (stage, error) {
 			if f.Type != bson.TypeString {
 				return nil, mongoerr.New(31120, "$unset specification must be a string or an array containing only string values")
 			}
-			d.add(f.StringValue(), vInt32(0))
+			d.add(str(f), vInt32(0))
 		}
 		p, err := compileProjection(d.done(), false)
 		if err != nil {
@@ -203,7 +203,7 @@ func compileStage(name string, v bson.RawValue) (stage, error) {
 		if v.Type != bson.TypeString {
 			return nil, mongoerr.New(40156, "the count field must be a non-empty string")
 		}
-		s := v.StringValue()
+		s := str(v)
 		switch {
 		case s == "":
 			return nil, mongoerr.New(40157, "the count field must be a non-empty string")
@@ -216,7 +216,7 @@ func compileStage(name string, v bson.RawValue) (stage, error) {
 	case "$group":
 		return compileGroup(v)
 	case "$sortByCount":
-		isPath := v.Type == bson.TypeString && strings.HasPrefix(v.StringValue(), "$")
+		isPath := v.Type == bson.TypeString && strings.HasPrefix(str(v), "$")
 		if !isPath && !isOperatorDoc(v) {
 			return nil, mongoerr.New(40148, "the sortByCount field must be defined as a $-prefixed path or an expression")
 		}
@@ -552,7 +552,7 @@ func compileUnwind(v bson.RawValue) (stage, error) {
 	var path string
 	switch v.Type {
 	case bson.TypeString:
-		path = v.StringValue()
+		path = str(v)
 	case bson.TypeEmbeddedDocument:
 		it := iterDoc(v.Value)
 		for {
@@ -565,12 +565,12 @@ func compileUnwind(v bson.RawValue) (stage, error) {
 				if f.Type != bson.TypeString {
 					return nil, mongoerr.New(28808, "expected a string as the path for $unwind stage, got %s", typeName(f.Type))
 				}
-				path = f.StringValue()
+				path = str(f)
 			case "includeArrayIndex":
-				if f.Type != bson.TypeString || f.StringValue() == "" {
+				if f.Type != bson.TypeString || str(f) == "" {
 					return nil, mongoerr.New(28810, "expected a non-empty string for the includeArrayIndex option to $unwind stage")
 				}
-				s.index = f.StringValue()
+				s.index = str(f)
 				if strings.HasPrefix(s.index, "$") {
 					return nil, mongoerr.New(28822, "includeArrayIndex option to $unwind stage should not be prefixed with a '$': %s", s.index)
 				}
@@ -701,13 +701,13 @@ func compileLookup(v bson.RawValue) (stage, error) {
 			}
 			switch string(k) {
 			case "from":
-				s.from = f.StringValue()
+				s.from = str(f)
 			case "as":
-				s.as = f.StringValue()
+				s.as = str(f)
 			case "localField":
-				local = f.StringValue()
+				local = str(f)
 			default:
-				s.foreignField = f.StringValue()
+				s.foreignField = str(f)
 			}
 		case "pipeline", "let":
 			return nil, mongoerr.New(mongoerr.CommandNotSupported, "$lookup with '%s' is not supported by this server; use localField and foreignField", k)

@@ -200,7 +200,7 @@ func (pp *projParser) field(path string, v bson.RawValue) error {
 		if !ok {
 			return mongoerr.New(mongoerr.Location31254, "An empty sub-projection is not a valid value. Found empty object at path")
 		}
-		if first[0] != '$' {
+		if len(first) == 0 || first[0] != '$' {
 			return pp.parse(v.Value, path)
 		}
 		if pp.find {

@@ -95,7 +95,7 @@ func CompileUpdate(update bson.RawValue, arrayFilters []bson.Raw) (*Update, erro
 	}
 	it := iterDoc(doc)
 	first, _, ok := it.next()
-	if !ok || first[0] != '$' {
+	if !ok || len(first) == 0 || first[0] != '$' {
 		if len(arrayFilters) > 0 {
 			return nil, mongoerr.New(mongoerr.FailedToParse, "arrayFilters may not be specified for replacement-style updates")
 		}
@@ -298,7 +298,7 @@ func (u *Update) compileEntry(op, path string, arg bson.RawValue, used map[strin
 		case bson.TypeBoolean:
 		case bson.TypeEmbeddedDocument:
 			t := lookup(arg.Value, "$type")
-			if t.Type != bson.TypeString || (t.StringValue() != "date" && t.StringValue() != "timestamp") || arrayLen(arg.Value) != 1 {
+			if t.Type != bson.TypeString || (str(t) != "date" && str(t) != "timestamp") || arrayLen(arg.Value) != 1 {
 				return nil, mongoerr.New(mongoerr.BadValue, "The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}")
 			}
 		default:
@@ -344,7 +344,7 @@ func (u *Update) compileEntry(op, path string, arg bson.RawValue, used map[strin
 		if arg.Type != bson.TypeString {
 			return nil, mongoerr.New(mongoerr.BadValue, "The 'to' field for $rename must be a string: %s", fieldArg())
 		}
-		to := arg.StringValue()
+		to := str(arg)
 		if isDynamic(parts) {
 			return nil, mongoerr.New(mongoerr.BadValue, "The source field for $rename may not be dynamic: %s", path)
 		}
@@ -796,7 +796,7 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 			setVal(e.arg)
 		}
 	case "$currentDate":
-		if e.arg.Type == bson.TypeEmbeddedDocument && lookup(e.arg.Value, "$type").StringValue() == "timestamp" {
+		if e.arg.Type == bson.TypeEmbeddedDocument && str(lookup(e.arg.Value, "$type")) == "timestamp" {
 			setVal(vTimestamp(uint32(a.opts.Now.Unix()), 1))
 		} else {
 			setVal(vTime(a.opts.Now))

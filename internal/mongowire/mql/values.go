@@ -219,12 +219,16 @@ func isNumeric(t bson.Type) bool {
 }
 
 // stringBytes returns the bytes of a string, symbol or JavaScript value.
+// Unlike RawValue.StringValue it never panics on malformed input.
 func stringBytes(v bson.RawValue) []byte {
 	if len(v.Value) < 5 {
 		return nil
 	}
 	return v.Value[4 : len(v.Value)-1]
 }
+
+// str returns the string of a string, symbol or JavaScript value.
+func str(v bson.RawValue) string { return string(stringBytes(v)) }
 
 // asFloat converts a numeric value to float64.
 func asFloat(v bson.RawValue) float64 {
@@ -305,7 +309,7 @@ func shortString(v bson.RawValue) string {
 	case 0:
 		return "missing"
 	case bson.TypeString:
-		return strconv.Quote(v.StringValue())
+		return strconv.Quote(str(v))
 	case bson.TypeEmbeddedDocument:
 		return docString(v.Value)
 	case bson.TypeArray:
