@@ -17,12 +17,12 @@ func newUUID() bson.Binary {
 	return bson.Binary{Subtype: bson.TypeBinaryUUID, Data: b}
 }
 
-var idIndexDoc = bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: "_id_"}}
-
-// createExtra is the description of a create: its options, then the _id
-// index, as MongoDB's create oplog entry (minus the collection name) has it.
+// createExtra is the description of a create in the oplog: {options}.
 func createExtra(options bson.D) bson.D {
-	return append(slices.Clip(options), bson.E{Key: "idIndex", Value: idIndexDoc})
+	if options == nil {
+		options = bson.D{}
+	}
+	return bson.D{{Key: "options", Value: options}}
 }
 
 // createLocked adds a collection to the catalog.
@@ -256,15 +256,25 @@ func (s *Store) CollMod(ns Namespace, options bson.D) error {
 		if c == nil {
 			return mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist: %s", ns)
 		}
+		before := c.info.Options
+		if before == nil {
+			before = bson.D{}
+		}
 		collModLocked(c, options)
-		t.emit(OplogEntry{Op: "modify", NS: ns, UUID: c.info.UUID, Extra: options})
+		extra := append(slices.Clip(options), bson.E{Key: "stateBeforeChange", Value: bson.D{{Key: "collectionOptions", Value: before}}})
+		t.emit(OplogEntry{Op: "modify", NS: ns, UUID: c.info.UUID, Extra: extra})
 		return nil
 	})
 }
 
+// collModLocked applies collMod options (a stateBeforeChange field, as
+// recorded in the oplog, is skipped).
 func collModLocked(c *collection, options bson.D) {
 	opts := slices.Clone(c.info.Options)
 	for _, o := range options {
+		if o.Key == "stateBeforeChange" {
+			continue
+		}
 		i := slices.IndexFunc(opts, func(e bson.E) bool { return e.Key == o.Key })
 		if i >= 0 {
 			opts[i] = o

@@ -167,6 +167,13 @@ func TestOplogRecordsDDL(t *testing.T) {
 	if got := bson.Raw(raw(t, es[7].Extra)); got.Lookup("to").StringValue() != "db.b" || got.Lookup("dropTarget").Type != bson.TypeBinary {
 		t.Errorf("rename extra %v", got)
 	}
+	if got := bson.Raw(raw(t, es[0].Extra)); got.String() != `{"options": {}}` {
+		t.Errorf("implicit create extra %v", got)
+	}
+	if got := bson.Raw(raw(t, es[5].Extra)); got.Lookup("changeStreamPreAndPostImages", "enabled").Boolean() != true ||
+		got.Lookup("stateBeforeChange", "collectionOptions").String() != "{}" {
+		t.Errorf("modify extra %v", got)
+	}
 	if es[8].Pre == nil || es[8].Pre.Lookup("_id").Int32() != 1 {
 		t.Errorf("delete of a pre-image collection kept pre %v", es[8].Pre)
 	}

@@ -417,7 +417,7 @@ func (s *Store) apply(e *OplogEntry) error {
 	}
 	switch e.Op {
 	case "create":
-		opts := slices.DeleteFunc(slices.Clone(e.Extra), func(x bson.E) bool { return x.Key == "idIndex" })
+		opts, _ := lookupD(e.Extra, "options").(bson.D)
 		if len(opts) == 0 {
 			opts = nil
 		}

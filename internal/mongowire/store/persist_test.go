@@ -68,6 +68,12 @@ func TestPersistRestart(t *testing.T) {
 	if _, err := s.Delete(nsA, raw(t, bson.D{{Key: "_id", Value: 2}}), 1); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Update(nsA, UpdateSpec{Filter: js(t, `{"_id": 1}`), Update: jsv(t, `{"$set": {"n.m": 1}, "$push": {"arr": "x"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(nsA, UpdateSpec{Filter: js(t, `{"k": "z"}`), Update: jsv(t, `{"k": "zz", "r": 1}`)}); err != nil {
+		t.Fatal(err)
+	}
 	mustInsert(t, s, Namespace{"db", "gone"}, bson.D{{Key: "x", Value: 1}})
 	if _, err := s.Drop(Namespace{"db", "gone"}); err != nil {
 		t.Fatal(err)
