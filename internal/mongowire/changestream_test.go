@@ -561,3 +561,125 @@ func TestMongoshChangeStream(t *testing.T) {
 		t.Fatalf("mongosh %s: %v", filepath.Base(script), err)
 	}
 }
+
+func TestChangeStreamExpandedEvents(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	db := c.Database("d")
+	cs := watch(t, db, nil, options.ChangeStream().SetShowExpandedEvents(true))
+	plain := watch(t, db, nil)
+
+	if err := db.CreateCollection(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("c")
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "x", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.Indexes().DropOne(ctx, "x_1"); err != nil {
+		t.Fatal(err)
+	}
+	err := db.RunCommand(ctx, bson.D{{Key: "collMod", Value: "c"},
+		{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}}}).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateCollection(ctx, "target"); err != nil {
+		t.Fatal(err)
+	}
+	err = c.Database("admin").RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "d.c"}, {Key: "to", Value: "d.target"}, {Key: "dropTarget", Value: true}}).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type want struct {
+		op   string
+		keys []string
+	}
+	wants := []want{
+		{"create", []string{"_id", "operationType", "clusterTime", "collectionUUID", "wallTime", "ns", "operationDescription"}},
+		{"createIndexes", []string{"_id", "operationType", "clusterTime", "collectionUUID", "wallTime", "ns", "operationDescription"}},
+		{"dropIndexes", []string{"_id", "operationType", "clusterTime", "collectionUUID", "wallTime", "ns", "operationDescription"}},
+		{"modify", []string{"_id", "operationType", "clusterTime", "collectionUUID", "wallTime", "ns", "operationDescription", "stateBeforeChange"}},
+		{"insert", []string{"_id", "operationType", "clusterTime", "collectionUUID", "wallTime", "fullDocument", "ns", "documentKey"}},
+		{"create", nil},
+		{"rename", []string{"to", "_id", "operationType", "clusterTime", "collectionUUID", "wallTime", "ns", "operationDescription"}},
+	}
+	var uuid bson.RawValue
+	for i, w := range wants {
+		ev := next(t, cs)
+		if opType(ev) != w.op {
+			t.Fatalf("event %d is %s, want %s: %s", i, opType(ev), w.op, ev)
+		}
+		if w.keys != nil {
+			var keys []string
+			elems, _ := ev.Elements()
+			for _, e := range elems {
+				keys = append(keys, e.Key())
+			}
+			if !slices.Equal(keys, w.keys) {
+				t.Errorf("%s keys\n got %v\nwant %v", w.op, keys, w.keys)
+			}
+		}
+		switch w.op {
+		case "createIndexes", "dropIndexes":
+			if name := ev.Lookup("operationDescription", "indexes", "0", "name").StringValue(); name != "x_1" {
+				t.Errorf("%s index name %q", w.op, name)
+			}
+		case "modify":
+			if !ev.Lookup("operationDescription", "changeStreamPreAndPostImages", "enabled").Boolean() {
+				t.Errorf("modify description %s", ev.Lookup("operationDescription"))
+			}
+		case "rename":
+			if ev.Lookup("operationDescription", "to", "coll").StringValue() != "target" {
+				t.Errorf("rename description %s", ev.Lookup("operationDescription"))
+			}
+			if sub, _ := ev.Lookup("operationDescription", "dropTarget").Binary(); sub != 4 {
+				t.Errorf("rename dropTarget %s", ev.Lookup("operationDescription", "dropTarget"))
+			}
+		}
+		if i == 0 {
+			uuid = ev.Lookup("collectionUUID")
+		} else if i < 5 && !uuid.Equal(ev.Lookup("collectionUUID")) {
+			t.Errorf("%s collectionUUID %s, want %s", w.op, ev.Lookup("collectionUUID"), uuid)
+		}
+	}
+	// Without showExpandedEvents only the classic events show.
+	for _, op := range []string{"insert", "rename"} {
+		if got := opType(next(t, plain)); got != op {
+			t.Errorf("plain stream: got %s, want %s", got, op)
+		}
+	}
+}
+
+func TestChangeStreamDropDatabaseEndsCollectionStreams(t *testing.T) {
+	_, c := csServer(t)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	existing := watch(t, coll, nil)
+	missing := watch(t, c.Database("d").Collection("never"), nil)
+	if err := c.Database("d").Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		cs   *mongo.ChangeStream
+		want []string
+	}{
+		"existing collection": {existing, []string{"drop", "invalidate"}},
+		"missing collection":  {missing, []string{"dropDatabase", "invalidate"}},
+	} {
+		var got []string
+		for range tc.want {
+			got = append(got, opType(next(t, tc.cs)))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", name, got, tc.want)
+		}
+	}
+}

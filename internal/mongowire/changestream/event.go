@@ -282,14 +282,9 @@ func entryUUID(e *store.OplogEntry) []byte {
 // the user's stages: the event itself and, when the entry ends the stream,
 // the invalidate that follows it.
 func (s *Spec) build(e *store.OplogEntry, lookup Lookup) ([]Event, error) {
-	if s.Level == CollectionLevel && e.Op == "dropDatabase" {
-		// The watched collection goes with its database: report its drop,
-		// then invalidate, as mongod does from the drop it logs first.
-		drop := *e
-		drop.Op = "drop"
-		drop.NS = store.Namespace{DB: s.DB, Coll: s.Coll}
-		e = &drop
-	}
+	// A dropDatabase logs the drop of each collection first, so a
+	// collection stream whose collection existed has already ended with
+	// its drop; otherwise it sees the dropDatabase, then invalidate.
 	ev, err := s.buildOne(e, lookup)
 	if err != nil {
 		return nil, err
