@@ -28,6 +28,10 @@ type index struct {
 	dirs    []int
 	partial *mql.Filter // partialFilterExpression: only matching documents are indexed
 	tree    *tree
+	// multikey is set once a document had an array on an indexed path;
+	// range bounds are then not intersected, since different elements may
+	// satisfy different bounds.
+	multikey bool
 }
 
 func newIndex(spec IndexSpec) (*index, error) {
@@ -165,8 +169,9 @@ func (ix *index) keys(doc bson.Raw, rid uint64) ([]entry, error) {
 	found := false
 	multiField := -1
 	for i, p := range ix.paths {
-		vals, ok, _ := pathValues(bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: doc}, p, nil)
+		vals, ok, multi := pathValues(bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: doc}, p, nil)
 		found = found || ok
+		ix.multikey = ix.multikey || multi
 		if len(vals) == 0 {
 			vals = []bson.RawValue{nullValue}
 		}

@@ -42,9 +42,11 @@ func TestInsertErrors(t *testing.T) {
 		"duplicate ordered stops":        {[]any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}}, true, 1, []int{1}, mongoerr.DuplicateKey},
 		"duplicate unordered goes on":    {[]any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 2}}}, false, 2, []int{1, 3}, mongoerr.DuplicateKey},
 		"too large":                      {[]any{bson.D{{Key: "s", Value: strings.Repeat("x", MaxDocumentSize)}}}, true, 0, []int{0}, mongoerr.BadValue},
+		"too deep":                       {[]any{deep}, true, 0, []int{0}, mongoerr.Overflow},
+		"array _id":                      {[]any{bson.D{{Key: "_id", Value: bson.A{1}}}}, true, 0, []int{0}, mongoerr.InvalidIdField},
+		"bad then good unordered":        {[]any{bson.D{{Key: "_id", Value: bson.A{1}}}, bson.D{{Key: "_id", Value: 1}}}, false, 1, []int{0}, mongoerr.InvalidIdField},
 		"duplicate across numeric types": {[]any{bson.D{{Key: "_id", Value: int32(7)}}, bson.D{{Key: "_id", Value: 7.0}}}, true, 1, []int{1}, mongoerr.DuplicateKey},
 	}
-	_ = deep
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -118,12 +120,13 @@ func TestCompoundAndMultikey(t *testing.T) {
 		{Key: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: -1}}, Unique: true},
 		{Key: bson.D{{Key: "tags", Value: 1}}},
 		{Key: bson.D{{Key: "items.sku", Value: 1}}},
+		{Key: bson.D{{Key: "n", Value: 1}}},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	mustInsert(t, s, nsA,
-		bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}, {Key: "b", Value: 1}, {Key: "tags", Value: bson.A{"red", "blue"}}},
-		bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 1}, {Key: "b", Value: 2}, {Key: "tags", Value: bson.A{"green"}}, {Key: "items", Value: bson.A{bson.D{{Key: "sku", Value: "k1"}}, bson.D{{Key: "sku", Value: "k2"}}}}},
+		bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}, {Key: "b", Value: 1}, {Key: "tags", Value: bson.A{"red", "blue"}}, {Key: "n", Value: bson.A{1, 20}}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 1}, {Key: "b", Value: 2}, {Key: "tags", Value: bson.A{"green"}}, {Key: "n", Value: 7}, {Key: "items", Value: bson.A{bson.D{{Key: "sku", Value: "k1"}}, bson.D{{Key: "sku", Value: "k2"}}}}},
 		bson.D{{Key: "_id", Value: 3}, {Key: "a", Value: 2}, {Key: "b", Value: 1}, {Key: "tags", Value: bson.A{}}},
 	)
 	_, errs := s.Insert(nsA, []bson.Raw{raw(t, bson.D{{Key: "_id", Value: 4}, {Key: "a", Value: 1}, {Key: "b", Value: 2}})}, true)
@@ -150,6 +153,7 @@ func TestCompoundAndMultikey(t *testing.T) {
 		"_id across types":     {bson.D{{Key: "_id", Value: 3.0}}, "_id_", []int32{3}},
 		"unindexed":            {bson.D{{Key: "b", Value: 1}}, "", []int32{1, 3}},
 		"null is scanned":      {bson.D{{Key: "items", Value: nil}}, "", []int32{1, 3}},
+		"multikey range bounds apply to any element": {bson.D{{Key: "n", Value: bson.D{{Key: "$gt", Value: 5}, {Key: "$lt", Value: 10}}}}, "n_1", []int32{1, 2}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

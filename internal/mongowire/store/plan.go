@@ -134,8 +134,11 @@ func (c *collection) choose(preds []mql.Predicate) *access {
 		}
 	}
 	for _, a := range ranges {
-		if a.lo != nil && a.hi != nil {
-			a.rank -= 1
+		switch {
+		case a.lo != nil && a.hi != nil && a.ix.multikey:
+			a.hi = nil // {$gt: 5, $lt: 10} matches [1, 20]: keep one bound
+		case a.lo != nil && a.hi != nil:
+			a.rank--
 		}
 		consider(a)
 	}

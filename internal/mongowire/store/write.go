@@ -60,9 +60,6 @@ func withIDFirst(doc bson.Raw, id []byte) (bson.Raw, error) {
 // prepare checks a document to be inserted and gives it an _id (an
 // ObjectId, first) when it has none.
 func prepare(doc bson.Raw) (bson.Raw, *mongoerr.Error) {
-	if err := doc.Validate(); err != nil {
-		return nil, mongoerr.New(mongoerr.InvalidBSON, "invalid BSON document: %v", err)
-	}
 	if len(doc) > MaxDocumentSize {
 		return nil, mongoerr.New(mongoerr.BadValue, "object to insert too large. size in bytes: %d, max size: %d", len(doc), MaxDocumentSize)
 	}
@@ -78,6 +75,9 @@ func prepare(doc bson.Raw) (bson.Raw, *mongoerr.Error) {
 
 // docKey returns {_id: <the document's _id>}.
 func docKey(doc bson.Raw) bson.Raw {
+	if first, err := doc.IndexErr(0); err == nil && first.Key() == "_id" {
+		return buildDoc(first)
+	}
 	elems, _ := doc.Elements()
 	for _, e := range elems {
 		if e.Key() == "_id" {
