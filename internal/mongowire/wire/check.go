@@ -88,7 +88,7 @@ func CheckDocument(b []byte, maxDepth int) error {
 				return bad("embedded document length is out of range")
 			}
 			if len(ends) >= maxDepth {
-				return recoverable(mongoerr.Overflow, "BSONObj exceeds maximum nested object depth: %d", maxDepth)
+				return recoverable(mongoerr.Overflow, "BSONObj exceeds maximum nested object depth")
 			}
 			ends = append(ends, pos+l)
 			pos += 4
@@ -140,7 +140,7 @@ func CheckDocument(b []byte, maxDepth int) error {
 				return bad("code with scope document length is inconsistent")
 			}
 			if len(ends) >= maxDepth {
-				return recoverable(mongoerr.Overflow, "BSONObj exceeds maximum nested object depth: %d", maxDepth)
+				return recoverable(mongoerr.Overflow, "BSONObj exceeds maximum nested object depth")
 			}
 			ends = append(ends, pos+l)
 			pos += 4

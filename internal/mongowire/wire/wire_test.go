@@ -177,7 +177,7 @@ func TestParseMsg(t *testing.T) {
 		},
 		"too deep": {
 			msg:      msgBytes(0, kind0(nested(MaxCommandDepth+1))),
-			wantCode: mongoerr.Overflow, wantErr: "maximum nested object depth: 200",
+			wantCode: mongoerr.Overflow, wantErr: "BSONObj exceeds maximum nested object depth",
 		},
 		"too deep in a sequence": {
 			msg:      msgBytes(0, kind0(insert), kind1("documents", nested(MaxCommandDepth-1))),
