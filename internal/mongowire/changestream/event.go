@@ -22,6 +22,9 @@ type Event struct {
 	Token      Token
 	Doc        bson.Raw
 	Invalidate bool // the stream ends after this event
+
+	key    []byte   // Token's KeyString
+	tokDoc bson.Raw // Token as a document
 }
 
 // maxEventBytes is the largest event a reply may carry (BSONObjMaxUserSize).
@@ -293,7 +296,7 @@ func (s *Spec) build(e *store.OplogEntry, lookup Lookup) ([]Event, error) {
 	if s.invalidates(e.Op) {
 		inv := ev.Token
 		inv.FromInvalidate = true
-		tokDoc, err := inv.Doc()
+		key, tokDoc, err := inv.encode()
 		if err != nil {
 			return nil, err
 		}
@@ -302,7 +305,7 @@ func (s *Spec) build(e *store.OplogEntry, lookup Lookup) ([]Event, error) {
 		bd.str("operationType", "invalidate")
 		bd.ts("clusterTime", e.TS)
 		bd.date("wallTime", e.Wall)
-		out = append(out, Event{Token: inv, Doc: bd.done(), Invalidate: true})
+		out = append(out, Event{Token: inv, Doc: bd.done(), Invalidate: true, key: key, tokDoc: tokDoc})
 	}
 	return out, nil
 }
@@ -325,7 +328,7 @@ func (s *Spec) buildOne(e *store.OplogEntry, lookup Lookup) (Event, error) {
 	if e.Op == "dropDatabase" {
 		tok.UUID = nil
 	}
-	tokDoc, err := tok.Doc()
+	key, tokDoc, err := tok.encode()
 	if err != nil {
 		return Event{}, fmt.Errorf("resume token of %s at %v: %w", e.Op, e.TS, err)
 	}
@@ -402,7 +405,7 @@ func (s *Spec) buildOne(e *store.OplogEntry, lookup Lookup) (Event, error) {
 		}
 		bd.docOrNull("fullDocumentBeforeChange", e.Pre)
 	}
-	return Event{Token: tok, Doc: bd.done()}, nil
+	return Event{Token: tok, Doc: bd.done(), key: key, tokDoc: tokDoc}, nil
 }
 
 // describe names an event in an error message.

@@ -1,6 +1,7 @@
 package changestream
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sort"
@@ -41,7 +42,8 @@ type Stream struct {
 	mu       sync.Mutex     // guards the fields below; one Next at a time
 	after    bson.Timestamp // every oplog entry up to here has been read
 	pbrt     Token          // the postBatchResumeToken, never decreasing
-	pbrtDoc  bson.Raw       // pbrt as sent, kept byte-exact for a client token
+	pbrtKey  []byte         // pbrt's KeyString
+	pbrtDoc  bson.Raw       // pbrt as sent
 	pending  []Event        // events ready to hand out, in order
 	resume   *Token         // an event token to find before delivering anything
 	skipFrag int            // when resuming from a fragment: fragments ≤ this are skipped
@@ -58,6 +60,7 @@ type Stream struct {
 // ChangeStreamHistoryLost.
 func Open(spec *Spec, src Source, lookup Lookup) (*Stream, error) {
 	s := &Stream{spec: spec, oplog: src.Oplog(), lookup: lookup, maxEvent: maxEventBytes, skipFrag: -1}
+	var err error
 	tok := spec.resumeToken()
 	switch {
 	case tok != nil:
@@ -84,11 +87,9 @@ func Open(spec *Spec, src Source, lookup Lookup) (*Stream, error) {
 			return nil, historyLost()
 		}
 	}
-	doc, err := s.pbrt.Doc()
-	if err != nil {
+	if s.pbrtKey, s.pbrtDoc, err = s.pbrt.encode(); err != nil {
 		return nil, err
 	}
-	s.pbrtDoc = doc
 	return s, nil
 }
 
@@ -157,7 +158,7 @@ func (s *Stream) Next(ctx context.Context, n, maxBytes int, maxWait time.Duratio
 				size += len(ev.Doc)
 			}
 			s.pending = s.pending[1:]
-			s.setPBRT(ev.Token)
+			s.setPBRT(ev)
 			if ev.Invalidate {
 				s.done = true
 			}
@@ -188,7 +189,7 @@ func (s *Stream) Next(ctx context.Context, n, maxBytes int, maxWait time.Duratio
 		// Caught up: everything up to scanned is read, so resuming at the
 		// next tick misses nothing. The mark only ever moves forward.
 		if s.resume == nil && len(s.pending) == 0 {
-			s.setPBRT(HWMToken(tickAfter(scanned)))
+			s.setPBRT(Event{Token: HWMToken(tickAfter(scanned))})
 		}
 		if len(docs) > 0 || maxWait <= 0 {
 			return docs, s.extra(), false, nil
@@ -206,15 +207,19 @@ func (s *Stream) Next(ctx context.Context, n, maxBytes int, maxWait time.Duratio
 	}
 }
 
-func (s *Stream) setPBRT(t Token) {
-	if Compare(t, s.pbrt) <= 0 {
+// setPBRT moves the postBatchResumeToken to ev's token if that is later.
+func (s *Stream) setPBRT(ev Event) {
+	key, doc := ev.key, ev.tokDoc
+	if key == nil || doc == nil {
+		var err error
+		if key, doc, err = ev.Token.encode(); err != nil {
+			return
+		}
+	}
+	if bytes.Compare(key, s.pbrtKey) <= 0 {
 		return
 	}
-	doc, err := t.Doc()
-	if err != nil {
-		return
-	}
-	s.pbrt, s.pbrtDoc = t, doc
+	s.pbrt, s.pbrtKey, s.pbrtDoc = ev.Token, key, doc
 }
 
 func (s *Stream) extra() bson.D {
@@ -288,7 +293,7 @@ func (s *Stream) finish(ev Event) ([]Event, error) {
 	if len(docs) == 0 {
 		if ev.Invalidate {
 			// Filtered out, but the stream ends all the same.
-			return []Event{{Token: ev.Token, Invalidate: true}}, nil
+			return []Event{{Token: ev.Token, Invalidate: true, key: ev.key, tokDoc: ev.tokDoc}}, nil
 		}
 		return nil, nil
 	}
@@ -308,7 +313,7 @@ func (s *Stream) finish(ev Event) ([]Event, error) {
 				s.skipFrag = -1
 				continue
 			}
-			out = append(out, Event{Token: ev.Token, Doc: d, Invalidate: ev.Invalidate})
+			out = append(out, Event{Token: ev.Token, Doc: d, Invalidate: ev.Invalidate, key: ev.key, tokDoc: ev.tokDoc})
 			continue
 		}
 		if !s.spec.SplitLargeEvents {
@@ -376,7 +381,7 @@ func split(tok Token, doc bson.Raw, limit int) ([]Event, error) {
 	for i, g := range groups {
 		ft := tok
 		ft.Split, ft.FragmentNum = true, i
-		tokDoc, err := ft.Doc()
+		key, tokDoc, err := ft.encode()
 		if err != nil {
 			return nil, err
 		}
@@ -387,7 +392,7 @@ func split(tok Token, doc bson.Raw, limit int) ([]Event, error) {
 		for _, f := range g {
 			bd.b = append(bd.b, f...)
 		}
-		out = append(out, Event{Token: ft, Doc: bd.done()})
+		out = append(out, Event{Token: ft, Doc: bd.done(), key: key, tokDoc: tokDoc})
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package changestream
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -98,11 +99,33 @@ func (t Token) Data() (string, error) {
 
 // Doc returns the token as clients see it: {_data: "<hex>"}.
 func (t Token) Doc() (bson.Raw, error) {
-	data, err := t.Data()
+	_, doc, err := t.encode()
+	return doc, err
+}
+
+// encode returns the token's KeyString and its document form.
+func (t Token) encode() ([]byte, bson.Raw, error) {
+	ks, err := t.KeyString()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return bson.Raw(bsoncore.NewDocumentBuilder().AppendString("_data", data).Build()), nil
+	return ks, tokenDoc(ks), nil
+}
+
+// tokenDoc builds {_data: <upper-case hex of ks>} in one allocation.
+func tokenDoc(ks []byte) bson.Raw {
+	const hexDigits = "0123456789ABCDEF"
+	n := 4 + 1 + len("_data") + 1 + 4 + 2*len(ks) + 1 + 1
+	b := make([]byte, 0, n)
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	b = append(b, byte(bson.TypeString))
+	b = append(b, "_data"...)
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, uint32(2*len(ks)+1))
+	for _, c := range ks {
+		b = append(b, hexDigits[c>>4], hexDigits[c&0x0F])
+	}
+	return append(b, 0, 0)
 }
 
 // Compare orders a and b as the server orders positions in the change

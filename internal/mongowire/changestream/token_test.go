@@ -191,6 +191,10 @@ func TestTokenRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		data, _ := tok.Data()
+		if want, _ := bson.Marshal(bson.D{{Key: "_data", Value: data}}); string(doc) != string(want) {
+			t.Fatalf("token document %x, want %x", doc, want)
+		}
 		back, err := ParseToken("resumeAfter", bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: doc})
 		if err != nil {
 			t.Fatalf("parse %s: %v", doc, err)
