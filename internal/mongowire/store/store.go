@@ -52,6 +52,9 @@ func Open(cfg Config) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	// The clock starts at the current second, so that the cluster time is
+	// meaningful before the first write.
+	s.observe(bson.Timestamp{T: uint32(time.Now().Unix())})
 	if cfg.Dir == "" {
 		s.rsID = bson.NewObjectID()
 		return s, nil
