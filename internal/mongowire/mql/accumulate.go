@@ -1,6 +1,8 @@
 package mql
 
 import (
+	"math"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -20,9 +22,9 @@ var accumulatorNames = map[string]bool{
 func newAccumulator(name string) accumulator {
 	switch name {
 	case "$sum", "$count":
-		return &sumAcc{sum: vInt32(0)}
+		return &sumAcc{}
 	case "$avg":
-		return &avgAcc{sum: vInt32(0)}
+		return &avgAcc{}
 	case "$min":
 		return &minMaxAcc{max: false}
 	case "$max":
@@ -39,24 +41,72 @@ func newAccumulator(name string) accumulator {
 	panic("mql: unknown accumulator " + name)
 }
 
-type sumAcc struct{ sum bson.RawValue }
+// numSum adds numbers without allocating while they stay int32/int64
+// (promoting as MongoDB does) or double; decimals fall back to arith.
+type numSum struct {
+	kind bson.Type // TypeInt32, TypeInt64, TypeDouble or TypeDecimal128
+	i    int64
+	f    float64
+	dec  bson.RawValue
+}
 
-func (a *sumAcc) add(v bson.RawValue) {
-	if isNumeric(v.Type) {
-		a.sum = arith(opAdd, a.sum, v)
+func (s *numSum) add(v bson.RawValue) {
+	if s.kind == 0 {
+		s.kind = bson.TypeInt32
+	}
+	switch {
+	case s.kind == bson.TypeDecimal128 || v.Type == bson.TypeDecimal128:
+		s.dec = arith(opAdd, s.value(), v)
+		s.kind = bson.TypeDecimal128
+	case s.kind == bson.TypeDouble || v.Type == bson.TypeDouble:
+		if s.kind != bson.TypeDouble {
+			s.f, s.kind = float64(s.i), bson.TypeDouble
+		}
+		s.f += asFloat(v)
+	default:
+		x := asInt64(v)
+		r := s.i + x
+		if (s.i > 0 && x > 0 && r < 0) || (s.i < 0 && x < 0 && r >= 0) {
+			s.f, s.kind = float64(s.i)+float64(x), bson.TypeDouble
+			return
+		}
+		s.i = r
+		if v.Type == bson.TypeInt64 || r > math.MaxInt32 || r < math.MinInt32 {
+			s.kind = bson.TypeInt64
+		}
 	}
 }
 
-func (a *sumAcc) result() bson.RawValue { return a.sum }
+func (s *numSum) value() bson.RawValue {
+	switch s.kind {
+	case bson.TypeDecimal128:
+		return s.dec
+	case bson.TypeDouble:
+		return vDouble(s.f)
+	case bson.TypeInt64:
+		return vInt64(s.i)
+	}
+	return vInt32(int32(s.i))
+}
+
+type sumAcc struct{ sum numSum }
+
+func (a *sumAcc) add(v bson.RawValue) {
+	if isNumeric(v.Type) {
+		a.sum.add(v)
+	}
+}
+
+func (a *sumAcc) result() bson.RawValue { return a.sum.value() }
 
 type avgAcc struct {
-	sum bson.RawValue
+	sum numSum
 	n   int64
 }
 
 func (a *avgAcc) add(v bson.RawValue) {
 	if isNumeric(v.Type) {
-		a.sum = arith(opAdd, a.sum, v)
+		a.sum.add(v)
 		a.n++
 	}
 }
@@ -65,10 +115,10 @@ func (a *avgAcc) result() bson.RawValue {
 	if a.n == 0 {
 		return nullValue
 	}
-	if a.sum.Type == bson.TypeDecimal128 {
-		return decimalDivide(a.sum, vInt64(a.n))
+	if a.sum.kind == bson.TypeDecimal128 {
+		return decimalDivide(a.sum.dec, vInt64(a.n))
 	}
-	return vDouble(asFloat(a.sum) / float64(a.n))
+	return vDouble(asFloat(a.sum.value()) / float64(a.n))
 }
 
 type minMaxAcc struct {

@@ -14,7 +14,7 @@ type mnode struct {
 	raw   bson.RawValue // the value while closed
 	open  bool
 	isArr bool
-	keys  []string // field names when open and a document
+	keys  [][]byte // field names when open and a document
 	kids  []*mnode // children when open
 }
 
@@ -44,16 +44,28 @@ func (n *mnode) load() {
 	}
 	n.open = true
 	n.isArr = n.raw.Type == bson.TypeArray
+	// One allocation for all the keys and one for all the child nodes.
+	count := 0
 	it := iterDoc(n.raw.Value)
 	for {
-		k, v, ok := it.next()
-		if !ok {
+		if _, _, ok := it.next(); !ok {
 			break
 		}
+		count++
+	}
+	block := make([]mnode, count)
+	n.kids = make([]*mnode, 0, count+1)
+	if !n.isArr {
+		n.keys = make([][]byte, 0, count+1)
+	}
+	it = iterDoc(n.raw.Value)
+	for i := 0; i < count; i++ {
+		k, v, _ := it.next()
 		if !n.isArr {
-			n.keys = append(n.keys, string(k))
+			n.keys = append(n.keys, k)
 		}
-		n.kids = append(n.kids, rawNode(v))
+		block[i].raw = v
+		n.kids = append(n.kids, &block[i])
 	}
 	n.raw = bson.RawValue{}
 }
@@ -69,7 +81,7 @@ func (n *mnode) child(key string) *mnode {
 		return n.kids[i]
 	}
 	for i, k := range n.keys {
-		if k == key {
+		if string(k) == key {
 			return n.kids[i]
 		}
 	}
@@ -88,12 +100,12 @@ func (n *mnode) set(key string, c *mnode) {
 		return
 	}
 	for i, k := range n.keys {
-		if k == key {
+		if string(k) == key {
 			n.kids[i] = c
 			return
 		}
 	}
-	n.keys = append(n.keys, key)
+	n.keys = append(n.keys, []byte(key))
 	n.kids = append(n.kids, c)
 }
 
@@ -107,7 +119,7 @@ func (n *mnode) remove(key string) {
 		return
 	}
 	for i, k := range n.keys {
-		if k == key {
+		if string(k) == key {
 			n.keys = append(n.keys[:i:i], n.keys[i+1:]...)
 			n.kids = append(n.kids[:i:i], n.kids[i+1:]...)
 			return
@@ -138,7 +150,10 @@ func (n *mnode) encodeDoc(dst []byte) []byte {
 		if v.Type == 0 {
 			continue
 		}
-		b = appendElem(b, n.keys[i], v)
+		b = append(b, byte(v.Type))
+		b = append(b, n.keys[i]...)
+		b = append(b, 0)
+		b = append(b, v.Value...)
 	}
 	b, _ = bsoncore.AppendDocumentEnd(b, idx)
 	return b

@@ -485,9 +485,10 @@ func (g *groupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 	var order []*group
 	groups := map[string]*group{}
 	var key []byte
+	ec := &evalCtx{now: c.now}
 	for _, d := range in {
-		ec := evalCtx{root: d, current: d, now: c.now}
-		id, err := g.id.evalIn(&ec)
+		ec.root, ec.current = d, d
+		id, err := g.id.evalIn(ec)
 		if err != nil {
 			return nil, err
 		}
@@ -505,7 +506,7 @@ func (g *groupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 			order = append(order, gr)
 		}
 		for i, a := range g.accs {
-			v, err := a.e.evalIn(&ec)
+			v, err := a.e.evalIn(ec)
 			if err != nil {
 				return nil, err
 			}

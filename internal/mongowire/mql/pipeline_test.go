@@ -14,7 +14,7 @@ type mapEnv map[string][]bson.Raw
 
 func (m mapEnv) Collection(name string) ([]bson.Raw, error) { return m[name], nil }
 
-func stages(t *testing.T, s string) []bson.Raw {
+func stages(t testing.TB, s string) []bson.Raw {
 	t.Helper()
 	v := val(t, s)
 	var out []bson.Raw

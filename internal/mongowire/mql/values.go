@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -80,8 +81,15 @@ func vArray(vals []bson.RawValue) bson.RawValue {
 }
 
 // appendElem appends the element key: v to a document being built.
+// A key holding a NUL byte (possible only when it came from a string
+// value) is cut at the NUL, so the document stays well-formed.
 func appendElem(dst []byte, key string, v bson.RawValue) []byte {
-	dst = bsoncore.AppendHeader(dst, bsoncore.Type(v.Type), key)
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		key = key[:i]
+	}
+	dst = append(dst, byte(v.Type))
+	dst = append(dst, key...)
+	dst = append(dst, 0)
 	return append(dst, v.Value...)
 }
 
@@ -105,6 +113,9 @@ func (d *docBuilder) add(key string, v bson.RawValue) {
 }
 
 func (d *docBuilder) addBytesKey(key []byte, v bson.RawValue) {
+	if i := bytes.IndexByte(key, 0); i >= 0 {
+		key = key[:i]
+	}
 	d.b = append(d.b, byte(v.Type))
 	d.b = append(d.b, key...)
 	d.b = append(d.b, 0)
@@ -118,7 +129,10 @@ func (d *docBuilder) done() bson.Raw {
 
 // elemIter walks the elements of a BSON document or array without
 // validating the whole of it first. Malformed input ends the walk.
-type elemIter struct{ rest []byte }
+type elemIter struct {
+	rest []byte
+	end  int // offset in the document where the elements end
+}
 
 func iterDoc(doc []byte) elemIter {
 	if len(doc) < 5 {
@@ -128,7 +142,7 @@ func iterDoc(doc []byte) elemIter {
 	if l > len(doc) || l < 5 {
 		l = len(doc)
 	}
-	return elemIter{rest: doc[4 : l-1]}
+	return elemIter{rest: doc[4 : l-1], end: l - 1}
 }
 
 func (it *elemIter) next() (key []byte, v bson.RawValue, ok bool) {
