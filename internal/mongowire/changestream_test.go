@@ -683,3 +683,85 @@ func TestChangeStreamDropDatabaseEndsCollectionStreams(t *testing.T) {
 		}
 	}
 }
+
+// An event over 16 MiB fails the getMore with 10334, unless
+// $changeStreamSplitLargeEvent ends the pipeline: then it arrives in
+// fragments, each within the limit, that resume like events.
+func TestChangeStreamLargeEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves ~100 MiB; skipped with -short")
+	}
+	_, c := csServer(t)
+	ctx := t.Context()
+	db := c.Database("d")
+	err := db.CreateCollection(ctx, "big", options.CreateCollection().SetChangeStreamPreAndPostImages(bson.D{{Key: "enabled", Value: true}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("big")
+	opts := func() *options.ChangeStreamOptionsBuilder {
+		return options.ChangeStream().SetFullDocument(options.Required).SetFullDocumentBeforeChange(options.Required)
+	}
+	whole := watch(t, coll, nil, opts())
+	split := watch(t, coll, mongo.Pipeline{{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}}, opts())
+
+	nine := make([]byte, 9<<20)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: nine}}); err != nil {
+		t.Fatal(err)
+	}
+	nine[0] = 1
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: nine}}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	if op := opType(next(t, whole)); op != "insert" {
+		t.Fatalf("got %s, want insert", op)
+	}
+	ctx2, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if whole.Next(ctx2) {
+		t.Fatalf("an oversized event was delivered whole (%d bytes)", len(whole.Current))
+	}
+	requireCode(t, whole.Err(), 10334, "")
+
+	next(t, split) // the insert fits
+	var frags []bson.Raw
+	for {
+		f := next(t, split)
+		frags = append(frags, f)
+		n := f.Lookup("splitEvent", "fragment").Int32()
+		of := f.Lookup("splitEvent", "of").Int32()
+		if int(n) != len(frags) {
+			t.Fatalf("fragment %d numbered %d", len(frags), n)
+		}
+		if len(f) > 16<<20 {
+			t.Errorf("fragment %d is %d bytes", n, len(f))
+		}
+		if n == of {
+			break
+		}
+	}
+	fields := map[string]bool{}
+	for _, f := range frags {
+		elems, _ := f.Elements()
+		for _, e := range elems {
+			fields[e.Key()] = true
+		}
+	}
+	for _, k := range []string{"operationType", "fullDocument", "fullDocumentBeforeChange", "updateDescription", "documentKey"} {
+		if !fields[k] {
+			t.Errorf("no fragment carries %s", k)
+		}
+	}
+	if len(frags) < 2 {
+		t.Fatalf("%d fragments", len(frags))
+	}
+	// Resuming after the first fragment yields the rest.
+	resumed := watch(t, coll, mongo.Pipeline{{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}},
+		opts().SetResumeAfter(frags[0].Lookup("_id").Document()))
+	for i := 1; i < len(frags); i++ {
+		if got := next(t, resumed); string(got) != string(frags[i]) {
+			t.Fatalf("resumed fragment %d differs", i+1)
+		}
+	}
+}
