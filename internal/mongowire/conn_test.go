@@ -407,3 +407,34 @@ func TestLargeMessageReadIncrementally(t *testing.T) {
 		t.Fatalf("reply %v", reply)
 	}
 }
+
+func TestCloseInterruptsBlockedCommand(t *testing.T) {
+	s := New(Config{Addr: "127.0.0.1:0", EnableTestCommands: true})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	admin := dial(t, s)
+	r := roundTrip(t, admin, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "alwaysOn"},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 60_000}}},
+		{Key: "$db", Value: "admin"}})
+	if r.Lookup("ok").AsFloat64() != 1 {
+		t.Fatalf("configureFailPoint: %v", r)
+	}
+	blocked := dial(t, s)
+	blocked.Write(opMsg(1, 0, marshal(t, bson.D{{Key: "find", Value: "c"}, {Key: "$db", Value: "d"}})))
+	// Wait until the find has entered the fail point (a state, not a timing).
+	for entered := int64(0); entered == 0; {
+		s.failpoints.mu.Lock()
+		entered = s.failpoints.points["failCommand"].entered
+		s.failpoints.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Close took %v: it waited for the blocked command", d)
+	}
+	expectClosed(t, blocked)
+}

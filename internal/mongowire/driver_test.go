@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
@@ -502,7 +503,7 @@ func TestRetryableWriteReplaysStoredReply(t *testing.T) {
 }
 
 func TestFailCommand(t *testing.T) {
-	_, c := setup(t, func(cfg *mongowire.Config) { cfg.EnableTestCommands = true })
+	s, c := setup(t, func(cfg *mongowire.Config) { cfg.EnableTestCommands = true })
 	ctx := t.Context()
 	admin := c.Database("admin")
 	coll := c.Database("fp").Collection("c")
@@ -551,6 +552,29 @@ func TestFailCommand(t *testing.T) {
 		if _, err := coll.EstimatedDocumentCount(ctx); err != nil {
 			t.Fatalf("count after off = %v", err)
 		}
+	})
+	t.Run("blockConnection", func(t *testing.T) {
+		fail(bson.D{{Key: "times", Value: 1}}, bson.D{{Key: "failCommands", Value: bson.A{"ping"}}, {Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 200}})
+		start := time.Now()
+		if err := c.Ping(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < 200*time.Millisecond {
+			t.Fatalf("blocked ping took %v, want at least 200ms", d)
+		}
+	})
+	t.Run("appName", func(t *testing.T) {
+		fail("alwaysOn", bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "errorCode", Value: 8}, {Key: "appName", Value: "victim"}})
+		defer run(t, admin, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}})
+		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: "r"}}).Err(); err != nil {
+			t.Fatalf("find from another application = %v", err)
+		}
+		victim, err := mongo.Connect(options.Client().ApplyURI(s.URI()).SetAppName("victim"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer victim.Disconnect(context.Background())
+		wantCode(t, victim.Database("fp").Collection("c").FindOne(ctx, bson.D{}).Err(), 8, "failCommand")
 	})
 	t.Run("bad mode", func(t *testing.T) {
 		err := admin.RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "sometimes"}}).Err()
