@@ -155,3 +155,57 @@ func TestExprErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestFieldOperators(t *testing.T) {
+	t.Parallel()
+	root := doc(t, `{"_id": 1, "a.b": 2, "$c": 3, "o": {"x": 1}}`)
+	tests := map[string]struct{ expr, want string }{
+		"getField dotted": {`{"$getField": "a.b"}`, `2`},
+		"getField dollar": {`{"$getField": {"field": {"$literal": "$c"}, "input": "$$ROOT"}}`, `3`},
+		"setField":        {`{"$setField": {"field": "y", "input": "$o", "value": 2}}`, `{"x": 1, "y": 2}`},
+		"setField dollar": {`{"$setField": {"field": {"$literal": "$d"}, "input": "$o", "value": 2}}`, `{"x": 1, "$d": 2}`},
+		"setField remove": {`{"$setField": {"field": "x", "input": "$o", "value": "$$REMOVE"}}`, `{}`},
+		"unsetField":      {`{"$unsetField": {"field": "x", "input": "$o"}}`, `{}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, err := CompileExpr(val(t, tc.expr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Eval(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := val(t, tc.want); !Equal(got, want) {
+				t.Fatalf("got %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func TestBindLet(t *testing.T) {
+	t.Parallel()
+	let := doc(t, `{"id": 2, "o": {"k": "v"}, "sum": {"$add": [1, "$$id"]}}`)
+	f, err := BindLet(val(t, `{"$expr": {"$and": [{"$eq": ["$_id", "$$id"]}, {"$eq": ["$k", "$$o.k"]}, {"$eq": ["$s", "$$sum"]}]}}`), let)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flt, err := CompileFilter(f.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !flt.Match(doc(t, `{"_id": 2, "k": "v", "s": 3}`)) || flt.Match(doc(t, `{"_id": 1, "k": "v", "s": 3}`)) {
+		t.Fatal("let variables not bound")
+	}
+	lit, err := BindLet(val(t, `{"$literal": "$$id"}`), let)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lookup(lit.Value, "$literal"); str(got) != "$$id" {
+		t.Fatalf("$literal changed: %s", lit)
+	}
+	_, err = BindLet(val(t, `{}`), doc(t, `{"Bad": 1}`))
+	wantCode(t, err, 16867, "")
+}
