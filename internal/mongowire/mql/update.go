@@ -127,8 +127,27 @@ func CompileUpdate(update bson.RawValue, arrayFilters []bson.Raw) (*Update, erro
 			return nil, mongoerr.New(mongoerr.FailedToParse, "The array filter for identifier '%s' was not used in the update %s", id, docString(doc))
 		}
 	}
-	slices.SortStableFunc(u.entries, func(a, b *updateEntry) int { return slices.Compare(a.sortPath(), b.sortPath()) })
+	slices.SortStableFunc(u.entries, func(a, b *updateEntry) int { return comparePaths(a.sortPath(), b.sortPath()) })
 	return u, nil
+}
+
+// comparePaths orders update paths as MongoDB applies them: field by
+// field, numeric array indexes by value, other names bytewise.
+func comparePaths(a, b []string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		x, xok := arrayIndex(a[i])
+		y, yok := arrayIndex(b[i])
+		if xok && yok {
+			if c := cmpInt(x, y); c != 0 {
+				return c
+			}
+			continue
+		}
+		if c := strings.Compare(a[i], b[i]); c != 0 {
+			return c
+		}
+	}
+	return cmpInt(len(a), len(b))
 }
 
 func (e *updateEntry) sortPath() []string {
@@ -593,7 +612,7 @@ func (u *Update) Apply(doc bson.Raw, opts ApplyOptions) (bson.Raw, error) {
 		if oldID.Type != 0 {
 			newID := lookup(out, "_id")
 			if newID.Type != oldID.Type || !bytes.Equal(newID.Value, oldID.Value) {
-				return nil, mongoerr.New(mongoerr.ImmutableField, "Performing an update on the path '_id' would modify the immutable field '_id'")
+				return nil, mongoerr.New(mongoerr.ImmutableField, "Performing an update on the path '%s' would modify the immutable field '_id'", u.idPath())
 			}
 		}
 	}
@@ -607,6 +626,19 @@ func (u *Update) Apply(doc bson.Raw, opts ApplyOptions) (bson.Raw, error) {
 		}
 	}
 	return out, nil
+}
+
+// idPath is the first update path that reaches _id.
+func (u *Update) idPath() string {
+	for _, e := range u.entries {
+		if e.path[0] == "_id" {
+			return e.dotted
+		}
+		if e.op == "$rename" && e.to[0] == "_id" {
+			return e.toDotted
+		}
+	}
+	return "_id"
 }
 
 // applier applies the entries of one update to one document.
@@ -781,11 +813,16 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 		if !isNumeric(v.Type) {
 			return mongoerr.New(mongoerr.TypeMismatch, "Cannot apply %s to a value of non-numeric type. %s has the field '%s' of non-numeric type %s", e.op, a.idString(), t.key, typeName(v.Type))
 		}
-		if e.op == "$inc" {
-			setVal(arith(opAdd, v, e.arg))
-		} else {
-			setVal(arith(opMul, v, e.arg))
+		op := opAdd
+		if e.op == "$mul" {
+			op = opMul
 		}
+		r := arith(op, v, e.arg)
+		if r.Type == bson.TypeDouble && v.Type != bson.TypeDouble && e.arg.Type != bson.TypeDouble {
+			// Integer overflow past int64: MongoDB refuses the write.
+			return mongoerr.New(mongoerr.BadValue, "Failed to apply %s operations to current value (%s) for document %s", e.op, safeNumString(v), a.idString())
+		}
+		setVal(r)
 	case "$min", "$max":
 		if cur == nil {
 			setVal(e.arg)
@@ -985,4 +1022,17 @@ func (a *applier) rename(e *updateEntry) error {
 		t.parent.set(t.key, rawNode(v))
 	}
 	return nil
+}
+
+// safeNumString renders a number as MongoDB's SafeNum debug string.
+func safeNumString(v bson.RawValue) string {
+	switch v.Type {
+	case bson.TypeInt32:
+		return "(NumberInt)" + strconv.FormatInt(asInt64(v), 10)
+	case bson.TypeInt64:
+		return "(NumberLong)" + strconv.FormatInt(asInt64(v), 10)
+	case bson.TypeDouble:
+		return "(NumberDouble)" + strconv.FormatFloat(asFloat(v), 'g', -1, 64)
+	}
+	return "(NumberDecimal)" + v.Decimal128().String()
 }
