@@ -117,6 +117,9 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) []byte {
 	if err := refuseTransaction(r.cmd); err != nil {
 		return s.errorReply(err)
 	}
+	if err := refuseCollation(r.cmd); err != nil {
+		return s.errorReply(err)
+	}
 	if cmd.retryable {
 		if sess, txn, ok := s.sessions.forWrite(r.cmd); ok {
 			return s.runRetryable(ctx, c, r, cmd, sess, txn)
@@ -147,6 +150,43 @@ func refuseTransaction(cmd bson.Raw) error {
 	}
 	if v, err := cmd.LookupErr("autocommit"); err == nil && !truthy(v) {
 		return mongoerr.New(mongoerr.IllegalOperation, "multi-document transactions are not supported by this server")
+	}
+	return nil
+}
+
+// refuseCollation refuses a collation other than the simple (binary) one,
+// at the top of the command or in a write statement: comparisons here are
+// always binary, and silently ignoring a collation would return wrong
+// results.
+func refuseCollation(cmd bson.Raw) error {
+	check := func(doc bson.Raw) error {
+		v, err := doc.LookupErr("collation")
+		if err != nil || v.Type == bson.TypeNull {
+			return nil
+		}
+		if d, ok := v.DocumentOK(); ok {
+			if elems, _ := d.Elements(); len(elems) == 0 || d.Lookup("locale").StringValue() == "simple" {
+				return nil
+			}
+		}
+		return mongoerr.New(mongoerr.CommandNotSupported, "collation %s is not supported by this server: only the simple (binary) collation is", v)
+	}
+	if err := check(cmd); err != nil {
+		return err
+	}
+	for _, field := range [...]string{"updates", "deletes"} {
+		arr, ok := cmd.Lookup(field).ArrayOK()
+		if !ok {
+			continue
+		}
+		vals, _ := arr.Values()
+		for _, v := range vals {
+			if d, ok := v.DocumentOK(); ok {
+				if err := check(d); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -164,23 +164,25 @@ func TestCommandErrors(t *testing.T) {
 		code int32
 		msg  string
 	}{
-		"unknown command":         {bson.D{{Key: "noSuchCommand", Value: 1}}, 59, "no such command: 'noSuchCommand'"},
-		"admin only":              {bson.D{{Key: "listDatabases", Value: 1}}, 13, "may only be run against the admin database"},
-		"fail point disabled":     {bson.D{{Key: "configureFailPoint", Value: "failCommand"}}, 59, "no such command"},
-		"unknown query operator":  {bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$frob", Value: 1}}}}}}, 2, "$frob"},
-		"unknown update operator": {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$frob", Value: bson.D{{Key: "a", Value: 1}}}}}}}}}, 0, "$frob"},
-		"negative skip":           {bson.D{{Key: "find", Value: "c"}, {Key: "skip", Value: -1}}, 2, "Skip value must be non-negative"},
-		"wrong type":              {bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: "x"}}, 14, "'find.filter' is the wrong type 'string'"},
-		"bad collection name":     {bson.D{{Key: "find", Value: 3.5}}, 73, "collection name has invalid type double"},
-		"cursor not found":        {bson.D{{Key: "getMore", Value: int64(12345)}, {Key: "collection", Value: "c"}}, 43, "cursor id 12345 not found"},
-		"getMore id type":         {bson.D{{Key: "getMore", Value: "x"}, {Key: "collection", Value: "c"}}, 14, "wrong type"},
-		"delete limit":            {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 5}}}}}, 0, "must be 0 or 1"},
-		"empty insert":            {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{}}}, 16, "Write batch sizes"},
-		"findAndModify neither":   {bson.D{{Key: "findAndModify", Value: "c"}}, 9, "Either an update or remove=true"},
-		"aggregate no cursor":     {bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}}, 9, "'cursor' option is required"},
-		"unknown stage":           {bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$frob", Value: 1}}}}, {Key: "cursor", Value: bson.D{}}}, 40324, "$frob"},
-		"transactions":            {bson.D{{Key: "find", Value: "c"}, {Key: "startTransaction", Value: true}, {Key: "autocommit", Value: false}}, 20, "transactions are not supported"},
-		"duplicate _id":           {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, 0, "E11000"},
+		"unknown command":          {bson.D{{Key: "noSuchCommand", Value: 1}}, 59, "no such command: 'noSuchCommand'"},
+		"admin only":               {bson.D{{Key: "listDatabases", Value: 1}}, 13, "may only be run against the admin database"},
+		"fail point disabled":      {bson.D{{Key: "configureFailPoint", Value: "failCommand"}}, 59, "no such command"},
+		"unknown query operator":   {bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$frob", Value: 1}}}}}}, 2, "$frob"},
+		"unknown update operator":  {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$frob", Value: bson.D{{Key: "a", Value: 1}}}}}}}}}, 0, "$frob"},
+		"negative skip":            {bson.D{{Key: "find", Value: "c"}, {Key: "skip", Value: -1}}, 2, "Skip value must be non-negative"},
+		"wrong type":               {bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: "x"}}, 14, "'find.filter' is the wrong type 'string'"},
+		"bad collection name":      {bson.D{{Key: "find", Value: 3.5}}, 73, "collection name has invalid type double"},
+		"cursor not found":         {bson.D{{Key: "getMore", Value: int64(12345)}, {Key: "collection", Value: "c"}}, 43, "cursor id 12345 not found"},
+		"getMore id type":          {bson.D{{Key: "getMore", Value: "x"}, {Key: "collection", Value: "c"}}, 14, "wrong type"},
+		"delete limit":             {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 5}}}}}, 0, "must be 0 or 1"},
+		"empty insert":             {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{}}}, 16, "Write batch sizes"},
+		"findAndModify neither":    {bson.D{{Key: "findAndModify", Value: "c"}}, 9, "Either an update or remove=true"},
+		"aggregate no cursor":      {bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}}, 9, "'cursor' option is required"},
+		"unknown stage":            {bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$frob", Value: 1}}}}, {Key: "cursor", Value: bson.D{}}}, 40324, "$frob"},
+		"transactions":             {bson.D{{Key: "find", Value: "c"}, {Key: "startTransaction", Value: true}, {Key: "autocommit", Value: false}}, 20, "transactions are not supported"},
+		"collation":                {bson.D{{Key: "find", Value: "c"}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "fr"}}}}, 115, "collation"},
+		"collation in a statement": {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 1}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "en"}, {Key: "strength", Value: 2}}}}}}}, 115, "collation"},
+		"duplicate _id":            {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, 0, "E11000"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -453,6 +455,10 @@ func TestDDLAndIndexes(t *testing.T) {
 	wantCode(t, c.Database("admin").RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "ddl.zz"}, {Key: "to", Value: "ddl.b"}}).Err(), 26, "")
 	if err := db.Collection("b").Drop(ctx); err != nil {
 		t.Fatal(err)
+	}
+	r = run(t, db, bson.D{{Key: "drop", Value: "b"}}) // missing: fine since 7.0
+	if r.Lookup("ns").StringValue() != "ddl.b" {
+		t.Fatalf("drop of a missing collection = %v", r)
 	}
 	if _, err := db.Collection("x").InsertOne(ctx, bson.D{}); err != nil {
 		t.Fatal(err)
