@@ -142,3 +142,67 @@ func TestMemoryOverhead(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkUpdateInc(b *testing.B) {
+	s := benchColl(b)
+	filters := make([]bson.Raw, 1024)
+	for i := range filters {
+		filters[i] = raw(b, bson.D{{Key: "_id", Value: rand.IntN(benchDocs)}})
+	}
+	update := rv(b, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		res, err := s.Update(nsA, UpdateSpec{Filter: filters[i%len(filters)], Update: update})
+		if err != nil || res.Modified != 1 {
+			b.Fatalf("%+v %v", res, err)
+		}
+		i++
+	}
+}
+
+func BenchmarkGroup(b *testing.B) {
+	s := benchColl(b)
+	stages := []bson.Raw{raw(b, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$mod", Value: bson.A{"$u", 10}}}}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}})}
+	for b.Loop() {
+		out, err := s.Aggregate(nsA, stages)
+		if err != nil || len(out) != 10 {
+			b.Fatalf("%d groups, err %v", len(out), err)
+		}
+	}
+}
+
+// BenchmarkMixedParallel runs inserts, finds by _id and by an indexed
+// field, and $inc updates from concurrent clients on one store.
+func BenchmarkMixedParallel(b *testing.B) {
+	s := openMem(b)
+	docs := make([]bson.Raw, benchDocs/10)
+	for i := range docs {
+		docs[i] = raw(b, bson.D{{Key: "_id", Value: i}, {Key: "k", Value: i}})
+	}
+	s.Insert(nsA, docs, true)
+	s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "k", Value: 1}}}})
+	update := rv(b, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+	b.SetParallelism(2) // 4 clients on 2 CPUs
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := rand.New(rand.NewPCG(rand.Uint64(), 1))
+		for i := 0; pb.Next(); i++ {
+			key := r.IntN(len(docs))
+			switch i % 4 {
+			case 0:
+				doc, _ := bson.Marshal(bson.D{{Key: "x", Value: i}})
+				s.Insert(nsA, []bson.Raw{doc}, true)
+			case 1:
+				f, _ := bson.Marshal(bson.D{{Key: "_id", Value: key}})
+				s.Find(nsA, FindSpec{Filter: f})
+			case 2:
+				f, _ := bson.Marshal(bson.D{{Key: "k", Value: key}})
+				s.Find(nsA, FindSpec{Filter: f})
+			case 3:
+				f, _ := bson.Marshal(bson.D{{Key: "_id", Value: key}})
+				s.Update(nsA, UpdateSpec{Filter: f, Update: update})
+			}
+		}
+	})
+}

@@ -103,18 +103,36 @@ func (c *collection) insert(ns Namespace, doc bson.Raw) *mongoerr.Error {
 	return nil
 }
 
-// replace stores doc in place of the record at position p.
+// replace stores doc in place of the record at position p. Index keys
+// that did not change are only repointed at the new document (so that the
+// old one can be freed); the others are deleted and inserted again.
 func (c *collection) replace(ns Namespace, p int, doc bson.Raw) *mongoerr.Error {
 	r := &c.recs[p]
 	newKeys, err := c.keysOf(doc, r.rid)
 	if err != nil {
 		return asMongo(err)
 	}
-	if err := c.checkUnique(ns, newKeys, r.rid); err != nil {
+	oldKeys, _ := c.keysOf(r.doc, r.rid)
+	same := make([]bool, len(c.indexes))
+	changed := make([][]entry, len(c.indexes))
+	for i := range c.indexes {
+		same[i] = sameEntries(oldKeys[i], newKeys[i])
+		if !same[i] {
+			changed[i] = newKeys[i]
+		}
+	}
+	if err := c.checkUnique(ns, changed, r.rid); err != nil {
 		return err
 	}
-	oldKeys, _ := c.keysOf(r.doc, r.rid)
 	for i, ix := range c.indexes {
+		if same[i] {
+			for j := range oldKeys[i] {
+				if e := ix.tree.find(&oldKeys[i][j]); e != nil {
+					e.k0, e.rest = newKeys[i][j].k0, newKeys[i][j].rest
+				}
+			}
+			continue
+		}
 		for j := range oldKeys[i] {
 			ix.tree.delete(&oldKeys[i][j])
 		}
@@ -125,6 +143,28 @@ func (c *collection) replace(ns Namespace, p int, doc bson.Raw) *mongoerr.Error 
 	c.size += int64(len(doc) - len(r.doc))
 	r.doc = doc
 	return nil
+}
+
+// sameEntries reports whether two key lists hold the same values, byte for
+// byte and in the same order.
+func sameEntries(a, b []entry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameValue(a[i].k0, b[i].k0) || (a[i].rest == nil) != (b[i].rest == nil) {
+			return false
+		}
+		if a[i].rest != nil {
+			ar, br := *a[i].rest, *b[i].rest
+			for j := range ar {
+				if !sameValue(ar[j], br[j]) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // remove deletes the record at position p.

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strconv"
@@ -130,11 +132,45 @@ func (ix *index) compare(a, b *entry) int {
 			}
 			return -1
 		}
-		if c := mql.Compare(av, bv); c != 0 {
+		if c := compareValues(av, bv); c != 0 {
 			return c * ix.dirs[i]
 		}
 	}
 	return cmpRID(a.rid, b.rid)
+}
+
+// compareValues is mql.Compare with fast paths for the common key types
+// when both sides have the same type.
+func compareValues(a, b bson.RawValue) int {
+	if a.Type == b.Type {
+		switch a.Type {
+		case bson.TypeInt32:
+			if len(a.Value) == 4 && len(b.Value) == 4 {
+				return cmpInt(int64(int32(binary.LittleEndian.Uint32(a.Value))), int64(int32(binary.LittleEndian.Uint32(b.Value))))
+			}
+		case bson.TypeInt64:
+			if len(a.Value) == 8 && len(b.Value) == 8 {
+				return cmpInt(int64(binary.LittleEndian.Uint64(a.Value)), int64(binary.LittleEndian.Uint64(b.Value)))
+			}
+		case bson.TypeObjectID:
+			return bytes.Compare(a.Value, b.Value)
+		case bson.TypeString:
+			if len(a.Value) >= 5 && len(b.Value) >= 5 {
+				return bytes.Compare(a.Value[4:len(a.Value)-1], b.Value[4:len(b.Value)-1])
+			}
+		}
+	}
+	return mql.Compare(a, b)
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func entryKey(e *entry, i int) (bson.RawValue, bool) {
@@ -307,7 +343,7 @@ func (ix *index) compareKeys(a, b *entry) int {
 	for i := range ix.dirs {
 		av, _ := entryKey(a, i)
 		bv, _ := entryKey(b, i)
-		if c := mql.Compare(av, bv); c != 0 {
+		if c := compareValues(av, bv); c != 0 {
 			return c
 		}
 	}

@@ -178,7 +178,7 @@ func (a *access) rids() ([]uint64, int) {
 			probe := entry{k0: v}
 			t.ascend(&probe, func(e *entry) bool {
 				keys++
-				if mql.Compare(e.k0, v) != 0 {
+				if compareValues(e.k0, v) != 0 {
 					return false
 				}
 				out = append(out, e.rid)

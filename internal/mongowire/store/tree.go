@@ -80,6 +80,15 @@ func (t *tree) insert(e entry) {
 	t.chunks[ci] = c
 }
 
+// find returns the entry equal to e (same key and rid), or nil.
+func (t *tree) find(e *entry) *entry {
+	ci, i := t.seek(e)
+	if ci == len(t.chunks) || t.cmp(&t.chunks[ci][i], e) != 0 {
+		return nil
+	}
+	return &t.chunks[ci][i]
+}
+
 // delete removes the entry equal to e (same key and rid); it reports whether
 // there was one.
 func (t *tree) delete(e *entry) bool {
