@@ -765,3 +765,42 @@ func TestChangeStreamLargeEvents(t *testing.T) {
 		}
 	}
 }
+
+// A change-stream cursor that was killed, or that expired while idle,
+// answers getMore with 43 CursorNotFound; the driver resumes from its
+// cached token and no event is lost.
+func TestChangeStreamCursorGone(t *testing.T) {
+	tests := map[string]func(t *testing.T, s *Server, c *mongo.Client, cs *mongo.ChangeStream){
+		"killed": func(t *testing.T, _ *Server, c *mongo.Client, cs *mongo.ChangeStream) {
+			err := c.Database("d").RunCommand(t.Context(), bson.D{{Key: "killCursors", Value: "c"}, {Key: "cursors", Value: bson.A{cs.ID()}}}).Err()
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+		"expired": func(t *testing.T, s *Server, _ *mongo.Client, _ *mongo.ChangeStream) {
+			later := time.Now().Add(time.Hour)
+			s.now = func() time.Time { return later }
+		},
+	}
+	for name, gone := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, c := csServer(t)
+			ctx := t.Context()
+			coll := c.Database("d").Collection("c")
+			cs := watch(t, coll, nil, options.ChangeStream().SetBatchSize(0))
+			id := cs.ID()
+			gone(t, s, c, cs)
+			if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.Database("d").RunCommand(ctx, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}}).Raw()
+			requireCode(t, err, 43, "")
+			if got := next(t, cs).Lookup("documentKey", "_id").Int32(); got != 1 {
+				t.Fatalf("after resume: _id %d", got)
+			}
+			if cs.ID() == id {
+				t.Error("the driver did not open a new cursor")
+			}
+		})
+	}
+}
