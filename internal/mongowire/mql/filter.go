@@ -556,7 +556,8 @@ func (o *elemMatchOp) test(v bson.RawValue, expanded bool) (bool, int) {
 			}
 			continue
 		}
-		if e.Type == bson.TypeEmbeddedDocument && o.sub.match(e.Value, nil) {
+		// Query form: documents, and arrays seen as documents keyed "0", "1"...
+		if (e.Type == bson.TypeEmbeddedDocument || e.Type == bson.TypeArray) && o.sub.match(e.Value, nil) {
 			return true, i
 		}
 	}

@@ -463,8 +463,11 @@ func special(n *projNode, v bson.RawValue, pos int) (bson.RawValue, error) {
 			return v, nil
 		}
 		elems := arrayValues(v.Value)
-		if pos < 0 || pos >= len(elems) {
-			return missing, mongoerr.New(51246, "Executor error during find command :: caused by :: positional operator '.$' requires corresponding field in query specifier")
+		if pos < 0 {
+			return missing, mongoerr.New(51246, "Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array")
+		}
+		if pos >= len(elems) {
+			return missing, mongoerr.New(51247, "Executor error during find command :: caused by :: positional operator '.$' element mismatch")
 		}
 		return vArray(elems[pos : pos+1]), nil
 	case n.elemMatch != nil:
