@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tide-cdc/tide/internal/cdc"
+	"github.com/tide-cdc/tide/internal/checkpoint"
+	"github.com/tide-cdc/tide/internal/config"
+)
+
+func newValidateCmd() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "validate -f FILE",
+		Short: "Check a pipeline file: syntax, keys, values and references",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(file)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: pipeline %q is valid\n", file, cfg.Name)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "pipeline YAML file (required)")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func newCheckpointCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Inspect or reset a pipeline's checkpoint",
+	}
+	var file string
+	show := &cobra.Command{
+		Use:   "show -f FILE",
+		Short: "Print the pipeline's checkpoint as JSON",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(file)
+			if err != nil {
+				return err
+			}
+			store, err := checkpoint.Open(cfg.DataDir, slog.New(slog.DiscardHandler))
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			cp, err := store.Load(cmd.Context(), cfg.Name)
+			var corrupt *checkpoint.CorruptError
+			if errors.As(err, &corrupt) {
+				raw, rerr := checkpoint.ReadRaw(cfg.DataDir, cfg.Name)
+				if rerr == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\n", raw)
+				}
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			if cp == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "pipeline %q has no checkpoint: the next run starts fresh\n", cfg.Name)
+				return nil
+			}
+			out, err := json.MarshalIndent(showable(cfg.Name, cp), "", "  ")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", out)
+			return nil
+		},
+	}
+	show.Flags().StringVarP(&file, "file", "f", "", "pipeline YAML file (required)")
+	_ = show.MarkFlagRequired("file")
+
+	var resetFile string
+	var yes bool
+	reset := &cobra.Command{
+		Use:   "reset -f FILE --yes",
+		Short: "Delete the pipeline's checkpoint, so that the next run starts fresh",
+		Long: `Delete the pipeline's checkpoint. The next run starts as a fresh pipeline:
+from the source's configured start, not from where the last run stopped.
+A file sink's output should be moved away first, or the fresh run refuses
+to append to it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !yes {
+				return errors.New("checkpoint reset deletes the pipeline's progress; run it again with --yes to confirm")
+			}
+			cfg, err := config.Load(resetFile)
+			if err != nil {
+				return err
+			}
+			store, err := checkpoint.Open(cfg.DataDir, slog.New(slog.DiscardHandler))
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			if err := store.Reset(cmd.Context(), cfg.Name); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "checkpoint of pipeline %q reset\n", cfg.Name)
+			return nil
+		},
+	}
+	reset.Flags().StringVarP(&resetFile, "file", "f", "", "pipeline YAML file (required)")
+	reset.Flags().BoolVar(&yes, "yes", false, "confirm the reset")
+	_ = reset.MarkFlagRequired("file")
+
+	cmd.AddCommand(show, reset)
+	return cmd
+}
+
+// showable renders a checkpoint for people: positions and sink state are
+// JSON text, so they are embedded as JSON rather than as byte strings.
+func showable(name string, cp *cdc.Checkpoint) map[string]any {
+	raw := func(b []byte) any {
+		if b == nil {
+			return nil
+		}
+		if json.Valid(b) {
+			return json.RawMessage(b)
+		}
+		return string(b)
+	}
+	return map[string]any{
+		"pipeline": name,
+		"source":   raw(cp.Source),
+		"meta":     cp.Meta,
+		"sink":     raw(cp.Sink),
+	}
+}

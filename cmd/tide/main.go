@@ -1,0 +1,83 @@
+// Command tide streams changes from MongoDB change streams and NATS into
+// JSON-lines files, NATS JetStream, PostgreSQL, MongoDB and stdout, and
+// serves an embedded MongoDB-compatible server.
+//
+// main parses flags and wires components; the components themselves live
+// in internal/. Everything here is plain wiring code, in one place.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Version is set at build time with -ldflags "-X main.Version=...".
+var Version = "dev"
+
+func main() {
+	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// exitError carries a specific exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// Main runs the tide command line and returns the process exit code. It is
+// main without os.Exit, so that its defers run and tests can call it.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(stderr, "tide:", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		return 1
+	}
+	return 0
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "tide",
+		Short: "Stream changes from MongoDB and NATS into files, JetStream, PostgreSQL and more",
+		Long: `Tide streams changes, reliably and fast, from MongoDB change streams and NATS
+into JSON-lines files, NATS JetStream, PostgreSQL, MongoDB and stdout. It never
+records progress that a sink has not made durable.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(
+		newRunCmd(),
+		newValidateCmd(),
+		newCheckpointCmd(),
+		newDemoCmd(),
+		newServeCmd(),
+		newVersionCmd(),
+	)
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "tide %s\n", Version)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary stand in for the tide binary: the
+// end-to-end tests re-execute it with TIDE_TEST_MAIN=1, so they drive the
+// real command line, in a real process that can be SIGKILLed, without a
+// separate build step.
+func TestMain(m *testing.M) {
+	if os.Getenv("TIDE_TEST_MAIN") == "1" {
+		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// tideCmd returns a command that runs tide with args in dir.
+func tideCmd(t *testing.T, dir string, args ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TIDE_TEST_MAIN=1")
+	return cmd
+}
+
+// runTide runs tide to completion and returns its combined output.
+func runTide(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	out, err := tideCmd(t, dir, args...).CombinedOutput()
+	return string(out), err
+}
+
+func writePipeline(t *testing.T, dir, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// checkSeqFile requires path to hold exactly n JSON lines with
+// _full_document.seq 1..n in order.
+func checkSeqFile(t *testing.T, path string, n int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	i := 0
+	for sc.Scan() {
+		i++
+		var line struct {
+			Namespace string `json:"_namespace"`
+			Op        string `json:"_op"`
+			Doc       struct {
+				ID  int64 `json:"_id"`
+				Seq int64 `json:"seq"`
+			} `json:"_full_document"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("line %d is not valid JSON: %v\n%s", i, err, sc.Bytes())
+		}
+		if line.Doc.Seq != int64(i) || line.Doc.ID != int64(i) || line.Op != "insert" || line.Namespace != "gen.events" {
+			t.Fatalf("line %d: got %s, want an insert into gen.events with _id and seq %d", i, sc.Bytes(), i)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if i != n {
+		t.Fatalf("file holds %d lines, want %d", i, n)
+	}
+}
+
+func TestRunGenerateToFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, `
+name: gen-to-file
+source:
+  generate: {count: 5000, payload_bytes: 20}
+sink:
+  file: {path: ./out/events.jsonl}
+batch: {max_records: 700, commit_interval: 50ms}
+`)
+	out, err := runTide(t, dir, "run", "-f", cfg)
+	if err != nil {
+		t.Fatalf("tide run: %v\n%s", err, out)
+	}
+	checkSeqFile(t, filepath.Join(dir, "out/events.jsonl"), 5000)
+
+	// A second run finds every event committed and has nothing to do.
+	out, err = runTide(t, dir, "run", "-f", cfg)
+	if err != nil {
+		t.Fatalf("second tide run: %v\n%s", err, out)
+	}
+	checkSeqFile(t, filepath.Join(dir, "out/events.jsonl"), 5000)
+
+	out, err = runTide(t, dir, "checkpoint", "show", "-f", cfg)
+	if err != nil {
+		t.Fatalf("checkpoint show: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, `"seq": 5000`) || !strings.Contains(out, "committed_bytes") {
+		t.Errorf("checkpoint show does not name seq 5000 and the file's committed bytes:\n%s", out)
+	}
+}
+
+// TestCrashGenerateToFile is the exactly-once-into-a-file test: a real tide
+// process is SIGKILLed at random moments and restarted each time, and at
+// the end the file holds every event exactly once, in order.
+func TestCrashGenerateToFile(t *testing.T) {
+	const total = 200000
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, fmt.Sprintf(`
+name: crash
+source:
+  generate: {count: %d, rate: 100000, payload_bytes: 50}
+sink:
+  file: {path: ./out/events.jsonl}
+batch: {max_records: 1000, commit_interval: 20ms}
+`, total))
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	kills := 0
+	for kills < 10 {
+		cmd := tideCmd(t, dir, "run", "-f", cfg)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("tide run exited early: %v\n%s", err, stderr.String())
+			}
+			t.Fatalf("tide run finished all %d events before kill %d; the kills must land mid-run", total, kills+1)
+		case <-time.After(time.Duration(50+rng.IntN(120)) * time.Millisecond):
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-exited
+		kills++
+	}
+	out, err := runTide(t, dir, "run", "-f", cfg)
+	if err != nil {
+		t.Fatalf("final tide run: %v\n%s", err, out)
+	}
+	checkSeqFile(t, filepath.Join(dir, "out/events.jsonl"), total)
+}
+
+// TestCorruptCheckpointRefused flips bytes in the checkpoint store and
+// requires tide run to refuse, saying what is wrong and how to reset.
+func TestCorruptCheckpointRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, `
+name: corrupt
+source:
+  generate: {count: 100}
+sink:
+  file: {path: ./out.jsonl}
+`)
+	if out, err := runTide(t, dir, "run", "-f", cfg); err != nil {
+		t.Fatalf("tide run: %v\n%s", err, out)
+	}
+	var files []string
+	filepath.WalkDir(filepath.Join(dir, ".tide"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(d.Name(), "corrupt") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if len(files) != 1 {
+		t.Fatalf("want one checkpoint file for pipeline corrupt under .tide, found %v", files)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(data) / 3; i < len(data)/3+4 && i < len(data); i++ {
+		data[i] ^= 0x5a
+	}
+	if err := os.WriteFile(files[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runTide(t, dir, "run", "-f", cfg)
+	if err == nil {
+		t.Fatalf("tide run accepted a corrupt checkpoint:\n%s", out)
+	}
+	for _, want := range []string{"corrupt", "tide checkpoint reset"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("error does not mention %q:\n%s", want, out)
+		}
+	}
+	// The documented way out works.
+	if out, err := runTide(t, dir, "checkpoint", "reset", "-f", cfg); err == nil || !strings.Contains(out, "--yes") {
+		t.Errorf("checkpoint reset without --yes: err %v, output %s", err, out)
+	}
+	if out, err := runTide(t, dir, "checkpoint", "reset", "-f", cfg, "--yes"); err != nil {
+		t.Fatalf("checkpoint reset: %v\n%s", err, out)
+	}
+}
+
+// TestSecondRunRefused requires a second tide on the same data directory
+// to stop with a message naming the first one's PID.
+func TestSecondRunRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, `
+name: slow
+source:
+  generate: {count: 0, rate: 10}
+sink:
+  file: {path: ./out.jsonl}
+`)
+	first := tideCmd(t, dir, "run", "-f", cfg)
+	logs, err := first.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		first.Process.Signal(syscall.SIGTERM)
+		first.Wait()
+	}()
+	// The first run holds the lock once it logs that the pipeline started.
+	sc := bufio.NewScanner(logs)
+	for sc.Scan() && !strings.Contains(sc.Text(), "pipeline started") {
+	}
+	go io.Copy(io.Discard, logs) // keep the first run's stderr flowing
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	second := exec.CommandContext(ctx, first.Path, "run", "-f", cfg)
+	second.Dir, second.Env = dir, first.Env
+	out, err := second.CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("second tide run on the same data directory was not refused (err %v):\n%s", err, out)
+	}
+	if pid := fmt.Sprint(first.Process.Pid); !strings.Contains(string(out), pid) {
+		t.Fatalf("refusal does not name the holder's pid %s:\n%s", pid, out)
+	}
+}
+
+// TestDrainOnSignal sends SIGTERM to an endless pipeline: tide drains,
+// commits what it read, and exits 0 with the file matching the checkpoint.
+func TestDrainOnSignal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, `
+name: drain
+source:
+  generate: {count: 0, rate: 20000}
+sink:
+  file: {path: ./out.jsonl}
+batch: {commit_interval: 10ms}
+`)
+	cmd := tideCmd(t, dir, "run", "-f", cfg)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // let it stream for a while; any moment will do
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("tide run after SIGTERM: %v\n%s", err, stderr.String())
+	}
+	out, err := runTide(t, dir, "checkpoint", "show", "-f", cfg)
+	if err != nil {
+		t.Fatalf("checkpoint show: %v\n%s", err, out)
+	}
+	var shown struct {
+		Source struct {
+			Seq int `json:"seq"`
+		} `json:"source"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil {
+		t.Fatalf("checkpoint show output is not JSON: %v\n%s", err, out)
+	}
+	if shown.Source.Seq == 0 {
+		t.Fatalf("nothing was committed before the drain:\n%s", out)
+	}
+	checkSeqFile(t, filepath.Join(dir, "out.jsonl"), shown.Source.Seq)
+}
+
+func TestValidateNamesBadKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, `
+name: bad
+source:
+  generate: {cuont: 10}
+sink:
+  file: {path: ./out.jsonl}
+`)
+	out, err := runTide(t, dir, "validate", "-f", cfg)
+	if err == nil {
+		t.Fatalf("validate accepted an unknown key:\n%s", out)
+	}
+	if !strings.Contains(out, "cuont") || !strings.Contains(out, "line 4") {
+		t.Errorf("validate error should name the key and its line:\n%s", out)
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide/internal/metrics"
+	"github.com/tide-cdc/tide/internal/runtime"
+)
+
+type runFlags struct {
+	file        string
+	metricsAddr string
+	logLevel    string
+	logFormat   string
+	drainGrace  time.Duration
+	progress    string
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run -f FILE",
+		Short: "Run a pipeline until its source ends or a signal arrives",
+		Long: `Run the pipeline described by a YAML file. With a finite source (generate with
+a count) it exits 0 once every event is committed; otherwise it runs until
+SIGINT or SIGTERM, then drains: the batch in flight is committed and
+checkpointed, and both ends are closed. A second signal exits at once; the
+checkpoint stays at the last commit.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPipeline(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVarP(&f.file, "file", "f", "", "pipeline YAML file (required)")
+	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (for example 127.0.0.1:9464)")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	cmd.Flags().DurationVar(&f.drainGrace, "drain-timeout", 30*time.Second, "how long a drain may take before tide stops hard")
+	cmd.Flags().StringVar(&f.progress, "progress", "auto", "one-line progress summary: auto (on a terminal), always, never")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
+	log, err := newLogger(stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(f.file)
+	if err != nil {
+		return err
+	}
+	log = log.With("pipeline", cfg.Name)
+
+	reg := metrics.NewRegistry()
+	obs := metrics.New(reg, cfg.Name)
+
+	built, err := build(ctx, cfg, log, obs)
+	if err != nil {
+		return err
+	}
+	defer built.close()
+
+	p := runtime.New(built.runtimeConfig, built.source, built.encode, built.sink, built.store)
+
+	// First signal: drain. Second signal: stop at once; the checkpoint
+	// already names only committed events, so nothing is lost.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	runCtx, abort := context.WithCancel(ctx)
+	defer abort()
+
+	g, gctx := errgroup.WithContext(runCtx)
+	done := make(chan struct{})
+	g.Go(func() error {
+		defer close(done)
+		err := p.Run(runCtx)
+		if err != nil {
+			return err
+		}
+		return nil
+	})
+	if f.metricsAddr != "" {
+		ms, err := metrics.Listen(f.metricsAddr, reg)
+		if err != nil {
+			abort()
+			_ = g.Wait()
+			return err
+		}
+		log.Info("serving metrics", "addr", "http://"+ms.Addr()+"/metrics")
+		g.Go(func() error {
+			mctx, cancel := context.WithCancel(gctx)
+			defer cancel()
+			go func() { // ends when the pipeline does or the group fails
+				select {
+				case <-done:
+				case <-mctx.Done():
+				}
+				cancel()
+			}()
+			return ms.Run(mctx)
+		})
+	}
+	if showProgress(f.progress, stderr) {
+		g.Go(func() error {
+			progressLoop(gctx, done, stderr, p)
+			return nil
+		})
+	}
+	g.Go(func() error {
+		select {
+		case <-done:
+			return nil
+		case sig := <-sigs:
+			log.Info("draining", "signal", sig.String(), "timeout", f.drainGrace.String())
+			dctx, cancel := context.WithTimeout(context.Background(), f.drainGrace)
+			defer cancel()
+			drained := make(chan error, 1)
+			go func() { drained <- p.Drain(dctx) }()
+			select {
+			case err := <-drained:
+				if err != nil && !errors.Is(err, context.Canceled) {
+					log.Warn("drain did not finish; stopping", "err", err)
+					abort()
+				}
+			case sig := <-sigs:
+				log.Warn("second signal: stopping at once; the checkpoint stays at the last commit", "signal", sig.String())
+				os.Exit(130)
+			}
+			return nil
+		}
+	})
+	err = g.Wait()
+	st := p.Stats()
+	log.Info("pipeline stopped", "state", p.State().String(), "events", st.EventsOut, "batches", st.Batches)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

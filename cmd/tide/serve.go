@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide/internal/mongowire"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		cfg       mongowire.Config
+		oplogSize string
+		logLevel  string
+		logFormat string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the embedded MongoDB-compatible server",
+		Long: `Run Tide's embedded MongoDB-compatible server: a single-node replica set
+with change streams, for development, CI and tide demo. Connect with
+mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(cmd.ErrOrStderr(), logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			if oplogSize != "" {
+				n, err := config.ParseByteSize(oplogSize)
+				if err != nil {
+					return fmt.Errorf("--oplog-size: %w", err)
+				}
+				cfg.OplogBytes = n
+			}
+			cfg.Logger = log
+			srv := mongowire.New(cfg)
+			if err := srv.Start(); err != nil {
+				return err
+			}
+			log.Info("serving", "addr", srv.Addr(), "uri", srv.URI(), "data_dir", cfg.DataDir)
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			select {
+			case <-sigs:
+			case <-cmd.Context().Done():
+			}
+			log.Info("shutting down")
+			return srv.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:27017", "listen address")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "keep data in this directory across restarts (default: in memory)")
+	f.StringVar(&cfg.ReplSet, "replset", "rs0", "replica set name")
+	f.StringVar(&cfg.Advertise, "advertise", "", "host:port announced to clients (default: the listen address)")
+	f.IntVar(&cfg.MaxConnections, "max-connections", 1000, "maximum live client connections")
+	f.BoolVar(&cfg.EnableTestCommands, "enable-test-commands", false, "enable test-only commands such as configureFailPoint")
+	f.StringVar(&oplogSize, "oplog-size", "256MiB", "oplog bound in bytes (units such as 64MiB)")
+	f.DurationVar(&cfg.OplogMinRetention, "oplog-min-retention", 0, "keep oplog entries at least this long, even past --oplog-size")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
