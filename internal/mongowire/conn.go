@@ -100,8 +100,8 @@ func (c *conn) logReadError(err error, first bool) {
 	}
 }
 
-// readMessage reads one whole message. The header must arrive within the
-// first-header or idle deadline, the rest within the body deadline. The
+// readMessage reads one whole message. Its first byte must arrive within
+// the first-header or idle deadline, the rest within the body deadline. The
 // length is checked before anything is allocated, and a large body grows
 // its buffer as bytes arrive rather than trusting the declared length.
 func (c *conn) readMessage(first bool) ([]byte, wire.Header, error) {
@@ -113,14 +113,19 @@ func (c *conn) readMessage(first bool) ([]byte, wire.Header, error) {
 		return nil, wire.Header{}, err
 	}
 	var hdr [wire.HeaderLen]byte
-	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+	if _, err := io.ReadFull(c.r, hdr[:1]); err != nil {
+		return nil, wire.Header{}, err
+	}
+	// A message has begun: the rest of it, header included, must arrive
+	// within the body deadline.
+	if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.BodyTimeout)); err != nil {
+		return nil, wire.Header{}, err
+	}
+	if _, err := io.ReadFull(c.r, hdr[1:]); err != nil {
 		return nil, wire.Header{}, err
 	}
 	h, err := wire.ParseHeader(hdr[:])
 	if err != nil {
-		return nil, h, err
-	}
-	if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.BodyTimeout)); err != nil {
 		return nil, h, err
 	}
 	n := int(h.Length)

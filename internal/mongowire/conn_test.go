@@ -192,6 +192,21 @@ func TestDeadlines(t *testing.T) {
 	})
 }
 
+// A message that has begun is under the body deadline, even mid-header:
+// half a header cannot hold a connection for the idle timeout.
+func TestPartialHeaderUnderBodyDeadline(t *testing.T) {
+	s := startServer(t, func(c *Config) {
+		c.IdleTimeout = time.Hour
+		c.BodyTimeout = 50 * time.Millisecond
+	})
+	nc := dial(t, s)
+	if r := roundTrip(t, nc, ping); r.Lookup("ok").AsFloat64() != 1 {
+		t.Fatalf("ping: %v", r)
+	}
+	nc.Write(opMsg(2, 0, marshal(t, ping))[:8]) // half a header, then silence
+	expectClosed(t, nc)
+}
+
 func TestConnectionCap(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.MaxConnections = 2 })
 	a, b := dial(t, s), dial(t, s)
