@@ -102,6 +102,7 @@ const (
 	UnsupportedOpQueryCommand      int32 = 352
 	TransactionTooOld              int32 = 225
 	CursorInUse                    int32 = 292
+	CannotCreateIndex              int32 = 67
 )
 
 var names = map[int32]string{
@@ -147,6 +148,7 @@ var names = map[int32]string{
 	UnsupportedOpQueryCommand:      "UnsupportedOpQueryCommand",
 	TransactionTooOld:              "TransactionTooOld",
 	CursorInUse:                    "CursorInUse",
+	CannotCreateIndex:              "CannotCreateIndex",
 	FailedToParse:                  "FailedToParse",
 	UnknownError:                   "UnknownError",
 	NoMatchingDocument:             "NoMatchingDocument",
