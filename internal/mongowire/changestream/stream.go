@@ -172,7 +172,9 @@ func (s *Stream) Next(ctx context.Context, n, maxBytes int, maxWait time.Duratio
 		// Read on. The change channel is taken before the read, so that a
 		// write landing after the read still wakes the wait below.
 		changed := s.oplog.Changed()
-		entries, scanned, lost := s.oplog.ReadAfter(s.after, readChunk, 0)
+		// Read at most about a batch worth of entries, so that the events
+		// held in pending stay bounded however far behind the stream is.
+		entries, scanned, lost := s.oplog.ReadAfter(s.after, readChunk, maxEventBytes)
 		if lost {
 			return nil, nil, false, historyLost()
 		}
