@@ -434,7 +434,11 @@ type inOp struct {
 	vals    []bson.RawValue
 	res     []*regexp.Regexp
 	hasNull bool
+	set     map[string]struct{} // keys of vals, for long lists
 }
+
+// inSetMin is the list length from which $in hashes its values.
+const inSetMin = 16
 
 func (o *inOp) test(v bson.RawValue, _ bool) (bool, int) {
 	if o.hasNull && (v.Type == 0 || v.Type == bson.TypeNull) {
@@ -442,6 +446,14 @@ func (o *inOp) test(v bson.RawValue, _ bool) (bool, int) {
 	}
 	if v.Type == 0 {
 		return false, -1
+	}
+	if o.set != nil {
+		var buf [64]byte
+		_, ok := o.set[string(appendKey(buf[:0], v))]
+		if ok {
+			return true, -1
+		}
+		return o.testRegex(v), -1
 	}
 	for _, w := range o.vals {
 		if w.Type == v.Type && bytes.Equal(w.Value, v.Value) {
@@ -451,15 +463,19 @@ func (o *inOp) test(v bson.RawValue, _ bool) (bool, int) {
 			return true, -1
 		}
 	}
+	return o.testRegex(v), -1
+}
+
+func (o *inOp) testRegex(v bson.RawValue) bool {
 	if len(o.res) > 0 && (v.Type == bson.TypeString || v.Type == bson.TypeSymbol) {
 		s := stringBytes(v)
 		for _, re := range o.res {
 			if re.Match(s) {
-				return true, -1
+				return true
 			}
 		}
 	}
-	return false, -1
+	return false
 }
 
 type existsOp struct{}
@@ -851,6 +867,12 @@ func parseIn(name string, v bson.RawValue) (*inOp, error) {
 			op.hasNull = true
 		default:
 			op.vals = append(op.vals, e)
+		}
+	}
+	if len(op.vals) >= inSetMin {
+		op.set = make(map[string]struct{}, len(op.vals))
+		for _, v := range op.vals {
+			op.set[string(appendKey(nil, v))] = struct{}{}
 		}
 	}
 	return op, nil
