@@ -804,3 +804,39 @@ func TestChangeStreamCursorGone(t *testing.T) {
 		})
 	}
 }
+
+// With a data directory the oplog outlives a restart: a token taken
+// before it resumes after it, with nothing lost or repeated.
+func TestChangeStreamResumeAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, c := csServer(t, func(cfg *Config) { cfg.DataDir = dir })
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil)
+	for i := range 3 {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next(t, cs)
+	tok := slices.Clone(cs.ResumeToken())
+	cs.Close(ctx)
+	c.Disconnect(ctx)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	_, c2 := csServer(t, func(cfg *Config) { cfg.DataDir = dir })
+	coll2 := c2.Database("d").Collection("c")
+	resumed := watch(t, coll2, nil, options.ChangeStream().SetResumeAfter(tok))
+	if _, err := coll2.InsertOne(ctx, bson.D{{Key: "_id", Value: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	for range 3 {
+		got = append(got, next(t, resumed).Lookup("documentKey", "_id").Int32())
+	}
+	if want := []int32{1, 2, 9}; !slices.Equal(got, want) {
+		t.Fatalf("after restart: got %v, want %v", got, want)
+	}
+}
