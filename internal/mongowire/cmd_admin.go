@@ -164,3 +164,20 @@ func (s *Server) cmdKillAllSessions(context.Context, *conn, *request) (bson.D, e
 	s.sessions.clear()
 	return bson.D{}, nil
 }
+
+// cmdGetLog: {getLog: "startupWarnings" | "global" | "*"}. There is no
+// in-memory log to show; mongosh asks for startup warnings on connect.
+func (s *Server) cmdGetLog(_ context.Context, _ *conn, r *request) (bson.D, error) {
+	v := r.cmd.Index(0).Value()
+	name, ok := v.StringValueOK()
+	if !ok {
+		return nil, typeMismatch(r.name, "getLog", v, "string")
+	}
+	if name == "*" {
+		return bson.D{{Key: "names", Value: bson.A{"global", "startupWarnings"}}}, nil
+	}
+	if name != "global" && name != "startupWarnings" {
+		return nil, mongoerr.New(mongoerr.BadValue, "No log named '%s'", name)
+	}
+	return bson.D{{Key: "totalLinesWritten", Value: int32(0)}, {Key: "log", Value: bson.A{}}}, nil
+}

@@ -157,7 +157,7 @@ func parseIndexSpec(raw bson.Raw) (store.IndexSpec, error) {
 			}
 			for _, k := range spec.Key {
 				if k.Key == "" {
-					return spec, mongoerr.New(67, "Error in specification %s :: caused by :: Index keys cannot be an empty field", raw)
+					return spec, mongoerr.New(mongoerr.CannotCreateIndex, "Error in specification %s :: caused by :: Index keys cannot be an empty field", raw)
 				}
 			}
 		case "name":

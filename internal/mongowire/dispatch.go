@@ -50,6 +50,7 @@ func (s *Server) commandTable() map[string]command {
 		"find":               {run: s.cmdFind},
 		"findAndModify":      {run: s.cmdFindAndModify, retryable: true},
 		"getCmdLineOpts":     {run: s.cmdGetCmdLineOpts, adminOnly: true},
+		"getLog":             {run: s.cmdGetLog, adminOnly: true},
 		"getMore":            {run: s.cmdGetMore},
 		"getParameter":       {run: s.cmdGetParameter, adminOnly: true},
 		"hello":              {run: s.cmdHello},

@@ -142,6 +142,7 @@ func TestAdminCommands(t *testing.T) {
 		"endSessions":     {bson.D{{Key: "endSessions", Value: bson.A{bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}}}}, nil},
 		"killSessions":    {bson.D{{Key: "killSessions", Value: bson.A{}}}, nil},
 		"killAllSessions": {bson.D{{Key: "killAllSessions", Value: bson.A{}}}, nil},
+		"getLog":          {bson.D{{Key: "getLog", Value: "startupWarnings"}}, func(r bson.Raw) bool { return r.Lookup("log").Type == bson.TypeArray }},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -182,6 +183,12 @@ func TestCommandErrors(t *testing.T) {
 		"transactions":             {bson.D{{Key: "find", Value: "c"}, {Key: "startTransaction", Value: true}, {Key: "autocommit", Value: false}}, 20, "transactions are not supported"},
 		"collation":                {bson.D{{Key: "find", Value: "c"}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "fr"}}}}, 115, "collation"},
 		"collation in a statement": {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 1}, {Key: "collation", Value: bson.D{{Key: "locale", Value: "en"}, {Key: "strength", Value: 2}}}}}}}, 115, "collation"},
+		"index without key":        {bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "name", Value: "x"}}}}}, 9, "'key' field is a required property"},
+		"index on empty field":     {bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "", Value: 1}}}}}}}, 67, "cannot be an empty field"},
+		"no indexes":               {bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{}}}, 2, "at least one index"},
+		"rename outside admin":     {bson.D{{Key: "renameCollection", Value: "errs.c"}, {Key: "to", Value: "errs.d"}}, 13, "admin database"},
+		"drop index missing":       {bson.D{{Key: "dropIndexes", Value: "c"}}, 9, "'dropIndexes.index' is missing"},
+		"getLog outside admin":     {bson.D{{Key: "getLog", Value: "nope"}}, 13, "admin database"},
 		"duplicate _id":            {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, 0, "E11000"},
 	}
 	for name, tc := range tests {
