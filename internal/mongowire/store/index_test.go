@@ -209,3 +209,36 @@ func TestIndexExaminesFew(t *testing.T) {
 		t.Fatalf("count %d err=%v", n, err)
 	}
 }
+
+func TestUpdateMaintainsIndexes(t *testing.T) {
+	s := openMem(t)
+	if _, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "g", Value: 1}}}, {Key: bson.D{{Key: "u", Value: 1}}, Unique: true}}); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, s, `{"_id": 1, "g": 1, "u": 1, "x": 0}`, `{"_id": 2, "g": 1, "u": 2, "x": 0}`)
+	if _, err := s.Update(nsA, UpdateSpec{Filter: js(t, `{"_id": 1}`), Update: jsv(t, `{"$set": {"x": 5}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(t, s, nsA, js(t, `{"g": 1, "x": 5}`)); len(got) != 1 || got[0].Lookup("_id").Int32() != 1 {
+		t.Fatalf("unchanged keys: found %v", got)
+	}
+	if _, err := s.Update(nsA, UpdateSpec{Filter: js(t, `{"_id": 1}`), Update: jsv(t, `{"$set": {"g": 2, "u": 3}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(t, s, nsA, js(t, `{"g": 1}`)); len(got) != 1 || got[0].Lookup("_id").Int32() != 2 {
+		t.Fatalf("old key still finds: %v", got)
+	}
+	if got := find(t, s, nsA, js(t, `{"g": 2}`)); len(got) != 1 || got[0].Lookup("_id").Int32() != 1 {
+		t.Fatalf("new key: %v", got)
+	}
+	// The old unique value is free again; the new one is taken.
+	seed(t, s, `{"_id": 3, "g": 0, "u": 1}`)
+	_, err := s.Update(nsA, UpdateSpec{Filter: js(t, `{"_id": 2}`), Update: jsv(t, `{"$set": {"u": 3}}`)})
+	wantCode(t, err, mongoerr.DuplicateKey)
+	for name, f := range map[string]string{"g": `{"g": {"$gte": 0}}`, "u": `{"u": {"$in": [1, 2, 3]}}`, "_id": `{"_id": {"$gt": 0}}`} {
+		plan, _ := s.Explain(nsA, FindSpec{Filter: js(t, f)})
+		if got := find(t, s, nsA, js(t, f)); len(got) != 3 || plan.Index == "" {
+			t.Errorf("%s: %d docs through %q", name, len(got), plan.Index)
+		}
+	}
+}

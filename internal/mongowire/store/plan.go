@@ -222,9 +222,9 @@ func (a *access) rids() ([]uint64, int) {
 // scan calls fn, in natural order, with every document the filter may
 // match: the candidates of the chosen index, or every document. fn returns
 // false to stop. The plan says what was examined.
-func (c *collection) scan(f *mql.Filter, fn func(p int, doc bson.Raw) bool) Plan {
+func (c *collection) scan(q *query, fn func(p int, doc bson.Raw) bool) Plan {
 	var plan Plan
-	a := c.choose(f.Predicates())
+	a := c.choose(q.preds)
 	if a == nil {
 		for p, r := range c.recs {
 			if r.doc == nil {
@@ -250,4 +250,60 @@ func (c *collection) scan(f *mql.Filter, fn func(p int, doc bson.Raw) bool) Plan
 		}
 	}
 	return plan
+}
+
+// query is a compiled filter and the predicates an index may answer.
+type query struct {
+	*mql.Filter
+	preds []mql.Predicate
+}
+
+func compileQuery(filter bson.Raw) (*query, error) {
+	f, err := mql.CompileFilter(filter)
+	if err != nil {
+		return nil, err
+	}
+	q := &query{Filter: f}
+	unsafe := map[string]bool{}
+	unsafeIn(filter, unsafe)
+	for _, p := range f.Predicates() {
+		if p.Op == "$in" && unsafe[p.Path] {
+			continue
+		}
+		q.preds = append(q.preds, p)
+	}
+	return q, nil
+}
+
+// unsafeIn marks the paths with an $in list holding a value an index
+// lookup cannot answer (null also matches a missing field), looking at the
+// top level and inside $and, as Predicates does. Predicates leaves null out
+// of the $in values it reports, so the store checks the filter itself.
+func unsafeIn(filter bson.Raw, unsafe map[string]bool) {
+	elems, _ := filter.Elements()
+	for _, e := range elems {
+		v := e.Value()
+		if e.Key() == "$and" && v.Type == bson.TypeArray {
+			vals, _ := v.Array().Values()
+			for _, c := range vals {
+				if c.Type == bson.TypeEmbeddedDocument {
+					unsafeIn(c.Document(), unsafe)
+				}
+			}
+			continue
+		}
+		if v.Type != bson.TypeEmbeddedDocument {
+			continue
+		}
+		in, err := v.Document().LookupErr("$in")
+		if err != nil || in.Type != bson.TypeArray {
+			continue
+		}
+		vals, _ := in.Array().Values()
+		for _, x := range vals {
+			if !indexable(x) {
+				unsafe[e.Key()] = true
+			}
+		}
+	}
 }

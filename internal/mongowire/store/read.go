@@ -12,7 +12,7 @@ import (
 
 // match collects, under the read lock, the documents of ns that match f in
 // natural order (index order is not kept), up to limit (0 = all).
-func (s *Store) match(ns Namespace, f *mql.Filter, limit int64) ([]bson.Raw, Plan, error) {
+func (s *Store) match(ns Namespace, f *query, limit int64) ([]bson.Raw, Plan, error) {
 	var out []bson.Raw
 	var plan Plan
 	err := s.read(func() error {
@@ -48,7 +48,7 @@ func (s *Store) Explain(ns Namespace, spec FindSpec) (Plan, error) {
 }
 
 func (s *Store) find(ns Namespace, spec FindSpec) ([]bson.Raw, Plan, error) {
-	f, err := mql.CompileFilter(spec.Filter)
+	f, err := compileQuery(spec.Filter)
 	if err != nil {
 		return nil, Plan{}, err
 	}
@@ -104,7 +104,7 @@ func window[T any](s []T, skip, limit int64) []T {
 
 // Count counts the matching documents after skip, up to limit (0 = all).
 func (s *Store) Count(ns Namespace, filter bson.Raw, skip, limit int64) (int64, error) {
-	f, err := mql.CompileFilter(filter)
+	f, err := compileQuery(filter)
 	if err != nil {
 		return 0, err
 	}
@@ -144,7 +144,7 @@ func (s *Store) Count(ns Namespace, filter bson.Raw, skip, limit int64) (int64, 
 // Distinct returns the distinct values of key among the matching documents,
 // in MongoDB's sort order; array values contribute their elements.
 func (s *Store) Distinct(ns Namespace, key string, filter bson.Raw) ([]bson.RawValue, error) {
-	f, err := mql.CompileFilter(filter)
+	f, err := compileQuery(filter)
 	if err != nil {
 		return nil, err
 	}
@@ -181,14 +181,14 @@ func (s *Store) Aggregate(ns Namespace, stages []bson.Raw) ([]bson.Raw, error) {
 	if err != nil {
 		return nil, err
 	}
-	var f *mql.Filter
+	var f *query
 	if len(stages) > 0 {
 		if m, err := stages[0].LookupErr("$match"); err == nil && m.Type == bson.TypeEmbeddedDocument {
-			f, _ = mql.CompileFilter(m.Document()) // the pipeline applies the $match again
+			f, _ = compileQuery(m.Document()) // the pipeline applies the $match again
 		}
 	}
 	if f == nil {
-		if f, err = mql.CompileFilter(nil); err != nil {
+		if f, err = compileQuery(nil); err != nil {
 			return nil, err
 		}
 	}

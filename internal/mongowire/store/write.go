@@ -210,7 +210,7 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *mql.Updat
 
 // upsert inserts the document an update builds when nothing matched: the
 // filter's equality fields, then the update applied with $setOnInsert.
-func (s *Store) upsert(t *tx, ns Namespace, f *mql.Filter, u *mql.Update) (bson.Raw, error) {
+func (s *Store) upsert(t *tx, ns Namespace, f *query, u *mql.Update) (bson.Raw, error) {
 	var seed bson.D
 	for _, e := range f.EqualityFields() {
 		if strings.HasPrefix(e.Key, "$") {
@@ -274,7 +274,7 @@ type hit struct {
 
 // hits collects the documents of c matching f, in natural order, at most
 // limit (0 = all).
-func hits(c *collection, f *mql.Filter, limit int) []hit {
+func hits(c *collection, f *query, limit int) []hit {
 	var out []hit
 	c.scan(f, func(p int, doc bson.Raw) bool {
 		if ok, pos := f.MatchPositional(doc); ok {
@@ -290,7 +290,7 @@ func hits(c *collection, f *mql.Filter, limit int) []hit {
 // update leaves unchanged is matched but not modified, and not recorded.
 func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 	res := UpdateResult{}
-	f, err := mql.CompileFilter(spec.Filter)
+	f, err := compileQuery(spec.Filter)
 	if err != nil {
 		return res, err
 	}
@@ -331,7 +331,7 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 // Delete deletes the matching documents: all of them with limit 0, the
 // first with limit 1.
 func (s *Store) Delete(ns Namespace, filter bson.Raw, limit int) (int, error) {
-	f, err := mql.CompileFilter(filter)
+	f, err := compileQuery(filter)
 	if err != nil {
 		return 0, err
 	}
@@ -374,7 +374,7 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 	case !spec.Remove && !hasUpdate:
 		return res, mongoerr.New(mongoerr.FailedToParse, "Either an update or remove=true must be specified")
 	}
-	f, err := mql.CompileFilter(spec.Filter)
+	f, err := compileQuery(spec.Filter)
 	if err != nil {
 		return res, err
 	}
