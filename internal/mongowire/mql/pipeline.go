@@ -135,10 +135,7 @@ func compileStage(name string, v bson.RawValue) (stage, error) {
 		}
 		p, err := compileProjection(v.Value, false)
 		if err != nil {
-			if e, ok := mongoerr.As(err); ok {
-				return nil, mongoerr.New(e.Code, "Invalid $project :: caused by :: %s", e.Message)
-			}
-			return nil, err
+			return nil, wrapStage(name, err)
 		}
 		return projectStage{p}, nil
 	case "$unset":
@@ -168,7 +165,14 @@ func compileStage(name string, v bson.RawValue) (stage, error) {
 		if v.Type != bson.TypeEmbeddedDocument {
 			return nil, mongoerr.New(40272, "%s specification stage must be an object, got %s", name, typeName(v.Type))
 		}
-		return compileAddFields(v.Value)
+		if arrayLen(v.Value) == 0 {
+			return nil, mongoerr.New(40177, "Invalid %s :: caused by :: specification must have at least one field", name)
+		}
+		st, err := compileAddFields(v.Value)
+		if err != nil {
+			return nil, wrapStage(name, err)
+		}
+		return st, nil
 	case "$sort":
 		if v.Type != bson.TypeEmbeddedDocument {
 			return nil, mongoerr.New(15973, "the $sort key specification must be an object")
@@ -249,6 +253,15 @@ func compileStage(name string, v bson.RawValue) (stage, error) {
 		return compileFacet(v)
 	}
 	return nil, mongoerr.New(mongoerr.Location40324, "Unrecognized pipeline stage name: '%s'", name)
+}
+
+// wrapStage words a parse error as MongoDB does for $project and
+// $addFields: "Invalid $project :: caused by :: <message>".
+func wrapStage(name string, err error) error {
+	if e, ok := mongoerr.As(err); ok {
+		return mongoerr.New(e.Code, "Invalid %s :: caused by :: %s", name, e.Message)
+	}
+	return err
 }
 
 type matchStage struct{ f *Filter }
