@@ -1,4 +1,247 @@
 package config
 
-// MongoSource configures the MongoDB change-stream source (source.mongo). Owned by the MongoDB CDC work.
-type MongoSource struct{}
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MongoSource configures the MongoDB change-stream source (source.mongo):
+// one collection of a replica set or sharded cluster, or of the embedded
+// server when uri is "embedded".
+type MongoSource struct {
+	// URI is a MongoDB connection string, or "embedded" to start Tide's
+	// embedded server in process (its data under data_dir/embedded).
+	URI        string `yaml:"uri"`
+	Database   string `yaml:"database"`   // required
+	Collection string `yaml:"collection"` // required; one collection per pipeline
+
+	// FullDocument: delta (default; updates carry only their
+	// updateDescription) | update_lookup (the current document) |
+	// when_available | required (post-images; need
+	// changeStreamPreAndPostImages on the collection).
+	FullDocument string `yaml:"full_document"`
+	// BeforeChange: off (default) | when_available | required (pre-images).
+	BeforeChange string `yaml:"before_change"`
+	// Pipeline holds extra stages after $changeStream ($match, $project,
+	// $addFields, $set, $unset, $replaceRoot, $replaceWith, $redact),
+	// written as a YAML list or as a JSON array in a string.
+	Pipeline MongoPipeline `yaml:"pipeline"`
+	// Snapshot: initial (default; copy the existing documents first) | never.
+	Snapshot string `yaml:"snapshot"`
+
+	MaxBufferedBytes ByteSize `yaml:"max_buffered_bytes"` // default 64MiB
+	BatchSize        int      `yaml:"batch_size"`         // driver cursor batch size; default 1000
+	MaxAwait         Duration `yaml:"max_await"`          // how long an idle getMore waits; default 1s
+	MaxReconnects    int      `yaml:"max_reconnects"`     // consecutive failed reconnects before failing; default 10
+}
+
+func (c *MongoSource) setDefaults() {
+	c.URI = "embedded"
+	c.FullDocument = "delta"
+	c.BeforeChange = "off"
+	c.Snapshot = "initial"
+	c.MaxBufferedBytes = 64 << 20
+	c.BatchSize = 1000
+	c.MaxAwait = Duration(time.Second)
+	c.MaxReconnects = 10
+}
+
+// Stages of a change-stream pipeline after $changeStream that MongoDB
+// accepts.
+var mongoStreamStages = map[string]bool{
+	"$match": true, "$project": true, "$addFields": true, "$set": true, "$unset": true,
+	"$replaceRoot": true, "$replaceWith": true, "$redact": true,
+}
+
+func (c *MongoSource) validate(path string) []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", path, field, fmt.Sprintf(format, args...)))
+	}
+	if c.URI == "" {
+		bad("uri", `required: a mongodb:// or mongodb+srv:// connection string, or "embedded"`)
+	} else if c.URI != "embedded" && !strings.HasPrefix(c.URI, "mongodb://") && !strings.HasPrefix(c.URI, "mongodb+srv://") {
+		bad("uri", `%q is not a mongodb:// or mongodb+srv:// connection string, nor "embedded"`, redactURI(c.URI))
+	}
+	if c.Database == "" {
+		bad("database", "required")
+	} else if strings.ContainsAny(c.Database, `/\. "$`) {
+		bad("database", "%q is not a legal database name (no '/', '\\', '.', ' ', '\"' or '$')", c.Database)
+	}
+	if c.Collection == "" {
+		bad("collection", "required")
+	} else if strings.Contains(c.Collection, "$") || strings.HasPrefix(c.Collection, "system.") {
+		bad("collection", "%q cannot be watched (no '$', no system collections)", c.Collection)
+	}
+	switch c.FullDocument {
+	case "", "delta", "update_lookup", "when_available", "required":
+	default:
+		bad("full_document", "%q is not one of delta, update_lookup, when_available, required", c.FullDocument)
+	}
+	switch c.BeforeChange {
+	case "", "off", "when_available", "required":
+	default:
+		bad("before_change", "%q is not one of off, when_available, required", c.BeforeChange)
+	}
+	switch c.Snapshot {
+	case "", "initial", "never":
+	default:
+		bad("snapshot", "%q is not one of initial, never", c.Snapshot)
+	}
+	if c.MaxBufferedBytes < 0 {
+		bad("max_buffered_bytes", "%d is negative", c.MaxBufferedBytes)
+	} else if c.MaxBufferedBytes > 0 && c.MaxBufferedBytes < 1<<20 {
+		bad("max_buffered_bytes", "%d is below the minimum of 1MiB", c.MaxBufferedBytes)
+	}
+	if c.BatchSize < 0 || c.BatchSize > 1<<20 {
+		bad("batch_size", "%d is not between 1 and 1048576", c.BatchSize)
+	}
+	if c.MaxAwait < 0 {
+		bad("max_await", "%s is negative", time.Duration(c.MaxAwait))
+	}
+	if c.MaxReconnects < 0 {
+		bad("max_reconnects", "%d is negative", c.MaxReconnects)
+	}
+	stages, err := c.Pipeline.Stages()
+	if err != nil {
+		bad("pipeline", "%v", err)
+	}
+	for i, st := range stages {
+		if len(st) != 1 {
+			bad(fmt.Sprintf("pipeline[%d]", i), "a stage is an object with exactly one key, such as {\"$match\": {...}}")
+			continue
+		}
+		for name := range st {
+			if !mongoStreamStages[name] {
+				bad(fmt.Sprintf("pipeline[%d]", i), "stage %q is not allowed in a change stream; use $match, $project, $addFields, $set, $unset, $replaceRoot, $replaceWith or $redact", name)
+			}
+		}
+	}
+	return errs
+}
+
+// redactURI hides a password in a connection string for messages.
+func redactURI(uri string) string {
+	at := strings.LastIndex(uri, "@")
+	scheme := strings.Index(uri, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return uri
+	}
+	creds := uri[scheme+3 : at]
+	if i := strings.Index(creds, ":"); i >= 0 {
+		creds = creds[:i] + ":xxxxx"
+	}
+	return uri[:scheme+3] + creds + uri[at:]
+}
+
+// MongoPipeline is a list of aggregation stages, kept as a JSON array
+// (Extended JSON, relaxed or canonical) in the order written. In YAML it
+// is a list of mappings, or a string holding a JSON array.
+type MongoPipeline string
+
+// UnmarshalYAML accepts a sequence of mappings or a JSON array string.
+func (p *MongoPipeline) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		s := strings.TrimSpace(n.Value)
+		if s == "" || n.Tag == "!!null" {
+			*p = ""
+			return nil
+		}
+		var stages []json.RawMessage
+		if err := json.Unmarshal([]byte(s), &stages); err != nil {
+			return fmt.Errorf("pipeline is not a JSON array of stages: %v", err)
+		}
+		*p = MongoPipeline(s)
+		return nil
+	case yaml.SequenceNode:
+		b, err := nodeJSON(nil, n)
+		if err != nil {
+			return err
+		}
+		*p = MongoPipeline(b)
+		return nil
+	}
+	return fmt.Errorf("pipeline must be a list of stages or a JSON array string")
+}
+
+// Stages returns the stages as generic maps, for validation only (the
+// source parses the JSON text itself, keeping key order).
+func (p MongoPipeline) Stages() ([]map[string]any, error) {
+	if strings.TrimSpace(string(p)) == "" {
+		return nil, nil
+	}
+	var stages []map[string]any
+	if err := json.Unmarshal([]byte(p), &stages); err != nil {
+		return nil, fmt.Errorf("not a JSON array of stage objects: %v", err)
+	}
+	return stages, nil
+}
+
+// nodeJSON appends n as JSON, keeping the order of mapping keys (which
+// matters to some stages, such as $sort inside $match expressions).
+func nodeJSON(dst []byte, n *yaml.Node) ([]byte, error) {
+	switch n.Kind {
+	case yaml.AliasNode:
+		return nodeJSON(dst, n.Alias)
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return append(dst, "null"...), nil
+		}
+		return nodeJSON(dst, n.Content[0])
+	case yaml.SequenceNode:
+		dst = append(dst, '[')
+		for i, c := range n.Content {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = nodeJSON(dst, c); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, ']'), nil
+	case yaml.MappingNode:
+		dst = append(dst, '{')
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			k, _ := json.Marshal(n.Content[i].Value)
+			dst = append(append(dst, k...), ':')
+			var err error
+			if dst, err = nodeJSON(dst, n.Content[i+1]); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, '}'), nil
+	case yaml.ScalarNode:
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return dst, fmt.Errorf("line %d: %v", n.Line, err)
+		}
+		switch x := v.(type) {
+		case nil:
+			return append(dst, "null"...), nil
+		case bool:
+			return strconv.AppendBool(dst, x), nil
+		case int:
+			return strconv.AppendInt(dst, int64(x), 10), nil
+		case float64:
+			b, err := json.Marshal(x)
+			if err != nil {
+				return dst, fmt.Errorf("line %d: %v", n.Line, err)
+			}
+			return append(dst, b...), nil
+		default:
+			b, _ := json.Marshal(n.Value)
+			return append(dst, b...), nil
+		}
+	}
+	return dst, fmt.Errorf("line %d: unsupported YAML node", n.Line)
+}
