@@ -230,7 +230,7 @@ var updateOperators = map[string]bool{
 
 func (u *Update) compileOperator(op string, arg bson.RawValue, used map[string]bool) error {
 	if !updateOperators[op] {
-		return mongoerr.New(mongoerr.BadValue, "Unknown modifier: %s. Expected a valid update modifier or pipeline-style update specified as an array", op)
+		return mongoerr.New(mongoerr.FailedToParse, "Unknown modifier: %s. Expected a valid update modifier or pipeline-style update specified as an array", op)
 	}
 	if arg.Type != bson.TypeEmbeddedDocument {
 		return mongoerr.New(mongoerr.FailedToParse, "Modifiers operate on fields but we found type %s instead. For example: {$mod: {<field>: ...}} not {%s: %s}", typeName(arg.Type), op, shortString(arg))

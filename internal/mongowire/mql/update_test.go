@@ -157,7 +157,7 @@ func TestUpdateErrors(t *testing.T) {
 		"mul overflow":       {update: `{"$mul": {"a": {"$numberLong": "9223372036854775807"}}}`, in: `{"_id": 1, "a": 2}`, code: mongoerr.BadValue, msg: "Failed to apply $mul operations to current value ((NumberInt)2) for document {_id: 1}"},
 		"mul string":         {update: `{"$mul": {"a": 2}}`, in: `{"_id": 1, "a": "x"}`, code: mongoerr.TypeMismatch},
 		"empty set":          {update: `{"$set": {}}`, in: `{"_id": 1}`, code: mongoerr.FailedToParse, msg: "'$set' is empty. You must specify a field like so: {$set: {<field>: ...}}"},
-		"unknown modifier":   {update: `{"$foo": {"a": 1}}`, in: `{"_id": 1}`, code: mongoerr.BadValue, msg: "Unknown modifier: $foo. Expected a valid update modifier or pipeline-style update specified as an array"},
+		"unknown modifier":   {update: `{"$foo": {"a": 1}}`, in: `{"_id": 1}`, code: mongoerr.FailedToParse, msg: "Unknown modifier: $foo. Expected a valid update modifier or pipeline-style update specified as an array"},
 		"set not doc":        {update: `{"$set": 1}`, in: `{"_id": 1}`, code: mongoerr.FailedToParse},
 		"dollar field":       {update: `{"$set": {"$a": 1}}`, in: `{"_id": 1}`, code: mongoerr.DollarPrefixedFieldName},
 		"replacement dollar": {update: `{"a": 1, "$b": 1}`, in: `{"_id": 1}`, code: mongoerr.DollarPrefixedFieldName},
