@@ -158,3 +158,33 @@ func TestIsChangeStream(t *testing.T) {
 		t.Error("a plain pipeline is not a change stream")
 	}
 }
+
+// FuzzParse feeds arbitrary documents as $changeStream options and
+// following stages: Parse must refuse or accept them, never panic.
+func FuzzParse(f *testing.F) {
+	seed := func(d bson.D) []byte {
+		b, _ := bson.Marshal(d)
+		return b
+	}
+	f.Add(seed(bson.D{}), seed(bson.D{{Key: "$match", Value: bson.D{}}}))
+	f.Add(seed(bson.D{{Key: "fullDocument", Value: "updateLookup"}, {Key: "resumeAfter", Value: bson.D{{Key: "_data", Value: realInsertToken}}}}),
+		seed(bson.D{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}))
+	f.Add(seed(bson.D{{Key: "startAfter", Value: bson.D{{Key: "_data", Value: realHWMToken}}}, {Key: "showExpandedEvents", Value: true}}),
+		seed(bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}))
+	f.Fuzz(func(t *testing.T, opts, follow []byte) {
+		if bson.Raw(opts).Validate() != nil || bson.Raw(follow).Validate() != nil {
+			return
+		}
+		st, err := bson.Marshal(bson.D{{Key: "$changeStream", Value: bson.Raw(opts)}})
+		if err != nil {
+			return
+		}
+		for _, coll := range []string{"c", ""} {
+			if _, err := Parse("d", coll, []bson.Raw{st, follow}); err != nil {
+				if _, ok := mongoerr.As(err); !ok {
+					t.Fatalf("error without a MongoDB code: %v", err)
+				}
+			}
+		}
+	})
+}
