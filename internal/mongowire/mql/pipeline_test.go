@@ -167,23 +167,28 @@ func TestPipelineRuntimeErrors(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
-	deep := `{"a": 1}`
-	for range 100 {
-		deep = `{"a": ` + deep + `}`
+	// {"a": 1} has its element at level 1; each wrapping adds a level.
+	deep, limit := `{"a": 1}`, `{"a": 1}`
+	for range 99 {
+		limit = `{"a": ` + limit + `}`
 	}
+	deep = `{"a": ` + limit + `}`
 	tests := map[string]struct {
 		doc  string
 		code int32
 	}{
-		"ok":             {`{"_id": 1, "a": {"b": [1, {"c": 2}]}}`, 0},
-		"dollar field":   {`{"_id": 1, "$a": 1}`, 0},
-		"dotted field":   {`{"_id": 1, "a.b": 1}`, 0},
-		"id array":       {`{"_id": [1]}`, mongoerr.InvalidIdField},
-		"id regex":       {`{"_id": {"$regularExpression": {"pattern": "x", "options": ""}}}`, mongoerr.BadValue},
-		"id undefined":   {`{"_id": {"$undefined": true}}`, mongoerr.BadValue},
-		"id dollar":      {`{"_id": {"$a": 1}}`, mongoerr.InvalidIdField},
-		"too deep":       {deep, mongoerr.Overflow},
-		"id doc allowed": {`{"_id": {"a": 1}}`, 0},
+		"ok":               {`{"_id": 1, "a": {"b": [1, {"c": 2}]}}`, 0},
+		"dollar field":     {`{"_id": 1, "$a": 1}`, 0},
+		"dotted field":     {`{"_id": 1, "a.b": 1}`, 0},
+		"id array":         {`{"_id": [1]}`, mongoerr.InvalidIdField},
+		"id regex":         {`{"_id": {"$regularExpression": {"pattern": "x", "options": ""}}}`, mongoerr.InvalidIdField},
+		"id undefined":     {`{"_id": {"$undefined": true}}`, mongoerr.InvalidIdField},
+		"id dollar":        {`{"_id": {"$a": 1}}`, mongoerr.DollarPrefixedFieldName},
+		"id nested dollar": {`{"_id": {"x": {"$a": 1}}}`, mongoerr.DollarPrefixedFieldName},
+		"id dbref":         {`{"_id": {"$ref": "c", "$id": 1}}`, 0},
+		"too deep":         {deep, mongoerr.Overflow},
+		"deepest allowed":  {limit, 0},
+		"id doc allowed":   {`{"_id": {"a": 1}}`, 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

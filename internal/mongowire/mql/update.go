@@ -262,6 +262,7 @@ func (u *Update) parseUpdatePath(p string, used map[string]bool) ([]string, erro
 		return nil, mongoerr.New(emptyFieldName, "An empty update path is not valid.")
 	}
 	parts := strings.Split(p, ".")
+	positional := 0
 	for i, c := range parts {
 		if c == "" {
 			return nil, mongoerr.New(emptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", p)
@@ -270,30 +271,43 @@ func (u *Update) parseUpdatePath(p string, used map[string]bool) ([]string, erro
 			continue
 		}
 		if i == 0 {
-			return nil, mongoerr.New(mongoerr.DollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", c, p)
+			if c == "$" {
+				return nil, mongoerr.New(mongoerr.BadValue, "Cannot have positional (i.e. '$') element in the first position in path '%s'", p)
+			}
+			return nil, mongoerr.New(mongoerr.DollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith.", c, c)
 		}
 		switch {
-		case c == "$" || c == "$[]":
+		case c == "$":
+			positional++
+		case c == "$[]":
 		case strings.HasPrefix(c, "$[") && strings.HasSuffix(c, "]"):
 			id := c[2 : len(c)-1]
 			if _, ok := u.filters[id]; !ok {
 				return nil, mongoerr.New(mongoerr.BadValue, "No array filter found for identifier '%s' in path '%s'", id, p)
 			}
 			used[id] = true
-		default:
-			return nil, mongoerr.New(mongoerr.DollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", c, p)
 		}
+		// Other $-prefixed names below the top level are ordinary field
+		// names since MongoDB 5.0.
+	}
+	if positional > 1 {
+		return nil, mongoerr.New(mongoerr.BadValue, "Too many positional (i.e. '$') elements found in path '%s'", p)
 	}
 	return parts, nil
 }
 
 func isDynamic(parts []string) bool {
 	for _, c := range parts {
-		if strings.HasPrefix(c, "$") {
+		if isPositionalPart(c) {
 			return true
 		}
 	}
 	return false
+}
+
+// isPositionalPart reports whether a path part is $, $[] or $[<id>].
+func isPositionalPart(c string) bool {
+	return c == "$" || strings.HasPrefix(c, "$[") && strings.HasSuffix(c, "]")
 }
 
 func (u *Update) compileEntry(op, path string, arg bson.RawValue, used map[string]bool) (*updateEntry, error) {
@@ -668,7 +682,7 @@ type target struct {
 func (a *applier) resolve(n *mnode, path []string, prefix string, create bool, out []target) ([]target, error) {
 	comp := path[0]
 	keys := []string{comp}
-	if strings.HasPrefix(comp, "$") {
+	if isPositionalPart(comp) {
 		if n.typ() != bson.TypeArray {
 			if comp == "$" {
 				return nil, mongoerr.New(mongoerr.BadValue, "The positional operator did not find the match needed from the query.")
@@ -730,7 +744,7 @@ func (a *applier) resolve(n *mnode, path []string, prefix string, create bool, o
 			if !create {
 				continue
 			}
-			if strings.HasPrefix(path[1], "$") {
+			if isPositionalPart(path[1]) {
 				return nil, mongoerr.New(mongoerr.BadValue, "The path '%s' must exist in the document in order to apply array updates.", full)
 			}
 			c = newDocNode()
@@ -740,7 +754,7 @@ func (a *applier) resolve(n *mnode, path []string, prefix string, create bool, o
 			if !create {
 				continue
 			}
-			if strings.HasPrefix(path[1], "$") {
+			if isPositionalPart(path[1]) {
 				return nil, mongoerr.New(mongoerr.BadValue, "Cannot apply array updates to non-array element %s: %s", key, shortString(c.value()))
 			}
 			return nil, mongoerr.New(mongoerr.PathNotViable, "Cannot create field '%s' in element {%s: %s}", path[1], key, shortString(c.value()))

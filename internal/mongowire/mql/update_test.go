@@ -99,6 +99,7 @@ func TestUpdateApply(t *testing.T) {
 		"pipeline replaceWith":   {update: `[{"$replaceWith": {"x": "$a"}}]`, in: `{"_id": 1, "a": 1}`, want: `{"_id": 1, "x": 1}`},
 		"pipeline project":       {update: `[{"$project": {"a": 1}}]`, in: `{"_id": 1, "a": 1, "b": 2}`, want: `{"_id": 1, "a": 1}`},
 		"bit":                    {update: `{"$bit": {"a": {"and": 6}}}`, in: `{"_id": 1, "a": 3}`, want: `{"_id": 1, "a": 2}`},
+		"nested dollar field":    {update: `{"$set": {"a.$b": 1}}`, in: `{"_id": 1}`, want: `{"_id": 1, "a": {"$b": 1}}`},
 		"multiple ops":           {update: `{"$set": {"a": 1}, "$inc": {"n": 1}, "$unset": {"x": 1}}`, in: `{"_id": 1, "n": 1, "x": 1}`, want: `{"_id": 1, "n": 2, "a": 1}`},
 	}
 	for name, tc := range tests {
@@ -160,6 +161,8 @@ func TestUpdateErrors(t *testing.T) {
 		"unknown modifier":   {update: `{"$foo": {"a": 1}}`, in: `{"_id": 1}`, code: mongoerr.FailedToParse, msg: "Unknown modifier: $foo. Expected a valid update modifier or pipeline-style update specified as an array"},
 		"set not doc":        {update: `{"$set": 1}`, in: `{"_id": 1}`, code: mongoerr.FailedToParse},
 		"dollar field":       {update: `{"$set": {"$a": 1}}`, in: `{"_id": 1}`, code: mongoerr.DollarPrefixedFieldName},
+		"two positionals":    {update: `{"$set": {"a.$.b.$": 1}}`, in: `{"_id": 1}`, code: mongoerr.BadValue},
+		"positional first":   {update: `{"$set": {"$": 1}}`, in: `{"_id": 1}`, code: mongoerr.BadValue},
 		"replacement dollar": {update: `{"a": 1, "$b": 1}`, in: `{"_id": 1}`, code: mongoerr.DollarPrefixedFieldName},
 		"empty path":         {update: `{"$set": {"": 1}}`, in: `{"_id": 1}`, code: emptyFieldName},
 		"empty component":    {update: `{"$set": {"a..b": 1}}`, in: `{"_id": 1}`, code: emptyFieldName},
