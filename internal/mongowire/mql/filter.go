@@ -664,6 +664,8 @@ func parseTopLevel(key string, v bson.RawValue, depth int) (node, error) {
 		return constNode(true), nil
 	case "$alwaysFalse":
 		return constNode(false), nil
+	case "$id", "$ref", "$db":
+		return newFieldNode(key, newEqOp(v)), nil
 	case "$where", "$text", "$jsonSchema", "$sampleRate":
 		return nil, mongoerr.New(mongoerr.BadValue, "%s is not supported by this server", key)
 	}
@@ -681,11 +683,8 @@ func isOperatorDoc(v bson.RawValue) bool {
 	if !ok || len(k) == 0 || k[0] != '$' {
 		return false
 	}
-	switch string(k) {
-	case "$ref", "$id", "$db":
-		return false
-	}
-	return true
+	// A DBRef ({$ref, $id[, $db]}) is a value to compare, not operators.
+	return lookup(v.Value, "$ref").Type == 0 || lookup(v.Value, "$id").Type == 0
 }
 
 func parseField(path string, v bson.RawValue, depth int) (node, error) {
@@ -758,7 +757,7 @@ func parseOperators(path string, ops bson.Raw, depth int) (node, error) {
 			pattern, opts, _ = regex.RegexOK()
 			if hasOptions {
 				if opts != "" {
-					return nil, mongoerr.New(mongoerr.BadValue, "options set in both $regex and $options")
+					return nil, mongoerr.New(51075, "options set in both $regex and $options")
 				}
 				opts = options
 			}
@@ -785,8 +784,14 @@ func parseOperator(path, name string, v bson.RawValue, depth int) (node, error) 
 	case "$eq":
 		return newFieldNode(path, newEqOp(v)), nil
 	case "$ne":
+		if v.Type == bson.TypeRegex {
+			return nil, mongoerr.New(mongoerr.BadValue, "Can't have regex as arg to $ne.")
+		}
 		return notNode{newFieldNode(path, newEqOp(v))}, nil
 	case "$gt", "$gte", "$lt", "$lte":
+		if v.Type == bson.TypeRegex {
+			return nil, mongoerr.New(mongoerr.BadValue, "Can't have RegEx as arg to predicate over field '%s'.", path)
+		}
 		return newFieldNode(path, &cmpOp{name: name, v: v}), nil
 	case "$in", "$nin":
 		op, err := parseIn(name, v)
@@ -809,17 +814,28 @@ func parseOperator(path, name string, v bson.RawValue, depth int) (node, error) 
 		}
 		return newFieldNode(path, op), nil
 	case "$size":
-		if !isNumeric(v.Type) {
+		var n int64
+		switch v.Type {
+		case bson.TypeInt32:
+			n = asInt64(v)
+		case bson.TypeInt64:
+			n = asInt64(v)
+			if n != int64(int32(n)) {
+				return nil, mongoerr.New(mongoerr.BadValue, "$size must be representable as a 32-bit integer")
+			}
+		case bson.TypeDouble, bson.TypeDecimal128:
+			f := asFloat(v)
+			if f != math.Trunc(f) || f > math.MaxInt32 || f < math.MinInt32 {
+				return nil, mongoerr.New(mongoerr.BadValue, "$size must be a whole number")
+			}
+			n = int64(f)
+		default:
 			return nil, mongoerr.New(mongoerr.BadValue, "$size needs a number")
 		}
-		f := asFloat(v)
-		if f < 0 {
+		if n < 0 {
 			return nil, mongoerr.New(mongoerr.BadValue, "$size may not be negative")
 		}
-		if f != math.Trunc(f) || f > math.MaxInt32 {
-			return nil, mongoerr.New(mongoerr.BadValue, "$size must be a whole number")
-		}
-		return newFieldNode(path, &sizeOp{n: int(f)}), nil
+		return newFieldNode(path, &sizeOp{n: int(n)}), nil
 	case "$all":
 		return parseAll(path, v, depth)
 	case "$elemMatch":
@@ -838,8 +854,10 @@ func parseOperator(path, name string, v bson.RawValue, depth int) (node, error) 
 		return parseNot(path, v, depth)
 	case "$comment":
 		return nil, nil
+	case "$where":
+		return nil, mongoerr.New(mongoerr.BadValue, "$where cannot be applied to a field")
 	case "$geoWithin", "$geoIntersects", "$near", "$nearSphere", "$bitsAllSet", "$bitsAllClear",
-		"$bitsAnySet", "$bitsAnyClear", "$where", "$text", "$jsonSchema":
+		"$bitsAnySet", "$bitsAnyClear", "$text", "$jsonSchema":
 		return nil, mongoerr.New(mongoerr.BadValue, "%s is not supported by this server", name)
 	}
 	return nil, mongoerr.New(mongoerr.BadValue, "unknown operator: %s", name)
@@ -920,6 +938,9 @@ func parseType(v bson.RawValue) (*typeOp, error) {
 				return nil, err
 			}
 		}
+		if len(op.types) == 0 && !op.number {
+			return nil, mongoerr.New(mongoerr.FailedToParse, "$type must match at least one type")
+		}
 		return op, nil
 	}
 	return op, add(v)
@@ -934,7 +955,11 @@ func parseAll(path string, v bson.RawValue, depth int) (node, error) {
 		return constNode(false), nil
 	}
 	var nodes andNode
+	firstElemMatch := isElemMatchDoc(elems[0])
 	for _, e := range elems {
+		if firstElemMatch != isElemMatchDoc(e) && firstElemMatch {
+			return nil, mongoerr.New(mongoerr.BadValue, "$all/$elemMatch has to be consistent")
+		}
 		if isOperatorDoc(e) {
 			it := iterDoc(e.Value)
 			k, arg, _ := it.next()
@@ -960,6 +985,15 @@ func parseAll(path string, v bson.RawValue, depth int) (node, error) {
 		nodes = append(nodes, newFieldNode(path, newEqOp(e)))
 	}
 	return nodes, nil
+}
+
+func isElemMatchDoc(v bson.RawValue) bool {
+	if v.Type != bson.TypeEmbeddedDocument {
+		return false
+	}
+	it := iterDoc(v.Value)
+	k, _, _ := it.next()
+	return string(k) == "$elemMatch"
 }
 
 func parseElemMatch(v bson.RawValue, depth int) (*elemMatchOp, error) {
