@@ -370,8 +370,7 @@ func (r *ksReader) cstring(escaped bool) (string, error) {
 	return "", errKeyStringTruncated
 }
 
-// value decodes one value whose type byte is ctype (already read) and
-// appends it to the document being built under key.
+// value decodes one value whose type byte ctype was already read.
 func (r *ksReader) value(ctype byte) (bsoncore.Value, error) {
 	switch {
 	case ctype == ksMinKey:

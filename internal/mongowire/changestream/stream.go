@@ -399,7 +399,9 @@ func split(tok Token, doc bson.Raw, limit int) ([]Event, error) {
 	return out, nil
 }
 
-// noEnv refuses $lookup, which change-stream stages never reach.
+// noEnv is the pipeline environment of change-stream stages: $lookup is
+// not among the stages allowed after $changeStream, so no other collection
+// is ever read.
 type noEnv struct{}
 
 func (noEnv) Collection(string) ([]bson.Raw, error) { return nil, nil }
