@@ -89,12 +89,16 @@ func (s *Server) cmdGetMore(ctx context.Context, c *conn, r *request) (bson.D, e
 		return nil, mongoerr.New(mongoerr.BadValue, "cannot set maxTimeMS on getMore command for a non-awaitData cursor")
 	}
 	if s.cfg.EnableTestCommands {
-		if act, ok := s.failpoints.matchPoint("failGetMoreAfterCursorCheckout", r, c.appName); ok {
+		if act, ok := s.failpoints.matchPoint("failGetMoreAfterCursorCheckout", r, c.appName); ok && (act.closeConnection || act.errorCode != 0) {
 			s.checkin(cur, true)
 			if act.closeConnection {
 				return nil, errCloseConn
 			}
-			return nil, mongoerr.New(act.errorCode, "Failing getMore via 'failGetMoreAfterCursorCheckout' failpoint")
+			var err error = mongoerr.New(act.errorCode, "Failing getMore via 'failGetMoreAfterCursorCheckout' failpoint")
+			if l, ok := cur.src.(errorLabeler); ok {
+				err = l.LabelError(err)
+			}
+			return nil, err
 		}
 	}
 	n := 1<<31 - 1

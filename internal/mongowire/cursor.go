@@ -29,6 +29,14 @@ type CursorSource interface {
 	Close()
 }
 
+// errorLabeler is an optional ability of a CursorSource: it labels the
+// errors of a getMore on its cursor that do not come from Next (a fail
+// point), as it labels its own — change streams add
+// ResumableChangeStreamError, as mongod does.
+type errorLabeler interface {
+	LabelError(err error) error
+}
+
 // Batch limits, as mongod applies them.
 const (
 	defaultFirstBatch = 101

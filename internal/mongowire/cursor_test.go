@@ -58,6 +58,9 @@ func (r *recordingSource) Close() {
 func (r *recordingSource) last() (sourceCall, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.calls) == 0 {
+		return sourceCall{}, r.closed
+	}
 	return r.calls[len(r.calls)-1], r.closed
 }
 
@@ -157,4 +160,47 @@ func TestSliceSourceBatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// labellingSource labels the getMore errors of its cursor, as change
+// streams do.
+type labellingSource struct{ recordingSource }
+
+func (*labellingSource) LabelError(err error) error {
+	if e, ok := mongoerr.As(err); ok {
+		e.Labels = append(e.Labels, "TestLabel")
+	}
+	return err
+}
+
+func TestFailGetMoreAfterCursorCheckout(t *testing.T) {
+	s := startServer(t, func(c *Config) { c.EnableTestCommands = true })
+	nc := dial(t, s)
+	configure := func(data bson.D) {
+		t.Helper()
+		r := roundTrip(t, nc, bson.D{{Key: "configureFailPoint", Value: "failGetMoreAfterCursorCheckout"},
+			{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}}, {Key: "data", Value: data}, {Key: "$db", Value: "admin"}})
+		if r.Lookup("ok").AsFloat64() != 1 {
+			t.Fatalf("configureFailPoint: %v", r)
+		}
+	}
+	src := &labellingSource{}
+	cur := &cursor{ns: "d.c", src: src, tailable: true, awaitData: true}
+	s.registerCursor(cur)
+	configure(bson.D{{Key: "errorCode", Value: 91}})
+	r := roundTrip(t, nc, getMore(cur.id))
+	wantError(t, r, 91, "failGetMoreAfterCursorCheckout")
+	if r.Lookup("errorLabels", "0").StringValue() != "TestLabel" {
+		t.Errorf("error not labelled by the cursor's source: %v", r)
+	}
+	if _, closed := src.last(); !closed {
+		t.Error("the failed cursor was not closed")
+	}
+	wantError(t, roundTrip(t, nc, getMore(cur.id)), mongoerr.CursorNotFound, "not found")
+
+	cur2 := &cursor{ns: "d.c", src: &recordingSource{}}
+	s.registerCursor(cur2)
+	configure(bson.D{{Key: "closeConnection", Value: true}})
+	nc.Write(opMsg(1, 0, marshal(t, getMore(cur2.id))))
+	expectClosed(t, nc)
 }

@@ -2,6 +2,7 @@ package mongowire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 
@@ -98,28 +99,29 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 			}
 		}
 	}
-	return s.runCommand(ctx, c, r), nil
+	return s.runCommand(ctx, c, r)
 }
 
 // runCommand looks up and runs r, turning every failure — a panic
-// included — into an error reply.
-func (s *Server) runCommand(ctx context.Context, c *conn, r *request) []byte {
+// included — into an error reply. An error return ends the connection
+// without a reply (a fail point's closeConnection).
+func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, error) {
 	name := r.name
 	if name == "ismaster" {
 		name = "isMaster"
 	}
 	cmd, ok := s.commands[name]
 	if !ok || (cmd.testOnly && !s.cfg.EnableTestCommands) {
-		return s.errorReply(mongoerr.New(mongoerr.CommandNotFound, "no such command: '%s'", r.name))
+		return s.errorReply(mongoerr.New(mongoerr.CommandNotFound, "no such command: '%s'", r.name)), nil
 	}
 	if cmd.adminOnly && r.db != "admin" {
-		return s.errorReply(mongoerr.New(mongoerr.Unauthorized, "%s may only be run against the admin database.", name))
+		return s.errorReply(mongoerr.New(mongoerr.Unauthorized, "%s may only be run against the admin database.", name)), nil
 	}
 	if err := refuseTransaction(r.cmd); err != nil {
-		return s.errorReply(err)
+		return s.errorReply(err), nil
 	}
 	if err := refuseCollation(r.cmd); err != nil {
-		return s.errorReply(err)
+		return s.errorReply(err), nil
 	}
 	if cmd.retryable {
 		if sess, txn, ok := s.sessions.forWrite(r.cmd); ok {
@@ -127,10 +129,13 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) []byte {
 		}
 	}
 	reply, err := s.call(ctx, c, r, cmd.run)
-	if err != nil {
-		return s.errorReply(err)
+	switch {
+	case errors.Is(err, errCloseConn):
+		return nil, err
+	case err != nil:
+		return s.errorReply(err), nil
 	}
-	return s.okReply(reply)
+	return s.okReply(reply), nil
 }
 
 // call runs fn, converting a panic into an InternalError: a handler bug

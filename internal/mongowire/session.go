@@ -2,6 +2,7 @@ package mongowire
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -108,22 +109,25 @@ func (t *sessionTable) clear() {
 // retry of the last txnNumber gets the stored reply, an older one is
 // refused. The session's lock makes a retry wait for a first attempt that
 // is still running.
-func (s *Server) runRetryable(ctx context.Context, c *conn, r *request, cmd command, sess *session, txn int64) []byte {
+func (s *Server) runRetryable(ctx context.Context, c *conn, r *request, cmd command, sess *session, txn int64) ([]byte, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	sess.lastUse = time.Now()
 	switch {
 	case txn < sess.txn:
 		return s.errorReply(mongoerr.New(mongoerr.TransactionTooOld,
-			"Retryable write with txnNumber %d is prohibited on session because a newer retryable write with txnNumber %d has already started on this session.", txn, sess.txn))
+			"Retryable write with txnNumber %d is prohibited on session because a newer retryable write with txnNumber %d has already started on this session.", txn, sess.txn)), nil
 	case txn == sess.txn && sess.reply != nil:
-		return s.okReply(append(bson.D(nil), sess.reply...))
+		return s.okReply(append(bson.D(nil), sess.reply...)), nil
 	}
 	reply, err := s.call(ctx, c, r, cmd.run)
-	if err != nil {
-		return s.errorReply(err)
+	switch {
+	case errors.Is(err, errCloseConn):
+		return nil, err
+	case err != nil:
+		return s.errorReply(err), nil
 	}
 	sess.txn = txn
 	sess.reply = reply
-	return s.okReply(append(bson.D(nil), reply...))
+	return s.okReply(append(bson.D(nil), reply...)), nil
 }
