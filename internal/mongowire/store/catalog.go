@@ -367,6 +367,10 @@ func checkNewIndex(c *collection, spec IndexSpec) (done bool, err error) {
 		switch {
 		case ix.spec.Name == spec.Name && same && ix.spec.Unique == spec.Unique && ix.spec.Sparse == spec.Sparse:
 			return true, nil
+		case ix.spec.Name == spec.Name && same:
+			return false, mongoerr.New(mongoerr.IndexOptionsConflict,
+				"An equivalent index already exists with the same name but different options. Requested index: %v, existing index: %v",
+				indexDoc(spec), indexDoc(ix.spec))
 		case ix.spec.Name == spec.Name:
 			return false, mongoerr.New(mongoerr.IndexKeySpecsConflict,
 				"An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %v, existing index: %v",

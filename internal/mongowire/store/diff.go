@@ -91,8 +91,19 @@ func (d *differ) doc(p []pathComp, before, after bson.Raw) {
 		inAfter[e.Key()] = struct{}{}
 	}
 	old := make(map[string]bson.RawValue, len(bElems))
-	for _, e := range bElems {
+	pos := make(map[string]int, len(bElems))
+	for i, e := range bElems {
 		old[e.Key()] = e.Value()
+		pos[e.Key()] = i
+	}
+	// Field changes can only express an order where the kept fields stay in
+	// place and new fields come last; a nested document reordered any other
+	// way is reported whole.
+	if len(p) > 0 && !appendOnly(aElems, pos) {
+		d.set(p, bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: after})
+		return
+	}
+	for _, e := range bElems {
 		if _, ok := inAfter[e.Key()]; !ok {
 			d.ud.RemovedFields = append(d.ud.RemovedFields, d.path(with(p, pathComp{field: e.Key()})))
 		}
@@ -152,4 +163,22 @@ func (d *differ) array(p []pathComp, before, after bson.RawArray) {
 	if len(av) < len(bv) {
 		d.ud.TruncatedArrays = append(d.ud.TruncatedArrays, TruncatedArray{Field: d.path(p), NewSize: int32(len(av))})
 	}
+}
+
+// appendOnly reports whether the fields of after that were in before keep
+// their relative order and come before every new field.
+func appendOnly(after []bson.RawElement, pos map[string]int) bool {
+	last, added := -1, false
+	for _, e := range after {
+		i, ok := pos[e.Key()]
+		switch {
+		case !ok:
+			added = true
+		case added || i < last:
+			return false
+		default:
+			last = i
+		}
+	}
+	return true
 }

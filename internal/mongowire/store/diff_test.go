@@ -1,9 +1,15 @@
 package store
 
 import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"pgregory.net/rapid"
 )
 
 // describe renders an UpdateDescription as a document for comparison.
@@ -70,4 +76,190 @@ func TestDiff(t *testing.T) {
 			}
 		})
 	}
+}
+
+// genTree draws a document with nested documents and arrays, using a
+// numeric-looking and a dotted field name too.
+func genTree(t *rapid.T, depth int) bson.D {
+	d := bson.D{}
+	for _, k := range []string{"a", "b", "1", "c.d"} {
+		if rapid.IntRange(0, 2).Draw(t, "has "+k) > 0 {
+			d = append(d, bson.E{Key: k, Value: genLeaf(t, depth)})
+		}
+	}
+	return d
+}
+
+func genLeaf(t *rapid.T, depth int) any {
+	kinds := []string{"int", "string"}
+	if depth < 3 {
+		kinds = append(kinds, "doc", "array")
+	}
+	switch rapid.SampledFrom(kinds).Draw(t, "kind") {
+	case "int":
+		return int32(rapid.IntRange(0, 3).Draw(t, "int"))
+	case "string":
+		return rapid.SampledFrom([]string{"x", "y"}).Draw(t, "string")
+	case "doc":
+		return genTree(t, depth+1)
+	}
+	a := bson.A{}
+	for range rapid.IntRange(0, 3).Draw(t, "len") {
+		a = append(a, genLeaf(t, depth+1))
+	}
+	return a
+}
+
+// mutate changes a tree the way updates do: set, unset, push, pop, and
+// changes deeper down.
+func mutate(t *rapid.T, v any, depth int) any {
+	switch x := v.(type) {
+	case bson.D:
+		out := bson.D{}
+		for _, e := range x {
+			switch rapid.IntRange(0, 5).Draw(t, "field op") {
+			case 0: // unset
+			case 1:
+				out = append(out, bson.E{Key: e.Key, Value: genLeaf(t, depth+1)})
+			case 2, 3:
+				out = append(out, bson.E{Key: e.Key, Value: mutate(t, e.Value, depth+1)})
+			default:
+				out = append(out, e)
+			}
+		}
+		if rapid.IntRange(0, 4).Draw(t, "add") == 0 && !slices.ContainsFunc(out, func(e bson.E) bool { return e.Key == "n" }) {
+			out = append(out, bson.E{Key: "n", Value: genLeaf(t, depth+1)})
+		}
+		return out
+	case bson.A:
+		out := slices.Clone(x)
+		for i := range out {
+			if rapid.IntRange(0, 3).Draw(t, "elem op") == 0 {
+				out[i] = mutate(t, out[i], depth+1)
+			}
+		}
+		switch rapid.IntRange(0, 3).Draw(t, "array op") {
+		case 0:
+			out = out[:rapid.IntRange(0, len(out)).Draw(t, "truncate")]
+		case 1:
+			out = append(out, genLeaf(t, depth+1))
+		}
+		return out
+	}
+	if rapid.Bool().Draw(t, "change leaf") {
+		return genLeaf(t, depth)
+	}
+	return v
+}
+
+// applyDescription replays an update description onto a document, as a
+// change-stream consumer would, addressing paths by their components.
+func applyDescription(t *rapid.T, doc bson.D, u *UpdateDescription) bson.D {
+	comps := func(path string) []any {
+		for _, e := range u.DisambiguatedPaths {
+			if e.Key == path {
+				return e.Value.(bson.A)
+			}
+		}
+		var out []any
+		for _, p := range strings.Split(path, ".") {
+			out = append(out, p)
+		}
+		return out
+	}
+	var walk func(v any, path []any, fn func(parent any, last any) any) any
+	walk = func(v any, path []any, fn func(parent any, last any) any) any {
+		if len(path) == 1 {
+			return fn(v, path[0])
+		}
+		switch x := v.(type) {
+		case bson.D:
+			for i := range x {
+				if x[i].Key == fmt.Sprint(path[0]) {
+					x[i].Value = walk(x[i].Value, path[1:], fn)
+				}
+			}
+			return x
+		case bson.A:
+			i := arrayIndex(path[0])
+			x[i] = walk(x[i], path[1:], fn)
+			return x
+		}
+		t.Fatalf("path %v goes through %T", path, v)
+		return nil
+	}
+	set := func(val any) func(parent, last any) any {
+		return func(parent, last any) any {
+			switch x := parent.(type) {
+			case bson.D:
+				for i := range x {
+					if x[i].Key == fmt.Sprint(last) {
+						x[i].Value = val
+						return x
+					}
+				}
+				return append(x, bson.E{Key: fmt.Sprint(last), Value: val})
+			case bson.A:
+				i := arrayIndex(last)
+				if i == len(x) {
+					return append(x, val)
+				}
+				x[i] = val
+				return x
+			}
+			t.Fatalf("set %v in %T", last, parent)
+			return nil
+		}
+	}
+	var v any = doc
+	for _, tr := range u.TruncatedArrays {
+		v = walk(v, append(comps(tr.Field), "$"), func(parent, _ any) any { return parent.(bson.A)[:tr.NewSize] })
+	}
+	for _, f := range u.RemovedFields {
+		v = walk(v, comps(f), func(parent, last any) any {
+			return slices.DeleteFunc(parent.(bson.D), func(e bson.E) bool { return e.Key == fmt.Sprint(last) })
+		})
+	}
+	for _, f := range u.UpdatedFields {
+		var val any
+		rv := f.Value.(bson.RawValue)
+		if err := rv.Unmarshal(&val); err != nil {
+			t.Fatal(err)
+		}
+		v = walk(v, comps(f.Key), set(val))
+	}
+	return v.(bson.D)
+}
+
+func arrayIndex(c any) int {
+	switch x := c.(type) {
+	case int32:
+		return int(x)
+	case string:
+		n, _ := strconv.Atoi(x)
+		return n
+	}
+	return -1
+}
+
+// TestDiffReplays checks that replaying the description of any change onto
+// the document before it gives the document after it.
+func TestDiffReplays(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		fields := genTree(t, 0)
+		id := bson.D{{Key: "_id", Value: 1}}
+		before := append(id, fields...)
+		after := append(id, mutate(t, fields, 0).(bson.D)...)
+		braw, _ := bson.Marshal(before)
+		araw, _ := bson.Marshal(after)
+		u := diffDocs(braw, araw)
+		var start bson.D
+		if err := bson.Unmarshal(braw, &start); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := bson.Marshal(applyDescription(t, start, u))
+		if !bytes.Equal(got, araw) {
+			t.Fatalf("before %s\nafter  %s\nreplay %s\ndescription %+v", bson.Raw(braw), bson.Raw(araw), bson.Raw(got), u)
+		}
+	})
 }

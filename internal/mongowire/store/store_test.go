@@ -136,6 +136,14 @@ func TestCatalogErrors(t *testing.T) {
 			_, _, _, err = s.CreateIndexes(nsA, []IndexSpec{{Name: "k", Key: bson.D{{Key: "y", Value: 1}}}})
 			return err
 		}, mongoerr.IndexKeySpecsConflict},
+		"createIndexes same name other options": {func(s *Store) error {
+			_, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "x", Value: 1}}}})
+			if err != nil {
+				return err
+			}
+			_, _, _, err = s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "x", Value: 1}}, Unique: true}})
+			return err
+		}, mongoerr.IndexOptionsConflict},
 		"createIndexes same key other name": {func(s *Store) error {
 			_, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "x", Value: 1}}}})
 			if err != nil {
