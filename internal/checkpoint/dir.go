@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -29,6 +30,9 @@ type Dir struct {
 	log    *slog.Logger
 	lock   *os.File // holds the flock
 	closed atomic.Bool
+
+	mu   sync.Mutex          // guards the fields below
+	open map[string]*os.File // one-page checkpoint files, rewritten in place by Save
 }
 
 // Open creates dir if needed and takes its single-owner lock. It removes
@@ -45,7 +49,7 @@ func Open(dir string, log *slog.Logger) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dir{path: dir, log: log, lock: lock}
+	d := &Dir{path: dir, log: log, lock: lock, open: make(map[string]*os.File)}
 	if err := d.removeTemps(); err != nil {
 		d.Close()
 		return nil, err
@@ -61,6 +65,12 @@ func (d *Dir) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
+	d.mu.Lock()
+	for name, f := range d.open {
+		f.Close()
+		delete(d.open, name)
+	}
+	d.mu.Unlock()
 	return unlockDir(d.lock)
 }
 
@@ -82,8 +92,23 @@ func (d *Dir) Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, error
 	return &cp, nil
 }
 
+// pageSize is the size of a checkpoint file in the steady state: one
+// record padded with spaces to a page, so that it can be rewritten in place.
+const pageSize = 4096
+
 // Save replaces the pipeline's checkpoint atomically and durably: after a
-// crash at any point, Load returns this checkpoint or the previous one.
+// crash of the process at any point, Load returns this checkpoint or the
+// previous one.
+//
+// A record that fits in one page is written in place over the previous
+// one, at offset 0 of a file that is exactly one page long, and the file is
+// fdatasynced. A one-page write into the page cache is never torn by the
+// death of the writer (the kernel copies a page whole), the file's size
+// does not change, so the sync flushes one data page and no metadata: this
+// is several times cheaper than a rename and a directory sync, and Save
+// runs once per batch. The first Save of a pipeline, and a record larger
+// than a page, go the slow way: a temporary file, fsync, rename, fsync of
+// the directory.
 func (d *Dir) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -98,30 +123,74 @@ func (d *Dir) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) erro
 	if err != nil {
 		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(b) < pageSize {
+		b = padPage(b)
+		if f := d.open[pipeline]; f != nil {
+			if _, err := f.WriteAt(b, 0); err != nil {
+				return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+			}
+			if err := fdatasync(f); err != nil {
+				return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+			}
+			return nil
+		}
+	}
+	if err := d.replaceLocked(pipeline, b); err != nil {
+		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+	}
+	return nil
+}
+
+// padPage pads a record (which ends in a newline) with spaces to exactly
+// one page, ending in a newline. JSON ignores the padding; any damage to it
+// is still detected, because the decoder refuses data after the record.
+func padPage(b []byte) []byte {
+	p := make([]byte, pageSize)
+	n := copy(p, b[:len(b)-1])
+	for i := n; i < pageSize-1; i++ {
+		p[i] = ' '
+	}
+	p[pageSize-1] = '\n'
+	return p
+}
+
+// replaceLocked replaces the pipeline's file with content b the slow,
+// always-atomic way, and keeps the new file open for in-place saves if it
+// is one page long.
+func (d *Dir) replaceLocked(pipeline string, b []byte) error {
+	if f := d.open[pipeline]; f != nil {
+		f.Close()
+		delete(d.open, pipeline)
+	}
 	path := File(d.path, pipeline)
 	f, err := os.CreateTemp(d.path, filepath.Base(path)+tempInfix+"*")
 	if err != nil {
-		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+		return err
 	}
 	defer os.Remove(f.Name()) // fails harmlessly once renamed
 	if _, err := f.Write(b); err != nil {
 		f.Close()
-		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+		return err
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+		f.Close()
+		return err
 	}
 	// The rename is durable only once the directory is.
 	if err := syncDir(d.path); err != nil {
-		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
+		f.Close()
+		return err
 	}
+	if len(b) != pageSize {
+		return f.Close()
+	}
+	d.open[pipeline] = f // the descriptor now names path
 	return nil
 }
 
@@ -139,6 +208,12 @@ func (d *Dir) Reset(ctx context.Context, pipeline string) error {
 		return errClosed
 	}
 	path := File(d.path, pipeline)
+	d.mu.Lock()
+	if f := d.open[pipeline]; f != nil {
+		f.Close()
+		delete(d.open, pipeline)
+	}
+	d.mu.Unlock()
 	err := os.Remove(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

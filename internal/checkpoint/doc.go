@@ -3,17 +3,28 @@
 //
 // # Layout
 //
-// Dir keeps one file per pipeline, <data_dir>/<pipeline>.checkpoint.json,
-// replaced atomically on every Save: the record is written to a temporary
-// file in the same directory, the file is fsynced, renamed over the old one,
-// and the directory is fsynced so that the rename itself survives a power
-// cut. After a crash, Load returns the old record or the new one, never a mix.
+// Dir keeps one file per pipeline, <data_dir>/<pipeline>.checkpoint.json.
+// The first Save of a pipeline writes it the always-atomic way: a temporary
+// file in the same directory, fsync, rename over the old one, fsync of the
+// directory. The record is padded with spaces to exactly one 4 KiB page, so
+// every later Save rewrites that page in place and fdatasyncs the file: no
+// new inode, no size change, no directory entry, one data page to flush.
+// That is several times cheaper than a rename, and Save runs once per
+// batch. A one-page write is never torn by the death of the process (the
+// kernel copies a page whole), so after a crash Load returns the old record
+// or the new one, never a mix. A record larger than a page (unusually large
+// positions) always takes the rename path.
+//
+// A power cut in the middle of an in-place write could tear the page at the
+// disk's sector size. Load then finds a checksum mismatch and refuses to
+// start, as it does for any damage: it never silently falls back to an
+// older position or to none.
 //
 // We chose plain files over bbolt because a checkpoint is one small record
-// written whole on every commit: a file per pipeline costs one write and two
-// fsyncs, needs no page management, keeps pipelines independent (a damaged
-// record affects one pipeline, not a shared database), and stays readable
-// with cat and `tide checkpoint show`.
+// written whole on every commit: a file per pipeline costs one write and one
+// fdatasync, needs no page management, keeps pipelines independent (a
+// damaged record affects one pipeline, not a shared database), and stays
+// readable with cat and `tide checkpoint show`.
 //
 // # Record
 //

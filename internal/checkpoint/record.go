@@ -133,6 +133,10 @@ func decodeRecord(path, pipeline string, b []byte) (*Record, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, corrupt("unexpected data after the record")
 	}
+	// A record padded for in-place rewrites fills exactly one page.
+	if rest := len(b) - int(dec.InputOffset()); rest > 1 && (len(b) != pageSize || b[len(b)-1] != '\n') {
+		return nil, corrupt("truncated: a padded record is %d bytes, want %d ending in a newline", len(b), pageSize)
+	}
 	if r.Format != FormatVersion {
 		return nil, corrupt("unknown format version %d, this tide reads version %d", r.Format, FormatVersion)
 	}
