@@ -1,10 +1,43 @@
 // Package mql is the query language of the embedded MongoDB server: pure
 // functions over BSON that compare and sort values, match filters, apply
-// updates and projections, and run aggregation pipelines, the way MongoDB
-// 7.0 does. It works on bson.Raw documents without converting them to maps,
-// and fails with *mongoerr.Error values carrying MongoDB's codes.
+// updates and projections, and run aggregation pipelines the way MongoDB
+// 7.0 does. It imports neither the store nor the wire layer; its errors
+// are *mongoerr.Error values carrying MongoDB's codes and messages, so the
+// command layer can hand them to clients unchanged.
 //
-// Compile once, run many: CompileFilter, CompileUpdate, CompileProjection,
-// CompileSort, CompilePipeline and CompileExpr validate their input and
-// return values that are safe for concurrent use.
+// # Compile once, run many
+//
+// CompileFilter, CompileUpdate, CompileProjection, CompileSort,
+// CompilePipeline and CompileExpr validate their input once and return
+// values that are safe for concurrent use. Documents stay bson.Raw: a
+// filter walks the bytes of the fields it needs, and an update re-encodes
+// only the embedded documents it changes (mdoc.go), so nothing is turned
+// into maps.
+//
+// # Semantics worth knowing
+//
+//   - Compare is MongoDB's total order: type brackets first (MinKey <
+//     missing/undefined < null < numbers < strings < objects < arrays <
+//     binData < ObjectId < bool < date < timestamp < regex < ... < MaxKey),
+//     numbers exactly across int32/int64/double/decimal128. Equal is
+//     Compare == 0; appendKey (key.go) hashes values consistently with it.
+//   - A filter path reaches every value MongoDB's would: through embedded
+//     documents, into each document of an array, numeric components as
+//     array indexes, and arrays at the end both whole and element by
+//     element. A path that runs into a scalar, an empty array or a
+//     document without the field reaches "missing", which {$eq: null}
+//     matches. Comparison operators stay within the bound's type bracket.
+//   - Updates apply their paths in MongoDB's order (field by field, array
+//     indexes numerically), so new fields appear as mongod would place
+//     them. A no-op update returns the input bytes. Changing _id, conflicting
+//     paths, type errors and int64 overflow fail with mongod's codes and
+//     leave the document alone.
+//   - Aggregation expressions treat missing and null as MongoDB does
+//     ({$eq: ["$missing", null]} is false; arithmetic on null is null).
+//   - Stages and operators that are not implemented are refused with an
+//     error naming them, never ignored: 40324 for unknown stage names, 115
+//     for stages MongoDB has but this package does not run ($out, $merge,
+//     ...), 168 "Unrecognized expression '$foo'" for expressions.
+//   - BindLet implements the let option of the CRUD commands by replacing
+//     $$variables with their constant values before compiling.
 package mql

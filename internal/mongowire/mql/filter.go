@@ -149,11 +149,18 @@ func (f *Filter) EqualityFields() bson.D {
 		if !ok {
 			continue
 		}
-		op, ok := fn.op.(*eqOp)
-		if !ok || strings.Contains(fn.dotted, "$") {
+		if strings.Contains(fn.dotted, "$") {
 			continue
 		}
-		out = setPathD(out, fn.path, op.v)
+		switch op := fn.op.(type) {
+		case *eqOp:
+			out = setPathD(out, fn.path, op.v)
+		case *inOp:
+			// {$in: [x]} is an equality.
+			if len(op.vals) == 1 && len(op.res) == 0 && !op.hasNull {
+				out = setPathD(out, fn.path, op.vals[0])
+			}
+		}
 	}
 	for i, e := range out {
 		if e.Key == "_id" && i > 0 {
@@ -187,12 +194,20 @@ func setPathD(d bson.D, path []string, v bson.RawValue) bson.D {
 	return append(d, bson.E{Key: path[0], Value: setPathD(nil, path[1:], v)})
 }
 
+// flattenAnd lists the conjuncts of nodes: nested $and and single-clause
+// $or are opened, as MongoDB's query normalization does.
 func flattenAnd(nodes []node) []node {
 	var out []node
 	for _, n := range nodes {
-		if a, ok := n.(andNode); ok {
-			out = append(out, flattenAnd(a)...)
+		switch x := n.(type) {
+		case andNode:
+			out = append(out, flattenAnd(x)...)
 			continue
+		case orNode:
+			if len(x) == 1 {
+				out = append(out, flattenAnd([]node(x))...)
+				continue
+			}
 		}
 		out = append(out, n)
 	}

@@ -219,7 +219,7 @@ func TestMatchPositional(t *testing.T) {
 
 func TestEqualityFieldsAndPredicates(t *testing.T) {
 	t.Parallel()
-	f, err := CompileFilter(doc(t, `{"a.b": 1, "$and": [{"c": {"$eq": "x"}}, {"d": {"$gt": 5}}], "_id": 7, "e": {"$in": [1, 2]}, "n": null, "r": {"$regularExpression": {"pattern": "x", "options": ""}}}`))
+	f, err := CompileFilter(doc(t, `{"a.b": 1, "$and": [{"c": {"$eq": "x"}}, {"d": {"$gt": 5}}], "_id": 7, "e": {"$in": [1, 2]}, "n": null, "r": {"$regularExpression": {"pattern": "x", "options": ""}}, "$or": [{"o": 3}], "i": {"$in": [4]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,13 +228,13 @@ func TestEqualityFieldsAndPredicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameDoc(t, raw, `{"_id": 7, "a": {"b": 1}, "c": "x", "n": null}`)
+	sameDoc(t, raw, `{"_id": 7, "a": {"b": 1}, "c": "x", "n": null, "o": 3, "i": 4}`)
 	preds := f.Predicates()
 	got := map[string]string{}
 	for _, p := range preds {
 		got[p.Path] = p.Op
 	}
-	want := map[string]string{"a.b": "$eq", "c": "$eq", "d": "$gt", "_id": "$eq", "e": "$in"}
+	want := map[string]string{"a.b": "$eq", "c": "$eq", "d": "$gt", "_id": "$eq", "e": "$in", "o": "$eq", "i": "$in"}
 	if len(got) != len(want) {
 		t.Fatalf("got predicates %v, want %v", got, want)
 	}
