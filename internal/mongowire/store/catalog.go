@@ -337,20 +337,26 @@ func (s *Store) CreateIndexes(ns Namespace, specs []IndexSpec) (createdCollectio
 		}
 		createdCollection = created
 		before = len(c.indexes)
+		var built []IndexSpec
 		for _, spec := range specs {
-			if done, err := checkNewIndex(c, spec); err != nil || done {
-				if err != nil {
-					return err
+			done, err := checkNewIndex(c, spec)
+			if err == nil && !done {
+				var ix *index
+				if ix, err = newIndex(spec); err == nil {
+					if werr := c.addIndex(ns, ix); werr != nil {
+						err = werr
+					}
 				}
-				continue
 			}
-			ix, err := newIndex(spec)
 			if err != nil {
+				c.indexes = c.indexes[:before] // all or nothing, as MongoDB builds them together
 				return err
 			}
-			if werr := c.addIndex(ns, ix); werr != nil {
-				return werr
+			if !done {
+				built = append(built, spec)
 			}
+		}
+		for _, spec := range built {
 			t.emit(OplogEntry{Op: "createIndexes", NS: ns, UUID: c.info.UUID, Extra: bson.D{{Key: "indexes", Value: bson.A{indexDoc(spec)}}}})
 		}
 		after = len(c.indexes)

@@ -107,6 +107,12 @@ func TestDuplicateKeyShape(t *testing.T) {
 	if specs, _ := s.ListIndexes(nsA); len(specs) != 2 {
 		t.Fatalf("failed index build left %d indexes", len(specs))
 	}
+	// Several indexes are built all or nothing.
+	_, _, _, err = s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "m", Value: 1}}}, {Key: bson.D{{Key: "n", Value: 1}}, Unique: true}})
+	wantCode(t, err, mongoerr.DuplicateKey)
+	if specs, _ := s.ListIndexes(nsA); len(specs) != 2 {
+		t.Fatalf("a failed createIndexes left %d indexes", len(specs))
+	}
 	// Sparse unique: documents without the field do not collide.
 	if _, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "sp", Value: 1}}, Unique: true, Sparse: true}}); err != nil {
 		t.Fatal(err)
