@@ -453,3 +453,20 @@ func TestCloseInterruptsBlockedCommand(t *testing.T) {
 	}
 	expectClosed(t, blocked)
 }
+
+func TestConfigDefaults(t *testing.T) {
+	s := New(Config{})
+	want := Config{
+		Addr: "127.0.0.1:27017", ReplSet: "rs0", MaxConnections: 1000,
+		HeaderTimeout: 30 * time.Second, IdleTimeout: 10 * time.Minute, BodyTimeout: 30 * time.Second,
+		CursorTimeout: 10 * time.Minute,
+	}
+	got := s.cfg
+	got.Logger = nil
+	if got != want {
+		t.Fatalf("defaults = %+v, want %+v", got, want)
+	}
+	if err := s.Close(); err != nil { // never started: nothing to close
+		t.Fatal(err)
+	}
+}

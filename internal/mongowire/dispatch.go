@@ -97,6 +97,13 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 			if reply, err, handled := s.failCommand(ctx, act); handled {
 				return reply, err
 			}
+			if act.writeConcernErr != nil {
+				reply, err := s.runCommand(ctx, c, r)
+				if err != nil {
+					return nil, err
+				}
+				return appendDocField(reply, "writeConcernError", act.writeConcernErr), nil
+			}
 		}
 	}
 	return s.runCommand(ctx, c, r)

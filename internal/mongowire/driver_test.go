@@ -589,6 +589,18 @@ func TestFailCommand(t *testing.T) {
 		defer victim.Disconnect(context.Background())
 		wantCode(t, victim.Database("fp").Collection("c").FindOne(ctx, bson.D{}).Err(), 8, "failCommand")
 	})
+	t.Run("writeConcernError", func(t *testing.T) {
+		fail(bson.D{{Key: "times", Value: 1}}, bson.D{{Key: "failCommands", Value: bson.A{"insert"}},
+			{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out"}}}})
+		_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "wce"}})
+		var we mongo.WriteException
+		if !errors.As(err, &we) || we.WriteConcernError == nil || we.WriteConcernError.Code != 64 {
+			t.Fatalf("insert = %v, want a writeConcernError 64", err)
+		}
+		if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: "wce"}}); n != 1 {
+			t.Fatal("the command did not run under a writeConcernError fail point")
+		}
+	})
 	t.Run("bad mode", func(t *testing.T) {
 		err := admin.RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "sometimes"}}).Err()
 		wantCode(t, err, 2, "unknown mode")

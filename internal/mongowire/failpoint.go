@@ -2,6 +2,7 @@ package mongowire
 
 import (
 	"context"
+	"encoding/binary"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ type failPoint struct {
 	blockTime       time.Duration
 	appName         string
 	namespace       string
-	writeConcernErr bson.Raw
+	writeConcernErr bson.Raw // replied after running the command
 }
 
 // failPoints holds the fail points (test commands only).
@@ -43,6 +44,7 @@ type failAction struct {
 	closeConnection bool
 	blockTime       time.Duration
 	retryableWrite  bool
+	writeConcernErr bson.Raw
 }
 
 // match reports whether failCommand applies to r, and consumes one
@@ -94,6 +96,7 @@ func (f *failPoints) matchPoint(point string, r *request, appName string) (failA
 		hasLabels:       fp.hasLabels,
 		closeConnection: fp.closeConnection,
 		blockTime:       fp.blockTime,
+		writeConcernErr: fp.writeConcernErr,
 		retryableWrite:  hasTxn && (r.name == "insert" || r.name == "update" || r.name == "delete" || r.name == "findAndModify"),
 	}, true
 }
@@ -122,7 +125,7 @@ func (s *Server) failCommand(ctx context.Context, act failAction) (reply []byte,
 		return nil, errCloseConn, true
 	}
 	if act.errorCode == 0 {
-		return nil, nil, false
+		return nil, nil, false // block only, or a writeConcernError added after the command runs
 	}
 	e := mongoerr.New(act.errorCode, "Failing command %s via 'failCommand' failpoint", act.name)
 	switch {
@@ -212,6 +215,7 @@ func (s *Server) cmdConfigureFailPoint(_ context.Context, _ *conn, r *request) (
 			ms, _ := a.int64("blockTimeMS")
 			fp.blockTime = time.Duration(ms) * time.Millisecond
 		}
+		fp.writeConcernErr = a.doc("writeConcernError")
 		fp.appName, _ = a.string("appName")
 		fp.namespace, _ = a.string("namespace")
 		if a.err != nil {
@@ -232,4 +236,17 @@ func (s *Server) cmdConfigureFailPoint(_ context.Context, _ *conn, r *request) (
 	s.failpoints.points[name] = fp
 	s.failpoints.mu.Unlock()
 	return bson.D{{Key: "count", Value: count}}, nil
+}
+
+// appendDocField appends {key: sub} to the BSON document doc.
+func appendDocField(doc []byte, key string, sub []byte) []byte {
+	out := make([]byte, 0, len(doc)+len(key)+2+len(sub))
+	out = append(out, doc[:len(doc)-1]...)
+	out = append(out, 0x03)
+	out = append(out, key...)
+	out = append(out, 0)
+	out = append(out, sub...)
+	out = append(out, 0)
+	binary.LittleEndian.PutUint32(out, uint32(len(out)))
+	return out
 }
