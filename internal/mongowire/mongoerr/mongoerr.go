@@ -103,6 +103,7 @@ const (
 	TransactionTooOld              int32 = 225
 	CursorInUse                    int32 = 292
 	CannotCreateIndex              int32 = 67
+	CannotIndexParallelArrays      int32 = 171
 )
 
 var names = map[int32]string{
@@ -149,6 +150,7 @@ var names = map[int32]string{
 	TransactionTooOld:              "TransactionTooOld",
 	CursorInUse:                    "CursorInUse",
 	CannotCreateIndex:              "CannotCreateIndex",
+	CannotIndexParallelArrays:      "CannotIndexParallelArrays",
 	FailedToParse:                  "FailedToParse",
 	UnknownError:                   "UnknownError",
 	NoMatchingDocument:             "NoMatchingDocument",
