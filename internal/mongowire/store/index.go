@@ -14,9 +14,6 @@ import (
 	"github.com/tide-cdc/tide/internal/mongowire/mql"
 )
 
-// codeCannotIndexParallelArrays is MongoDB's code 171.
-const codeCannotIndexParallelArrays int32 = 171
-
 var (
 	nullValue      = bson.RawValue{Type: bson.TypeNull}
 	undefinedValue = bson.RawValue{Type: bson.TypeUndefined}
@@ -56,13 +53,17 @@ func newIndex(spec IndexSpec) (*index, error) {
 		if o.Key != "partialFilterExpression" {
 			continue
 		}
-		raw, ok := o.Value.(bson.Raw)
-		if !ok {
-			b, err := bson.Marshal(o.Value)
-			if err != nil {
-				return nil, mongoerr.New(mongoerr.BadValue, "index %q: partialFilterExpression must be a document", spec.Name)
-			}
-			raw = b
+		var raw bson.Raw
+		switch v := o.Value.(type) {
+		case bson.Raw:
+			raw = v
+		case bson.RawValue:
+			raw, _ = v.DocumentOK()
+		case bson.D, bson.M:
+			raw, _ = bson.Marshal(v)
+		}
+		if raw == nil {
+			return nil, mongoerr.New(mongoerr.TypeMismatch, "index %q: partialFilterExpression must be a document", spec.Name)
 		}
 		f, err := mql.CompileFilter(raw)
 		if err != nil {
@@ -214,7 +215,7 @@ func (ix *index) keys(doc bson.Raw, rid uint64) ([]entry, error) {
 		vals = dedupeValues(vals)
 		if len(vals) > 1 {
 			if multiField >= 0 {
-				return nil, mongoerr.New(codeCannotIndexParallelArrays, "cannot index parallel arrays [%s] [%s]",
+				return nil, mongoerr.New(mongoerr.CannotIndexParallelArrays, "cannot index parallel arrays [%s] [%s]",
 					ix.spec.Key[i].Key, ix.spec.Key[multiField].Key)
 			}
 			multiField = i

@@ -140,7 +140,7 @@ func TestCompoundAndMultikey(t *testing.T) {
 		t.Fatalf("compound unique: %v", errs)
 	}
 	_, errs = s.Insert(nsA, []bson.Raw{raw(t, bson.D{{Key: "_id", Value: 5}, {Key: "a", Value: bson.A{1, 2}}, {Key: "b", Value: bson.A{3, 4}}})}, true)
-	if len(errs) != 1 || errs[0].Err.Code != codeCannotIndexParallelArrays {
+	if len(errs) != 1 || errs[0].Err.Code != mongoerr.CannotIndexParallelArrays {
 		t.Fatalf("parallel arrays: %v", errs)
 	}
 	tests := map[string]struct {
@@ -247,4 +247,29 @@ func TestUpdateMaintainsIndexes(t *testing.T) {
 			t.Errorf("%s: %d docs through %q", name, len(got), plan.Index)
 		}
 	}
+}
+
+func TestPartialIndex(t *testing.T) {
+	s := openMem(t)
+	spec := IndexSpec{Key: bson.D{{Key: "email", Value: 1}}, Unique: true,
+		Options: bson.D{{Key: "partialFilterExpression", Value: jsv(t, `{"active": true}`)}}}
+	if _, _, _, err := s.CreateIndexes(nsA, []IndexSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	// Only active documents must have distinct emails.
+	seed(t, s, `{"_id": 1, "email": "a", "active": true}`, `{"_id": 2, "email": "a", "active": false}`, `{"_id": 3, "email": "a"}`)
+	_, errs := s.Insert(nsA, []bson.Raw{js(t, `{"_id": 4, "email": "a", "active": true}`)}, true)
+	if len(errs) != 1 || errs[0].Err.Code != mongoerr.DuplicateKey {
+		t.Fatalf("partial unique: %v", errs)
+	}
+	// A partial index cannot answer queries outside its filter, so it is not used.
+	if plan, _ := s.Explain(nsA, FindSpec{Filter: js(t, `{"email": "a"}`)}); plan.Index != "" {
+		t.Errorf("partial index used: %+v", plan)
+	}
+	if got := find(t, s, nsA, js(t, `{"email": "a"}`)); len(got) != 3 {
+		t.Errorf("found %d", len(got))
+	}
+	bad := IndexSpec{Key: bson.D{{Key: "x", Value: 1}}, Options: bson.D{{Key: "partialFilterExpression", Value: jsv(t, `5`)}}}
+	_, _, _, err := s.CreateIndexes(nsA, []IndexSpec{bad})
+	wantCode(t, err, mongoerr.TypeMismatch)
 }
