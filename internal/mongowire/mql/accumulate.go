@@ -16,7 +16,7 @@ type accumulator interface {
 // accumulatorNames are the $group accumulators this package implements.
 var accumulatorNames = map[string]bool{
 	"$sum": true, "$avg": true, "$min": true, "$max": true, "$first": true, "$last": true,
-	"$push": true, "$addToSet": true, "$count": true,
+	"$push": true, "$addToSet": true, "$count": true, "$mergeObjects": true,
 }
 
 func newAccumulator(name string) accumulator {
@@ -37,6 +37,8 @@ func newAccumulator(name string) accumulator {
 		return &pushAcc{}
 	case "$addToSet":
 		return &setAcc{seen: map[string]bool{}}
+	case "$mergeObjects":
+		return &mergeAcc{}
 	}
 	panic("mql: unknown accumulator " + name)
 }

@@ -340,6 +340,7 @@ func init() {
 		"$first": {1, evalFirstLast}, "$last": {1, evalFirstLast},
 		"$strLenBytes": {1, evalStrLen}, "$strLenCP": {1, evalStrLen},
 	}
+	addMoreOperators(operators)
 }
 
 func compileOperator(name string, arg bson.RawValue, vars scope) (expr, error) {

@@ -209,3 +209,62 @@ func TestBindLet(t *testing.T) {
 	_, err = BindLet(val(t, `{}`), doc(t, `{"Bad": 1}`))
 	wantCode(t, err, 16867, "")
 }
+
+func TestMoreExpressions(t *testing.T) {
+	t.Parallel()
+	root := doc(t, `{"f": 2.5, "n": -3, "s": "héllo world", "arr": [1, 2, 3, 4], "o": {"a": 1}, "p": {"b": 2, "a": 3}, "d": {"$date": "2021-03-04T05:06:07.089Z"}}`)
+	tests := map[string]struct{ expr, want string }{
+		"floor":          {`{"$floor": "$f"}`, `2.0`},
+		"ceil":           {`{"$ceil": "$f"}`, `3.0`},
+		"floor int":      {`{"$floor": "$n"}`, `-3`},
+		"sqrt":           {`{"$sqrt": 16}`, `4.0`},
+		"pow int":        {`{"$pow": [2, 10]}`, `1024`},
+		"pow double":     {`{"$pow": [4, 0.5]}`, `2.0`},
+		"round":          {`{"$round": ["$f", 0]}`, `2.0`},
+		"round place":    {`{"$round": [3.14159, 2]}`, `3.14`},
+		"trunc":          {`{"$trunc": [-2.7]}`, `-2.0`},
+		"substr":         {`{"$substrBytes": ["$s", 0, 1]}`, `"h"`},
+		"substrCP":       {`{"$substrCP": ["$s", 1, 4]}`, `"éllo"`},
+		"split":          {`{"$split": ["$s", " "]}`, `["héllo", "world"]`},
+		"strcasecmp":     {`{"$strcasecmp": ["ABC", "abc"]}`, `0`},
+		"slice":          {`{"$slice": ["$arr", 2]}`, `[1, 2]`},
+		"slice neg":      {`{"$slice": ["$arr", -1]}`, `[4]`},
+		"slice skip":     {`{"$slice": ["$arr", 1, 2]}`, `[2, 3]`},
+		"reverse":        {`{"$reverseArray": "$arr"}`, `[4, 3, 2, 1]`},
+		"range":          {`{"$range": [0, 6, 2]}`, `[0, 2, 4]`},
+		"indexOfArray":   {`{"$indexOfArray": ["$arr", 3]}`, `2`},
+		"mergeObjects":   {`{"$mergeObjects": ["$o", "$p"]}`, `{"a": 3, "b": 2}`},
+		"objectToArray":  {`{"$objectToArray": "$o"}`, `[{"k": "a", "v": 1}]`},
+		"arrayToObject":  {`{"$arrayToObject": [[["x", 1], ["y", 2]]]}`, `{"x": 1, "y": 2}`},
+		"year":           {`{"$year": "$d"}`, `2021`},
+		"month":          {`{"$month": "$d"}`, `3`},
+		"dayOfMonth":     {`{"$dayOfMonth": "$d"}`, `4`},
+		"millisecond":    {`{"$millisecond": "$d"}`, `89`},
+		"dayOfWeek":      {`{"$dayOfWeek": "$d"}`, `5`},
+		"floor null":     {`{"$floor": "$missing"}`, `null`},
+		"mergeObjects 1": {`{"$mergeObjects": ["$o", null]}`, `{"a": 1}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, err := CompileExpr(val(t, tc.expr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Eval(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := val(t, tc.want)
+			if got.Type != want.Type || !Equal(got, want) {
+				t.Fatalf("%s = %s (%s), want %s (%s)", tc.expr, got, got.Type, want, want.Type)
+			}
+		})
+	}
+	e, err := CompileExpr(val(t, `{"$sqrt": -1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Eval(root)
+	wantCode(t, err, 28714, "")
+}

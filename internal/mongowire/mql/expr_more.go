@@ -1,0 +1,532 @@
+package mql
+
+import (
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
+)
+
+// More expression operators: rounding and math, strings, arrays, objects
+// and date parts.
+
+// addMoreOperators registers the operators of this file in m.
+func addMoreOperators(m map[string]struct {
+	arity int
+	fn    func(name string, args []bson.RawValue) (bson.RawValue, error)
+}) {
+	type entry = struct {
+		arity int
+		fn    func(name string, args []bson.RawValue) (bson.RawValue, error)
+	}
+	for name, e := range map[string]entry{
+		"$floor": {1, evalRounding}, "$ceil": {1, evalRounding}, "$sqrt": {1, evalMath},
+		"$exp": {1, evalMath}, "$ln": {1, evalMath}, "$log10": {1, evalMath},
+		"$pow": {2, evalMath}, "$log": {2, evalMath},
+		"$trunc": {-1, evalRoundPlace}, "$round": {-1, evalRoundPlace},
+		"$substr": {3, evalSubstr}, "$substrBytes": {3, evalSubstr}, "$substrCP": {3, evalSubstr},
+		"$split": {2, evalSplit}, "$strcasecmp": {2, evalStrcasecmp},
+		"$slice": {-1, evalSlice}, "$reverseArray": {1, evalReverseArray},
+		"$range": {-1, evalRange}, "$indexOfArray": {-1, evalIndexOfArray},
+		"$mergeObjects": {-1, evalMergeObjects}, "$objectToArray": {1, evalObjectToArray},
+		"$arrayToObject": {1, evalArrayToObject},
+		"$year":          {1, evalDatePart}, "$month": {1, evalDatePart}, "$dayOfMonth": {1, evalDatePart},
+		"$hour": {1, evalDatePart}, "$minute": {1, evalDatePart}, "$second": {1, evalDatePart},
+		"$millisecond": {1, evalDatePart}, "$dayOfWeek": {1, evalDatePart}, "$dayOfYear": {1, evalDatePart},
+	} {
+		m[name] = e
+	}
+}
+
+func numericArg(name string, v bson.RawValue, code int32) error {
+	return mongoerr.New(code, "%s only supports numeric types, not %s", name, typeName(v.Type))
+}
+
+func evalRounding(name string, args []bson.RawValue) (bson.RawValue, error) {
+	v := args[0]
+	switch {
+	case isNullish(v):
+		return nullValue, nil
+	case v.Type == bson.TypeInt32 || v.Type == bson.TypeInt64:
+		return v, nil
+	case v.Type == bson.TypeDouble:
+		if name == "$floor" {
+			return vDouble(math.Floor(asFloat(v))), nil
+		}
+		return vDouble(math.Ceil(asFloat(v))), nil
+	case v.Type == bson.TypeDecimal128:
+		f := asFloat(v)
+		if name == "$floor" {
+			return vDecimal(decimalFromFloat(math.Floor(f))), nil
+		}
+		return vDecimal(decimalFromFloat(math.Ceil(f))), nil
+	}
+	return missing, numericArg(name, v, 28765)
+}
+
+func evalMath(name string, args []bson.RawValue) (bson.RawValue, error) {
+	for _, a := range args {
+		if isNullish(a) {
+			return nullValue, nil
+		}
+		if !isNumeric(a.Type) {
+			return missing, numericArg(name, a, 28765)
+		}
+	}
+	x := asFloat(args[0])
+	var r float64
+	switch name {
+	case "$sqrt":
+		if x < 0 {
+			return missing, mongoerr.New(28714, "$sqrt's argument must be greater than or equal to 0")
+		}
+		r = math.Sqrt(x)
+	case "$exp":
+		r = math.Exp(x)
+	case "$ln":
+		if x <= 0 {
+			return missing, mongoerr.New(28766, "$ln's argument must be a positive number, but is %s", shortString(args[0]))
+		}
+		r = math.Log(x)
+	case "$log10":
+		if x <= 0 {
+			return missing, mongoerr.New(28761, "$log10's argument must be a positive number, but is %s", shortString(args[0]))
+		}
+		r = math.Log10(x)
+	case "$log":
+		b := asFloat(args[1])
+		if x <= 0 {
+			return missing, mongoerr.New(28758, "$log's argument must be a positive number, but is %s", shortString(args[0]))
+		}
+		if b <= 0 || b == 1 {
+			return missing, mongoerr.New(28759, "$log's base must be a positive number not equal to 1, but is %s", shortString(args[1]))
+		}
+		r = math.Log(x) / math.Log(b)
+	case "$pow":
+		base, exp := args[0], args[1]
+		if Compare(base, vInt32(0)) == 0 && Compare(exp, vInt32(0)) < 0 {
+			return missing, mongoerr.New(28764, "$pow cannot take a base of 0 and a negative exponent")
+		}
+		isInt := func(t bson.Type) bool { return t == bson.TypeInt32 || t == bson.TypeInt64 }
+		if isInt(base.Type) && isInt(exp.Type) && asInt64(exp) >= 0 {
+			// Integer powers stay integers while they fit.
+			res := vInt32(1)
+			for i := int64(0); i < asInt64(exp); i++ {
+				res = arith(opMul, res, base)
+				if res.Type == bson.TypeDouble {
+					return vDouble(math.Pow(asFloat(base), asFloat(exp))), nil
+				}
+				if i > 64 && (asInt64(base) == 0 || asInt64(base) == 1 || asInt64(base) == -1) {
+					break
+				}
+			}
+			if base.Type == bson.TypeInt64 || exp.Type == bson.TypeInt64 {
+				return vInt64(asInt64(res)), nil
+			}
+			return res, nil
+		}
+		r = math.Pow(x, asFloat(exp))
+	}
+	if args[0].Type == bson.TypeDecimal128 {
+		return vDecimal(decimalFromFloat(r)), nil
+	}
+	return vDouble(r), nil
+}
+
+func evalRoundPlace(name string, args []bson.RawValue) (bson.RawValue, error) {
+	if len(args) < 1 || len(args) > 2 {
+		return missing, mongoerr.New(28667, "Expression %s takes at least 1 argument, and at most 2, but %d were passed in.", name, len(args))
+	}
+	v := args[0]
+	place := int64(0)
+	if len(args) == 2 {
+		if isNullish(args[1]) {
+			return nullValue, nil
+		}
+		p, ok := integral(args[1])
+		if !ok || p < -20 || p > 100 {
+			return missing, mongoerr.New(51083, "cannot apply %s with precision value %s value must be in [-20, 100]", name, shortString(args[1]))
+		}
+		place = p
+	}
+	switch {
+	case isNullish(v):
+		return nullValue, nil
+	case !isNumeric(v.Type):
+		return missing, mongoerr.New(51081, "%s only supports numeric types, not %s", name, typeName(v.Type))
+	}
+	f := asFloat(v)
+	scale := math.Pow10(int(place))
+	var r float64
+	if name == "$round" {
+		r = math.RoundToEven(f*scale) / scale
+	} else {
+		r = math.Trunc(f*scale) / scale
+	}
+	switch v.Type {
+	case bson.TypeInt32, bson.TypeInt64:
+		if place >= 0 {
+			return v, nil
+		}
+		if v.Type == bson.TypeInt32 {
+			return vInt32(int32(r)), nil
+		}
+		return vInt64(int64(r)), nil
+	case bson.TypeDecimal128:
+		return vDecimal(decimalFromFloat(r)), nil
+	}
+	return vDouble(r), nil
+}
+
+func evalSubstr(name string, args []bson.RawValue) (bson.RawValue, error) {
+	var s string
+	switch {
+	case isNullish(args[0]):
+		s = ""
+	case args[0].Type == bson.TypeString || args[0].Type == bson.TypeSymbol:
+		s = str(args[0])
+	case isNumeric(args[0].Type) || args[0].Type == bson.TypeDateTime:
+		r, err := convertTo("string", args[0])
+		if err != nil {
+			return missing, err
+		}
+		s = str(r)
+	default:
+		return missing, mongoerr.New(16007, "can't convert from BSON type %s to String", typeName(args[0].Type))
+	}
+	if !isNumeric(args[1].Type) {
+		return missing, mongoerr.New(34450, "%s: starting index must be a numeric type (is BSON type %s)", name, typeName(args[1].Type))
+	}
+	if !isNumeric(args[2].Type) {
+		return missing, mongoerr.New(34452, "%s: length must be a numeric type (is BSON type %s)", name, typeName(args[2].Type))
+	}
+	start, length := asInt64(args[1]), asInt64(args[2])
+	if name == "$substrCP" {
+		if start < 0 {
+			return missing, mongoerr.New(34455, "$substrCP: starting index must be non-negative (got: %d)", start)
+		}
+		if length < 0 {
+			return missing, mongoerr.New(34456, "$substrCP: length must be a nonnegative integer.")
+		}
+		runes := []rune(s)
+		if start >= int64(len(runes)) {
+			return vString(""), nil
+		}
+		end := min(start+length, int64(len(runes)))
+		return vString(string(runes[start:end])), nil
+	}
+	if start < 0 || start >= int64(len(s)) {
+		return vString(""), nil
+	}
+	end := int64(len(s))
+	if length >= 0 {
+		end = min(start+length, end)
+	}
+	out := s[start:end]
+	if !utf8.ValidString(out) && utf8.ValidString(s) {
+		return missing, mongoerr.New(28656, "%s: Invalid range, starting index is a UTF-8 continuation byte.", name)
+	}
+	return vString(out), nil
+}
+
+func evalSplit(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	if isNullish(args[0]) {
+		return nullValue, nil
+	}
+	if args[0].Type != bson.TypeString {
+		return missing, mongoerr.New(40085, "$split requires an expression that evaluates to a string as a first argument, found: %s", typeName(args[0].Type))
+	}
+	if args[1].Type != bson.TypeString {
+		return missing, mongoerr.New(40086, "$split requires an expression that evaluates to a string as a second argument, found: %s", typeName(args[1].Type))
+	}
+	sep := str(args[1])
+	if sep == "" {
+		return missing, mongoerr.New(40087, "$split requires a non-empty separator")
+	}
+	parts := strings.Split(str(args[0]), sep)
+	vals := make([]bson.RawValue, len(parts))
+	for i, p := range parts {
+		vals[i] = vString(p)
+	}
+	return vArray(vals), nil
+}
+
+func evalStrcasecmp(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	conv := func(v bson.RawValue) (string, error) {
+		if isNullish(v) {
+			return "", nil
+		}
+		r, err := convertTo("string", v)
+		if err != nil {
+			return "", err
+		}
+		return asciiCase(str(r), true), nil
+	}
+	a, err := conv(args[0])
+	if err != nil {
+		return missing, err
+	}
+	b, err := conv(args[1])
+	if err != nil {
+		return missing, err
+	}
+	return vInt32(int32(strings.Compare(a, b))), nil
+}
+
+func evalSlice(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	if len(args) < 2 || len(args) > 3 {
+		return missing, mongoerr.New(28667, "Expression $slice takes at least 2 arguments, and at most 3, but %d were passed in.", len(args))
+	}
+	for _, a := range args {
+		if isNullish(a) {
+			return nullValue, nil
+		}
+	}
+	if args[0].Type != bson.TypeArray {
+		return missing, mongoerr.New(28724, "First argument to $slice must be an array, but is of type: %s", typeName(args[0].Type))
+	}
+	elems := arrayValues(args[0].Value)
+	n, ok := integral(args[1])
+	if !ok {
+		return missing, mongoerr.New(28725, "Second argument to $slice must be a numeric value, but is of type: %s", typeName(args[1].Type))
+	}
+	if len(args) == 2 {
+		if n >= 0 {
+			return vArray(sliceElems(elems, 0, n)), nil
+		}
+		return vArray(sliceElems(elems, n, -1)), nil
+	}
+	limit, ok := integral(args[2])
+	if !ok {
+		return missing, mongoerr.New(28727, "Third argument to $slice must be numeric, but is of type: %s", typeName(args[2].Type))
+	}
+	if limit <= 0 {
+		return missing, mongoerr.New(28729, "Third argument to $slice must be positive: %d", limit)
+	}
+	return vArray(sliceElems(elems, n, limit)), nil
+}
+
+func evalReverseArray(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	if isNullish(args[0]) {
+		return nullValue, nil
+	}
+	if args[0].Type != bson.TypeArray {
+		return missing, mongoerr.New(34435, "The argument to $reverseArray must be an array, but was of type: %s", typeName(args[0].Type))
+	}
+	elems := arrayValues(args[0].Value)
+	for i, j := 0, len(elems)-1; i < j; i, j = i+1, j-1 {
+		elems[i], elems[j] = elems[j], elems[i]
+	}
+	return vArray(elems), nil
+}
+
+func evalRange(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	if len(args) < 2 || len(args) > 3 {
+		return missing, mongoerr.New(28667, "Expression $range takes at least 2 arguments, and at most 3, but %d were passed in.", len(args))
+	}
+	names := []string{"starting value", "ending value", "step value"}
+	var n [3]int64
+	n[2] = 1
+	for i, a := range args {
+		v, ok := integral(a)
+		if !ok || v != int64(int32(v)) {
+			return missing, mongoerr.New(34443+int32(i), "$range requires a %s that can be represented as a 32-bit integer, found value: %s", names[i], shortString(a))
+		}
+		n[i] = v
+	}
+	if n[2] == 0 {
+		return missing, mongoerr.New(34449, "$range requires a non-zero step value")
+	}
+	var out []bson.RawValue
+	for i := n[0]; (n[2] > 0 && i < n[1]) || (n[2] < 0 && i > n[1]); i += n[2] {
+		out = append(out, vInt32(int32(i)))
+		if len(out) > 1<<20 {
+			return missing, mongoerr.New(mongoerr.BadValue, "$range would produce too many elements")
+		}
+	}
+	return vArray(out), nil
+}
+
+func evalIndexOfArray(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	if len(args) < 2 || len(args) > 4 {
+		return missing, mongoerr.New(28667, "Expression $indexOfArray takes at least 2 arguments, and at most 4, but %d were passed in.", len(args))
+	}
+	if isNullish(args[0]) {
+		return nullValue, nil
+	}
+	if args[0].Type != bson.TypeArray {
+		return missing, mongoerr.New(40090, "$indexOfArray requires an array as a first argument, found: %s", typeName(args[0].Type))
+	}
+	elems := arrayValues(args[0].Value)
+	start, end := int64(0), int64(len(elems))
+	if len(args) > 2 {
+		v, ok := integral(args[2])
+		if !ok || v < 0 {
+			return missing, mongoerr.New(40097, "$indexOfArray requires a nonnegative integral starting index")
+		}
+		start = v
+	}
+	if len(args) > 3 {
+		v, ok := integral(args[3])
+		if !ok || v < 0 {
+			return missing, mongoerr.New(40097, "$indexOfArray requires a nonnegative integral ending index")
+		}
+		end = min(v, end)
+	}
+	for i := start; i < end; i++ {
+		if Compare(elems[i], args[1]) == 0 {
+			return vInt32(int32(i)), nil
+		}
+	}
+	return vInt32(-1), nil
+}
+
+func evalMergeObjects(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	acc := &mergeAcc{}
+	for _, a := range args {
+		if isNullish(a) {
+			continue
+		}
+		if a.Type != bson.TypeEmbeddedDocument {
+			return missing, mongoerr.New(40400, "$mergeObjects requires object inputs, but input %s is of type %s", shortString(a), typeName(a.Type))
+		}
+		acc.add(a)
+	}
+	return acc.result(), nil
+}
+
+// mergeAcc merges documents, later fields replacing earlier ones in place.
+type mergeAcc struct {
+	keys []string
+	vals map[string]bson.RawValue
+}
+
+func (m *mergeAcc) add(v bson.RawValue) {
+	if v.Type != bson.TypeEmbeddedDocument {
+		return
+	}
+	if m.vals == nil {
+		m.vals = map[string]bson.RawValue{}
+	}
+	it := iterDoc(v.Value)
+	for {
+		k, e, ok := it.next()
+		if !ok {
+			return
+		}
+		key := string(k)
+		if _, seen := m.vals[key]; !seen {
+			m.keys = append(m.keys, key)
+		}
+		m.vals[key] = e
+	}
+}
+
+func (m *mergeAcc) result() bson.RawValue {
+	d := newDoc(64)
+	for _, k := range m.keys {
+		d.add(k, m.vals[k])
+	}
+	return vDoc(d.done())
+}
+
+func evalObjectToArray(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	if isNullish(args[0]) {
+		return nullValue, nil
+	}
+	if args[0].Type != bson.TypeEmbeddedDocument {
+		return missing, mongoerr.New(40390, "$objectToArray requires a document input, found: %s", typeName(args[0].Type))
+	}
+	var out []bson.RawValue
+	it := iterDoc(args[0].Value)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		d := newDoc(len(k) + len(v.Value) + 16)
+		d.add("k", vString(string(k)))
+		d.add("v", v)
+		out = append(out, vDoc(d.done()))
+	}
+	return vArray(out), nil
+}
+
+func evalArrayToObject(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	if isNullish(args[0]) {
+		return nullValue, nil
+	}
+	if args[0].Type != bson.TypeArray {
+		return missing, mongoerr.New(40386, "$arrayToObject requires an array input, found: %s", typeName(args[0].Type))
+	}
+	m := &mergeAcc{}
+	for _, e := range arrayValues(args[0].Value) {
+		var k, v bson.RawValue
+		switch e.Type {
+		case bson.TypeEmbeddedDocument:
+			k, v = lookup(e.Value, "k"), lookup(e.Value, "v")
+			if arrayLen(e.Value) != 2 || k.Type == 0 || v.Type == 0 {
+				return missing, mongoerr.New(40392, "$arrayToObject requires an object keys of 'k' and 'v'. Found incorrect number of keys:%d", arrayLen(e.Value))
+			}
+		case bson.TypeArray:
+			pair := arrayValues(e.Value)
+			if len(pair) != 2 {
+				return missing, mongoerr.New(40397, "$arrayToObject requires an array of size 2 arrays,found array of size: %d", len(pair))
+			}
+			k, v = pair[0], pair[1]
+		default:
+			return missing, mongoerr.New(40398, "Unrecognised input type format for $arrayToObject: %s", typeName(e.Type))
+		}
+		if k.Type != bson.TypeString {
+			return missing, mongoerr.New(40394, "$arrayToObject requires a string as the key, found: %s", typeName(k.Type))
+		}
+		d := newDoc(16 + len(v.Value))
+		d.add(str(k), v)
+		m.add(vDoc(d.done()))
+	}
+	return m.result(), nil
+}
+
+func evalDatePart(name string, args []bson.RawValue) (bson.RawValue, error) {
+	v := args[0]
+	var t time.Time
+	switch v.Type {
+	case 0, bson.TypeNull, bson.TypeUndefined:
+		return nullValue, nil
+	case bson.TypeDateTime:
+		t = time.UnixMilli(asInt64(v)).UTC()
+	case bson.TypeTimestamp:
+		s, _ := v.Timestamp()
+		t = time.Unix(int64(s), 0).UTC()
+	case bson.TypeObjectID:
+		t = v.ObjectID().Timestamp().UTC()
+	default:
+		return missing, mongoerr.New(16006, "can't convert from BSON type %s to Date", typeName(v.Type))
+	}
+	var n int
+	switch name {
+	case "$year":
+		n = t.Year()
+	case "$month":
+		n = int(t.Month())
+	case "$dayOfMonth":
+		n = t.Day()
+	case "$hour":
+		n = t.Hour()
+	case "$minute":
+		n = t.Minute()
+	case "$second":
+		n = t.Second()
+	case "$millisecond":
+		n = t.Nanosecond() / 1e6
+	case "$dayOfWeek":
+		n = int(t.Weekday()) + 1
+	case "$dayOfYear":
+		n = t.YearDay()
+	}
+	return vInt32(int32(n)), nil
+}
