@@ -624,8 +624,8 @@ func (u *Update) Apply(doc bson.Raw, opts ApplyOptions) (bson.Raw, error) {
 		}
 		out = a.root.encodeDoc(make([]byte, 0, len(doc)+32))
 		if oldID.Type != 0 {
-			newID := lookup(out, "_id")
-			if newID.Type != oldID.Type || !bytes.Equal(newID.Value, oldID.Value) {
+			// Like mongod, compare _id by value: 1 may become 1.0.
+			if newID := lookup(out, "_id"); newID.Type == 0 || Compare(newID, oldID) != 0 {
 				return nil, mongoerr.New(mongoerr.ImmutableField, "Performing an update on the path '%s' would modify the immutable field '_id'", u.idPath())
 			}
 		}
@@ -634,8 +634,7 @@ func (u *Update) Apply(doc bson.Raw, opts ApplyOptions) (bson.Raw, error) {
 		return doc, nil
 	}
 	if u.entries == nil && oldID.Type != 0 {
-		newID := lookup(out, "_id")
-		if newID.Type != oldID.Type || !bytes.Equal(newID.Value, oldID.Value) {
+		if newID := lookup(out, "_id"); Compare(newID, oldID) != 0 {
 			return nil, mongoerr.New(mongoerr.ImmutableField, "After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s", shortString(newID))
 		}
 	}

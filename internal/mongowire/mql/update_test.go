@@ -41,6 +41,8 @@ func TestUpdateApply(t *testing.T) {
 		"set array index":        {update: `{"$set": {"a.1": 9}}`, in: `{"_id": 1, "a": [1, 2, 3]}`, want: `{"_id": 1, "a": [1, 9, 3]}`},
 		"set array pad":          {update: `{"$set": {"a.4": 9}}`, in: `{"_id": 1, "a": [1]}`, want: `{"_id": 1, "a": [1, null, null, null, 9]}`},
 		"set same id":            {update: `{"$set": {"_id": 1}}`, in: `{"_id": 1}`, want: `{"_id": 1}`},
+		"set equal id":           {update: `{"$set": {"_id": 1.0}}`, in: `{"_id": 1}`, want: `{"_id": 1.0}`},
+		"replace equal id":       {update: `{"_id": 1.0, "x": 1}`, in: `{"_id": 1}`, want: `{"_id": 1.0, "x": 1}`},
 		"set type change":        {update: `{"$set": {"a": 1.0}}`, in: `{"_id": 1, "a": 1}`, want: `{"_id": 1, "a": 1.0}`},
 		"unset":                  {update: `{"$unset": {"a": ""}}`, in: `{"_id": 1, "a": 1, "b": 2}`, want: `{"_id": 1, "b": 2}`},
 		"unset missing":          {update: `{"$unset": {"x.y": ""}}`, in: `{"_id": 1, "x": 5}`, want: `{"_id": 1, "x": 5}`},
