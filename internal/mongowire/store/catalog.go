@@ -94,6 +94,23 @@ func goValue(v any) any {
 	return rv
 }
 
+// truthy reads a flag the way MongoDB does: true or a non-zero number.
+func truthy(v any) bool {
+	switch x := goValue(v).(type) {
+	case bool:
+		return x
+	case int32:
+		return x != 0
+	case int64:
+		return x != 0
+	case float64:
+		return x != 0
+	case int:
+		return x != 0
+	}
+	return false
+}
+
 func isDoc(v any) bool {
 	switch x := v.(type) {
 	case bson.D, bson.M, bson.Raw:
@@ -125,7 +142,7 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 	for _, o := range options {
 		switch o.Key {
 		case "capped":
-			if b, _ := goValue(o.Value).(bool); b {
+			if truthy(o.Value) {
 				return mongoerr.New(mongoerr.CommandNotSupported, "capped collections are not supported by this server")
 			}
 		case "viewOn", "pipeline":

@@ -41,25 +41,25 @@ func tsLess(a, b bson.Timestamp) bool {
 	return a.T < b.T || a.T == b.T && a.I < b.I
 }
 
-// entrySize is what an entry is charged against the bound.
+// entrySize is what an entry is charged against the bound: its documents
+// and an estimate of the memory of its structure (the entry itself, the
+// document key, the update description's fields and strings).
 func entrySize(e *OplogEntry) int {
 	n := entryOverhead + len(e.DocKey) + len(e.Doc) + len(e.Pre) + len(e.UUID.Data) + len(e.NS.DB) + len(e.NS.Coll)
-	if e.Update != nil {
-		n += 64
-		for _, f := range e.Update.UpdatedFields {
-			n += len(f.Key) + 32
+	if u := e.Update; u != nil {
+		n += 128
+		for _, f := range u.UpdatedFields {
+			n += len(f.Key) + 96
 			if rv, ok := f.Value.(bson.RawValue); ok {
 				n += len(rv.Value)
 			}
 		}
-		for _, f := range e.Update.RemovedFields {
-			n += len(f) + 16
+		for _, f := range u.RemovedFields {
+			n += len(f) + 32
 		}
-		n += len(e.Update.TruncatedArrays) * 48
+		n += len(u.TruncatedArrays)*48 + len(u.DisambiguatedPaths)*128
 	}
-	for range e.Extra {
-		n += 64
-	}
+	n += len(e.Extra) * 128
 	return n
 }
 
