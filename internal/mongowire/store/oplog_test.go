@@ -1,6 +1,7 @@
 package store
 
 import (
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -182,5 +183,45 @@ func TestOplogRecordsDDL(t *testing.T) {
 	}
 	if now := s.Now(); !tsLess(es[len(es)-1].TS, now) {
 		t.Errorf("Now %v not after the last write", now)
+	}
+}
+
+// TestOplogResidentSize checks that the memory the oplog keeps stays within
+// its bound plus 10%, for entries whose documents only the oplog holds.
+func TestOplogResidentSize(t *testing.T) {
+	const bound = 8 << 20
+	tests := map[string]func(i int) OplogEntry{
+		"inserts of 100-byte documents": func(i int) OplogEntry {
+			doc := raw(t, bson.D{{Key: "_id", Value: i}, {Key: "s", Value: "0123456789012345678901234567890123456789012345678901234567890123456789012345"}})
+			return OplogEntry{Op: "insert", NS: nsA, DocKey: docKey(doc), Doc: doc}
+		},
+		"updates with descriptions": func(i int) OplogEntry {
+			before := raw(t, bson.D{{Key: "_id", Value: i}, {Key: "a", Value: 1}, {Key: "b", Value: "x"}})
+			after := raw(t, bson.D{{Key: "_id", Value: i}, {Key: "a", Value: 2}, {Key: "c", Value: "y"}})
+			return OplogEntry{Op: "update", NS: nsA, DocKey: docKey(after), Doc: after, Update: diffDocs(before, after)}
+		},
+	}
+	for name, gen := range tests {
+		t.Run(name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			o := newOplog(bound, 0)
+			now := time.Now()
+			for i := range 200_000 {
+				e := gen(i)
+				e.TS, e.Wall = bson.Timestamp{T: 1, I: uint32(i + 1)}, now
+				o.append(now, e)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+			n, charged := o.stats()
+			t.Logf("%d entries, charged %d KiB, heap %d KiB", n, charged>>10, used>>10)
+			if used > bound*11/10 {
+				t.Errorf("the oplog keeps %d KiB for a bound of %d KiB", used>>10, bound>>10)
+			}
+			runtime.KeepAlive(o)
+		})
 	}
 }
