@@ -367,8 +367,8 @@ func (u *Update) compileEntry(op, path string, arg bson.RawValue, used map[strin
 				if v.Type != bson.TypeArray {
 					return nil, mongoerr.New(mongoerr.TypeMismatch, "The argument to $each in $addToSet must be an array but it was of type %s", typeName(v.Type))
 				}
-				if k2, _, more := it.next(); more {
-					return nil, mongoerr.New(mongoerr.BadValue, "Found unexpected fields after $each in $addToSet: %s", k2)
+				if _, _, more := it.next(); more {
+					return nil, mongoerr.New(mongoerr.BadValue, "Found unexpected fields after $each in $addToSet: %s", docString(arg.Value))
 				}
 				e.each = arrayValues(v.Value)
 			}
@@ -656,10 +656,11 @@ func (u *Update) idPath() string {
 
 // applier applies the entries of one update to one document.
 type applier struct {
-	u    *Update
-	opts ApplyOptions
-	root *mnode
-	doc  bson.Raw
+	u      *Update
+	opts   ApplyOptions
+	root   *mnode
+	doc    bson.Raw
+	strict bool // a path through a scalar is an error, not a no-op
 }
 
 // idString renders the document's _id as MongoDB's error messages do.
@@ -733,6 +734,9 @@ func (a *applier) resolve(n *mnode, path []string, prefix string, create bool, o
 		c := n.child(key)
 		if n.typ() == bson.TypeArray {
 			if _, ok := arrayIndex(key); !ok {
+				if !create && a.strict {
+					return nil, a.notViable(key, prefix, path, n)
+				}
 				if !create {
 					continue
 				}
@@ -750,6 +754,9 @@ func (a *applier) resolve(n *mnode, path []string, prefix string, create bool, o
 			n.set(key, c)
 		}
 		if !c.isContainer() {
+			if !create && a.strict {
+				return nil, a.notViable(path[1], full, path[1:], c)
+			}
 			if !create {
 				continue
 			}
@@ -765,6 +772,13 @@ func (a *applier) resolve(n *mnode, path []string, prefix string, create bool, o
 		}
 	}
 	return out, nil
+}
+
+// notViable is the error of $pop, $pull and $pullAll when their path
+// runs into a value it cannot traverse.
+func (a *applier) notViable(part, taken string, rest []string, n *mnode) error {
+	return mongoerr.New(mongoerr.PathNotViable, "Cannot use the part (%s) of (%s.%s) to traverse the element ({%s: %s})",
+		part, taken, strings.Join(rest, "."), lastPart(taken), shortString(n.value()))
 }
 
 func lastPart(p string) string {
@@ -786,6 +800,7 @@ func (a *applier) apply(e *updateEntry) error {
 	if e.op == "$rename" {
 		return a.rename(e)
 	}
+	a.strict = e.op == "$pop" || e.op == "$pull" || e.op == "$pullAll"
 	targets, err := a.resolve(a.root, e.path, "", createsPath(e.op), nil)
 	if err != nil {
 		return err
@@ -884,7 +899,10 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 			cur = &mnode{open: true, isArr: true}
 			t.parent.set(t.key, cur)
 		} else if cur.typ() != bson.TypeArray {
-			return mongoerr.New(mongoerr.BadValue, "The field '%s' must be an array but is of type %s in document %s", t.key, typeName(cur.typ()), a.idString())
+			if e.op == "$addToSet" {
+				return mongoerr.New(mongoerr.BadValue, "Cannot apply $addToSet to non-array field. Field named '%s' has non-array type %s", t.key, typeName(cur.typ()))
+			}
+			return mongoerr.New(mongoerr.BadValue, "The field '%s' must be an array but is of type %s in document %s", t.path, typeName(cur.typ()), a.idString())
 		}
 		elems := cur.elems()
 		if e.op == "$push" {
