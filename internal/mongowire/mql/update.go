@@ -2,7 +2,6 @@ package mql
 
 import (
 	"bytes"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -1009,21 +1008,24 @@ func docOrEmpty(v bson.RawValue) bson.Raw {
 }
 
 func (a *applier) rename(e *updateEntry) error {
-	// The source must not run through an array.
+	id := "_id: " + shortString(lookup(a.doc, "_id"))
+	// Find the source; a path through an array is refused, one through a
+	// scalar is not viable, a missing one makes the rename a no-op.
 	n := a.root
 	for i, c := range e.path {
-		if n.typ() == bson.TypeArray {
-			return mongoerr.New(mongoerr.BadValue, "The source field cannot be an array element, '%s' in doc with %s", e.dotted, fmt.Sprintf("%s: %s", strings.Join(e.path[:i], "."), shortString(n.value())))
+		switch n.typ() {
+		case bson.TypeArray:
+			return mongoerr.New(mongoerr.BadValue, "The source field cannot be an array element, '%s' in doc with %s has an array field called '%s'", e.dotted, id, e.path[i-1])
+		case bson.TypeEmbeddedDocument:
+		default:
+			return mongoerr.New(mongoerr.PathNotViable, "cannot use the part (%s of %s) to traverse the element ({%s: %s})", c, e.dotted, e.path[i-1], shortString(n.value()))
 		}
-		if n.typ() != bson.TypeEmbeddedDocument {
-			return nil
+		if i == len(e.path)-1 {
+			break
 		}
 		next := n.child(c)
 		if next == nil {
 			return nil
-		}
-		if i == len(e.path)-1 {
-			break
 		}
 		n = next
 	}
@@ -1034,15 +1036,21 @@ func (a *applier) rename(e *updateEntry) error {
 	v := src.value()
 	// The destination must not run through an array either.
 	d := a.root
-	for i, c := range e.to[:len(e.to)-1] {
+	for _, c := range e.to[:len(e.to)-1] {
 		next := d.child(c)
 		if next == nil {
 			break
 		}
 		if next.typ() == bson.TypeArray {
-			return mongoerr.New(mongoerr.BadValue, "The destination field cannot be an array element, '%s' in doc with %s: %s", e.toDotted, strings.Join(e.to[:i+1], "."), shortString(next.value()))
+			return mongoerr.New(mongoerr.BadValue, "The destination field cannot be an array element, '%s' in doc with %s has an array field called '%s'", e.toDotted, id, c)
+		}
+		if next.typ() != bson.TypeEmbeddedDocument {
+			break
 		}
 		d = next
+	}
+	if e.path[0] == "_id" && lookup(a.doc, "_id").Type != 0 {
+		return mongoerr.New(mongoerr.ImmutableField, "Unsetting the path '%s' using $rename would modify the immutable field '_id'", e.dotted)
 	}
 	n.remove(e.path[len(e.path)-1])
 	targets, err := a.resolve(a.root, e.to, "", true, nil)
