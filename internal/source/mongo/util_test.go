@@ -1,0 +1,10 @@
+package mongosource
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+func indexModel(field string) mongo.IndexModel {
+	return mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}}
+}
