@@ -329,8 +329,19 @@ func (u *Update) compileEntry(op, path string, arg bson.RawValue, used map[strin
 		switch arg.Type {
 		case bson.TypeBoolean:
 		case bson.TypeEmbeddedDocument:
-			t := lookup(arg.Value, "$type")
-			if t.Type != bson.TypeString || (str(t) != "date" && str(t) != "timestamp") || arrayLen(arg.Value) != 1 {
+			valid := false
+			it := iterDoc(arg.Value)
+			for {
+				k, t, ok := it.next()
+				if !ok {
+					break
+				}
+				if string(k) != "$type" {
+					return nil, mongoerr.New(mongoerr.BadValue, "Unrecognized $currentDate option: %s", k)
+				}
+				valid = t.Type == bson.TypeString && (str(t) == "date" || str(t) == "timestamp")
+			}
+			if !valid {
 				return nil, mongoerr.New(mongoerr.BadValue, "The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}")
 			}
 		default:
@@ -936,7 +947,7 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 			return nil
 		}
 		if cur.typ() != bson.TypeArray {
-			return mongoerr.New(mongoerr.BadValue, "Cannot apply %s to a non-array value", e.op)
+			return mongoerr.New(mongoerr.BadValue, "Cannot apply $pull to a non-array value")
 		}
 		elems := cur.elems()
 		kept := elems[:0:0]
