@@ -27,7 +27,7 @@ func describe(t *testing.T, u *UpdateDescription) string {
 }
 
 // js parses relaxed Extended JSON.
-func js(t testing.TB, s string) bson.Raw {
+func js(t tb, s string) bson.Raw {
 	t.Helper()
 	var d bson.Raw
 	if err := bson.UnmarshalExtJSON([]byte(s), false, &d); err != nil {

@@ -27,7 +27,7 @@ func openDir(t testing.TB, dir string, logw *bytes.Buffer) *Store {
 
 // state renders everything observable about a store, to compare it across
 // a restart.
-func state(t testing.TB, s *Store) string {
+func state(t tb, s *Store) string {
 	t.Helper()
 	var b strings.Builder
 	for _, db := range s.ListDatabases() {

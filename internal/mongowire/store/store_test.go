@@ -17,6 +17,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// tb is what the test helpers need, so that rapid's *T can use them too.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 func openMem(t testing.TB) *Store {
 	t.Helper()
 	s, err := Open(Config{Logger: slog.New(slog.DiscardHandler)})
@@ -27,7 +34,7 @@ func openMem(t testing.TB) *Store {
 	return s
 }
 
-func raw(t testing.TB, v any) bson.Raw {
+func raw(t tb, v any) bson.Raw {
 	t.Helper()
 	b, err := bson.Marshal(v)
 	if err != nil {
@@ -73,7 +80,7 @@ func mustInsert(t testing.TB, s *Store, ns Namespace, docs ...any) {
 	}
 }
 
-func find(t testing.TB, s *Store, ns Namespace, filter any) []bson.Raw {
+func find(t tb, s *Store, ns Namespace, filter any) []bson.Raw {
 	t.Helper()
 	var f bson.Raw
 	if filter != nil {
