@@ -350,6 +350,24 @@ func shortString(v bson.RawValue) string {
 		return "null"
 	case bson.TypeBoolean:
 		return strconv.FormatBool(v.Boolean())
+	case bson.TypeObjectID:
+		return "ObjectId('" + v.ObjectID().Hex() + "')"
+	case bson.TypeDateTime:
+		return "new Date(" + strconv.FormatInt(asInt64(v), 10) + ")"
+	case bson.TypeTimestamp:
+		t, i := v.Timestamp()
+		return "Timestamp(" + strconv.FormatUint(uint64(t), 10) + ", " + strconv.FormatUint(uint64(i), 10) + ")"
+	case bson.TypeUndefined:
+		return "undefined"
+	case bson.TypeMinKey:
+		return "MinKey"
+	case bson.TypeMaxKey:
+		return "MaxKey"
+	case bson.TypeDecimal128:
+		return v.Decimal128().String()
+	case bson.TypeRegex:
+		p, o, _ := v.RegexOK()
+		return "/" + p + "/" + o
 	}
 	return v.String()
 }
