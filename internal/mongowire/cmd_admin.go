@@ -148,23 +148,6 @@ func (s *Server) cmdWhatsMyURI(_ context.Context, c *conn, _ *request) (bson.D, 
 	return bson.D{{Key: "you", Value: you}}, nil
 }
 
-// cmdEndSessions forgets the sessions' retryable-write records.
-func (s *Server) cmdEndSessions(_ context.Context, _ *conn, r *request) (bson.D, error) {
-	if arr, ok := r.cmd.Index(0).Value().ArrayOK(); ok {
-		s.sessions.end(arr)
-	}
-	return bson.D{}, nil
-}
-
-func (s *Server) cmdKillSessions(ctx context.Context, c *conn, r *request) (bson.D, error) {
-	return s.cmdEndSessions(ctx, c, r)
-}
-
-func (s *Server) cmdKillAllSessions(context.Context, *conn, *request) (bson.D, error) {
-	s.sessions.clear()
-	return bson.D{}, nil
-}
-
 // cmdGetLog: {getLog: "startupWarnings" | "global" | "*"}. There is no
 // in-memory log to show; mongosh asks for startup warnings on connect.
 func (s *Server) cmdGetLog(_ context.Context, _ *conn, r *request) (bson.D, error) {

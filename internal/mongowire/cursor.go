@@ -276,3 +276,16 @@ func cursorBatchSize(cmdName string, doc bson.Raw) (int64, error) {
 	}
 	return n, nil
 }
+
+// cursorArg reads {cursor: {batchSize}} of listIndexes/listCollections/aggregate.
+func cursorArg(r *request) (int64, error) {
+	v, err := r.cmd.LookupErr("cursor")
+	if err != nil {
+		return -1, nil
+	}
+	d, ok := v.DocumentOK()
+	if !ok {
+		return 0, typeMismatch(r.name, "cursor", v, "object")
+	}
+	return cursorBatchSize(r.name, d)
+}

@@ -1,0 +1,85 @@
+package mongowire
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
+	"github.com/tide-cdc/tide/internal/mongowire/store"
+)
+
+// cmdAggregate: {aggregate: "c" | 1, pipeline, cursor: {batchSize}} ->
+// {cursor: {firstBatch, id, ns}}. A pipeline whose first stage is
+// $changeStream goes to the change-stream engine.
+func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D, error) {
+	if err := validDB(r.db); err != nil {
+		return nil, err
+	}
+	var ns store.Namespace
+	cursorNS := r.db + ".$cmd.aggregate"
+	switch v := r.cmd.Index(0).Value(); v.Type {
+	case bson.TypeString:
+		var err error
+		if ns, err = collNS(r); err != nil {
+			return nil, err
+		}
+		cursorNS = ns.String()
+	case bson.TypeInt32, bson.TypeInt64, bson.TypeDouble:
+		if n, _ := v.AsFloat64OK(); n != 1 {
+			return nil, mongoerr.New(mongoerr.FailedToParse, "Invalid command format: the 'aggregate' field must specify a collection name or 1")
+		}
+		ns = store.Namespace{DB: r.db}
+	default:
+		return nil, mongoerr.New(mongoerr.FailedToParse, "Invalid command format: the 'aggregate' field must specify a collection name or 1")
+	}
+	a := newArgs(r)
+	stages := a.docs("pipeline")
+	explain := a.bool("explain")
+	if a.err != nil {
+		return nil, a.err
+	}
+	if _, err := r.cmd.LookupErr("pipeline"); err != nil {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "BSON field 'aggregate.pipeline' is missing but a required field")
+	}
+	if explain {
+		return nil, mongoerr.New(mongoerr.CommandNotSupported, "explain is not supported by this server")
+	}
+	if _, err := r.cmd.LookupErr("cursor"); err != nil {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
+	}
+	batch, err := cursorArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(stages) > 0 {
+		if first, err := stages[0].IndexErr(0); err == nil && first.Key() == "$changeStream" {
+			return s.aggregateChangeStream(ctx, r, ns.Coll, cursorNS, batch)
+		}
+	}
+	docs, err := s.store.Aggregate(ns, stages)
+	if err != nil {
+		return nil, err
+	}
+	return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
+}
+
+func (s *Server) aggregateChangeStream(ctx context.Context, r *request, coll, cursorNS string, batch int64) (bson.D, error) {
+	if s.openChangeStream == nil {
+		return nil, mongoerr.New(mongoerr.CommandNotSupported, "change streams are not supported yet")
+	}
+	src, extra, err := s.openChangeStream(ctx, r.db, coll, r.cmd)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := s.openCursor(ctx, cursorNS, src, cursorOptions{batchSize: batch, tailable: true, awaitData: true})
+	if err != nil {
+		return nil, err
+	}
+	if len(extra) > 0 { // first-reply extras go before id and ns
+		cur := reply[0].Value.(bson.D)
+		out := append(bson.D{cur[0]}, extra...)
+		reply[0].Value = append(out, cur[1:]...)
+	}
+	return reply, nil
+}

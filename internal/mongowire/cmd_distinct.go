@@ -1,0 +1,35 @@
+package mongowire
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
+)
+
+// cmdDistinct: {distinct: "c", key, query} -> {values}.
+func (s *Server) cmdDistinct(_ context.Context, _ *conn, r *request) (bson.D, error) {
+	ns, err := collNS(r)
+	if err != nil {
+		return nil, err
+	}
+	a := newArgs(r)
+	key, ok := a.string("key")
+	q := a.doc("query")
+	if a.err != nil {
+		return nil, a.err
+	}
+	if !ok {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "BSON field 'distinct.key' is missing but a required field")
+	}
+	vals, err := s.store.Distinct(ns, key, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make(bson.A, len(vals))
+	for i, v := range vals {
+		out[i] = v
+	}
+	return bson.D{{Key: "values", Value: out}}, nil
+}
