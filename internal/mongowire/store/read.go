@@ -1,6 +1,7 @@
 package store
 
 import (
+	"container/heap"
 	"slices"
 	"sort"
 	"strings"
@@ -77,7 +78,11 @@ func (s *Store) find(ns Namespace, spec FindSpec) ([]bson.Raw, Plan, error) {
 		return nil, plan, err
 	}
 	if sorter != nil {
-		sort.SliceStable(docs, func(i, j int) bool { return sorter.Compare(docs[i], docs[j]) < 0 })
+		if limit > 0 && skip+limit < int64(len(docs)) {
+			docs = topK(docs, int(skip+limit), sorter.Compare)
+		} else {
+			sort.SliceStable(docs, func(i, j int) bool { return sorter.Compare(docs[i], docs[j]) < 0 })
+		}
 	}
 	docs = window(docs, skip, limit)
 	if proj != nil {
@@ -214,4 +219,57 @@ func (e env) Collection(name string) ([]bson.Raw, error) {
 		return nil
 	})
 	return docs, err
+}
+
+// ranked is a document and its position in natural order, which breaks
+// ties so that sorting stays stable.
+type ranked struct {
+	doc bson.Raw
+	pos int
+}
+
+// topHeap is a max-heap of the k best documents seen so far.
+type topHeap struct {
+	items []ranked
+	cmp   func(a, b bson.Raw) int
+}
+
+func (h *topHeap) less(a, b ranked) bool {
+	if c := h.cmp(a.doc, b.doc); c != 0 {
+		return c < 0
+	}
+	return a.pos < b.pos
+}
+
+func (h *topHeap) Len() int           { return len(h.items) }
+func (h *topHeap) Less(i, j int) bool { return h.less(h.items[j], h.items[i]) } // max-heap
+func (h *topHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *topHeap) Push(x any)         { h.items = append(h.items, x.(ranked)) }
+func (h *topHeap) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
+}
+
+// topK returns the first k documents in sort order, as a stable sort of all
+// of them would, in O(n log k).
+func topK(docs []bson.Raw, k int, cmp func(a, b bson.Raw) int) []bson.Raw {
+	h := &topHeap{items: make([]ranked, 0, k), cmp: cmp}
+	for i, d := range docs {
+		r := ranked{doc: d, pos: i}
+		if len(h.items) < k {
+			heap.Push(h, r)
+			continue
+		}
+		if h.less(r, h.items[0]) {
+			h.items[0] = r
+			heap.Fix(h, 0)
+		}
+	}
+	sort.Slice(h.items, func(i, j int) bool { return h.less(h.items[i], h.items[j]) })
+	out := make([]bson.Raw, len(h.items))
+	for i, r := range h.items {
+		out[i] = r.doc
+	}
+	return out
 }

@@ -383,3 +383,27 @@ func TestReads(t *testing.T) {
 	_, err = s.Aggregate(nsA, []bson.Raw{js(t, `{"$bogus": {}}`)})
 	wantCode(t, err, mongoerr.Location40324)
 }
+
+func TestFindSortLimit(t *testing.T) {
+	s := openMem(t)
+	docs := make([]bson.Raw, 300)
+	for i := range docs {
+		docs[i] = raw(t, bson.D{{Key: "_id", Value: i}, {Key: "g", Value: (i * 7) % 10}})
+	}
+	if n, errs := s.Insert(nsA, docs, true); n != len(docs) {
+		t.Fatal(errs)
+	}
+	full, err := s.Find(nsA, FindSpec{Sort: js(t, `{"g": -1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range [][2]int64{{0, 1}, {0, 35}, {29, 2}, {5, 100}, {290, 20}} {
+		got, err := s.Find(nsA, FindSpec{Sort: js(t, `{"g": -1}`), Skip: w[0], Limit: w[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := window(full, w[0], w[1]); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("skip %d limit %d: got %v\nwant %v", w[0], w[1], got, want)
+		}
+	}
+}
