@@ -209,3 +209,31 @@ func FuzzCompileFilter(f *testing.F) {
 		}
 	})
 }
+
+// Comparison filters agree with Compare within a type bracket and never
+// match across brackets.
+func TestRangeFilterAgreesWithCompare(t *testing.T) {
+	t.Parallel()
+	ops := map[string]func(int) bool{
+		"$gt": func(c int) bool { return c > 0 }, "$gte": func(c int) bool { return c >= 0 },
+		"$lt": func(c int) bool { return c < 0 }, "$lte": func(c int) bool { return c <= 0 },
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		g := genValue(1)
+		bound, v := g.Draw(t, "bound"), g.Draw(t, "v")
+		op := rapid.SampledFrom([]string{"$gt", "$gte", "$lt", "$lte"}).Draw(t, "op")
+		if v.Type == bson.TypeArray || bound.Type == bson.TypeArray || bound.Type == bson.TypeNull ||
+			bound.Type == bson.TypeMinKey || bound.Type == bson.TypeMaxKey || isNaN(bound) || isNaN(v) {
+			t.Skip("arrays, null, NaN and Min/MaxKey bounds have their own rules")
+		}
+		f, err := CompileFilter(newDocWith("k", vDoc(newDocWith(op, bound))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := f.Match(newDocWith("k", v))
+		want := TypeBracket(v.Type) == TypeBracket(bound.Type) && ops[op](Compare(v, bound))
+		if got != want {
+			t.Fatalf("{k: {%s: %s}} on {k: %s} = %v, want %v", op, bound, v, got, want)
+		}
+	})
+}
