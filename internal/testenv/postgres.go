@@ -34,9 +34,10 @@ var pgServer struct {
 	missing bool  // no PostgreSQL binaries: skip unless required
 }
 
-// Postgres returns the DSN of a fresh, empty database (user postgres, no
-// password) on the test binary's PostgreSQL server, which it starts on
-// first use: initdb into a temporary directory and pg_ctl start on a free
+// Postgres returns the DSN of a fresh, empty database (user postgres,
+// password PostgresPassword) on the test binary's PostgreSQL server, which it starts on
+// first use: initdb into a temporary directory (trust on Unix sockets,
+// scram-sha-256 over TCP) and pg_ctl start on a free
 // 127.0.0.1 port. The database is dropped when the test ends. Call
 // StopPostgres from TestMain to stop the server.
 //
@@ -111,8 +112,11 @@ func StopPostgres() {
 	pgServer.dir, pgServer.port = "", 0
 }
 
+// PostgresPassword is the password of the test server's postgres user.
+const PostgresPassword = "tide-test"
+
 func postgresDSN(port int, db string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, db)
+	return fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/%s?sslmode=disable", PostgresPassword, port, db)
 }
 
 func startPostgres() {
@@ -157,8 +161,15 @@ func startPostgresLocked() error {
 		pgServer.runAs = []string{runuser, "-u", "postgres", "--"}
 	}
 	data := filepath.Join(dir, "data")
+	// Unix sockets trust; TCP needs the password, so that tests can
+	// check how a wrong one is reported.
+	pwfile := filepath.Join(dir, "pwfile")
+	if err := os.WriteFile(pwfile, []byte(PostgresPassword+"\n"), 0o644); err != nil {
+		return err
+	}
 	initdb := pgCommand(pgServer.runAs, filepath.Join(pgServer.bin, "initdb"),
-		"-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync")
+		"-D", data, "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256", "--pwfile="+pwfile,
+		"-E", "UTF8", "--locale=C", "--no-sync")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fmt.Errorf("initdb: %w\n%s", err, out)
 	}

@@ -1,0 +1,64 @@
+// Package postgres is the PostgreSQL sink. It writes each batch in one
+// transaction through github.com/jackc/pgx/v5, in one of two modes:
+//
+//   - mirror: one row per document, keyed by the document key. Columns:
+//     _id (text, the document key in canonical Extended JSON, primary key),
+//     doc (jsonb, the full document in relaxed Extended JSON; null for a
+//     document only ever seen deleted), _tide_op, _tide_cluster_time
+//     (bigint, seconds<<32 | increment), _tide_deleted (boolean) and
+//     _tide_synced_at (timestamptz). Inserts, replaces, updates and
+//     snapshot rows upsert the document; deletes set _tide_deleted, or
+//     delete the row when Config.SoftDelete is false. A row is never
+//     overwritten by an event with an older cluster time, so replaying
+//     events is harmless. Mirror mode needs full documents: an update
+//     without one is refused.
+//   - append: one row per event, with a bigserial id and the columns of the
+//     CDC envelope (_namespace, _op, _document_key, _cluster_time_s,
+//     _cluster_time_i, _wall_time_ms, _full_document, _before,
+//     _update_desc, _extra, _headers, _resume_token) taken from the encoded
+//     record, and _tide_synced_at.
+//
+// # Batches
+//
+// Put only copies the batch into the sink's own buffers, so that a batch
+// can be retried after a lost connection. Commit writes it: BEGIN; COPY
+// into a temporary staging table; one set-based statement per kind of
+// operation (mirror: upsert, then delete; append: one insert in event
+// order); the checkpoint row; COMMIT. In mirror mode only the last event
+// of a batch for each document key is staged, so it alone decides the
+// row.
+//
+// # Guarantees
+//
+// With Config.CheckpointInSink (checkpoint: sink), the pipeline's
+// checkpoint is the row of tide_checkpoints(pipeline, checkpoint,
+// updated_at) in the same schema, written in the batch's transaction, and
+// the sink is a cdc.CheckpointStore (use Sink.WithCheckpoint): the rows
+// and the checkpoint commit together, which is exactly-once. If the
+// connection breaks after COMMIT was sent, the sink reconnects, waits until
+// the old server session is gone (terminating it), and reads the
+// checkpoint row: if it is the batch's checkpoint the batch committed and
+// is not applied again; otherwise it is retried.
+//
+// With any other checkpoint store the sink is at-least-once: after a crash
+// between the sink's COMMIT and the checkpoint save, the batch is written
+// again. Mirror mode is idempotent (the cluster-time guard makes a replayed
+// event a no-op); append mode then holds the replayed events twice.
+//
+// # Failures
+//
+// A connection error (or a serialization failure, deadlock, or server
+// shutdown) rolls back and retries the whole batch with capped, jittered
+// backoff for up to Config.RetryTimeout; the batch is one transaction, so
+// a retry cannot duplicate it. Any other error from PostgreSQL (a unique
+// violation, a value the column type refuses) rolls the batch back and
+// fails the pipeline with the statement and the offending document key.
+//
+// # Schema
+//
+// With Config.CreateTable the table (and tide_checkpoints) are created if
+// missing. An existing table is checked: missing columns, columns of
+// another type, a missing primary key on _id (mirror), and extra NOT NULL
+// columns without a default are listed in one error. Identifiers are
+// quoted and data only ever travels as COPY values or parameters.
+package postgres

@@ -1,0 +1,159 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// stageTable is the session's temporary staging table; rows vanish at
+// every commit.
+const stageTable = "tide_stage"
+
+// checkpointTable holds one checkpoint row per pipeline.
+const checkpointTable = "tide_checkpoints"
+
+// column is a column the sink writes, and its type as format_type
+// prints it.
+type column struct {
+	name, typ string
+}
+
+var mirrorColumns = []column{
+	{"_id", "text"},
+	{"doc", "jsonb"},
+	{"_tide_op", "text"},
+	{"_tide_cluster_time", "bigint"},
+	{"_tide_deleted", "boolean"},
+	{"_tide_synced_at", "timestamp with time zone"},
+}
+
+var appendColumns = []column{
+	{"id", "bigint"},
+	{"_namespace", "text"},
+	{"_op", "text"},
+	{"_document_key", "jsonb"},
+	{"_cluster_time_s", "bigint"},
+	{"_cluster_time_i", "bigint"},
+	{"_wall_time_ms", "bigint"},
+	{"_full_document", "jsonb"},
+	{"_before", "jsonb"},
+	{"_update_desc", "jsonb"},
+	{"_extra", "jsonb"},
+	{"_headers", "jsonb"},
+	{"_resume_token", "jsonb"},
+	{"_tide_synced_at", "timestamp with time zone"},
+}
+
+// stageColumns are the staging table's columns, in COPY order.
+var (
+	mirrorStageColumns = []string{"_id", "doc", "op", "ct", "del"}
+	appendStageColumns = []string{"n", "rec"}
+)
+
+// statements are the SQL texts of one sink, with its identifiers quoted.
+type statements struct {
+	table       string // quoted schema.table
+	checkpoints string // quoted schema.tide_checkpoints
+
+	createTable       string
+	createCheckpoints string
+	createStage       string
+
+	// Applying a staged batch. Each applies every staged row of its
+	// kind; the ...One variant applies the row with _id (mirror) or n
+	// (append) = $1, to find the one a failing statement chokes on.
+	upsert, upsertOne string
+	delete, deleteOne string
+	insert, insertOne string
+
+	saveCheckpoint  string
+	loadCheckpoint  string
+	checkCheckpoint string
+}
+
+func newStatements(cfg Config) statements {
+	s := statements{
+		table:       pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize(),
+		checkpoints: pgx.Identifier{cfg.Schema, checkpointTable}.Sanitize(),
+	}
+	s.createCheckpoints = `CREATE TABLE IF NOT EXISTS ` + s.checkpoints + ` (
+	pipeline text PRIMARY KEY,
+	checkpoint jsonb NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now())`
+	s.saveCheckpoint = `INSERT INTO ` + s.checkpoints + ` AS c (pipeline, checkpoint, updated_at) VALUES ($1, $2, now())
+	ON CONFLICT (pipeline) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = excluded.updated_at`
+	s.loadCheckpoint = `SELECT checkpoint FROM ` + s.checkpoints + ` WHERE pipeline = $1`
+	s.checkCheckpoint = `SELECT coalesce((SELECT checkpoint = $2::jsonb FROM ` + s.checkpoints + ` WHERE pipeline = $1), false)`
+
+	stage := "pg_temp." + stageTable
+	if cfg.Mode == ModeAppend {
+		s.createTable = `CREATE TABLE IF NOT EXISTS ` + s.table + ` (
+	id bigserial PRIMARY KEY,
+	_namespace text,
+	_op text NOT NULL,
+	_document_key jsonb,
+	_cluster_time_s bigint,
+	_cluster_time_i bigint,
+	_wall_time_ms bigint,
+	_full_document jsonb,
+	_before jsonb,
+	_update_desc jsonb,
+	_extra jsonb,
+	_headers jsonb,
+	_resume_token jsonb,
+	_tide_synced_at timestamptz NOT NULL DEFAULT now())`
+		s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (n bigint, rec jsonb) ON COMMIT DELETE ROWS`
+		// A JSON null becomes SQL NULL; absent fields are NULL anyway.
+		sel := `SELECT rec->>'_namespace', rec->>'_op', nullif(rec->'_document_key', 'null'),
+	(rec->>'_cluster_time_s')::bigint, (rec->>'_cluster_time_i')::bigint, (rec->>'_wall_time_ms')::bigint,
+	nullif(rec->'_full_document', 'null'), nullif(rec->'_before', 'null'), nullif(rec->'_update_desc', 'null'),
+	nullif(rec->'_extra', 'null'), nullif(rec->'_headers', 'null'), nullif(rec->'_resume_token', 'null'), now()
+	FROM ` + stage
+		ins := `INSERT INTO ` + s.table + ` (_namespace, _op, _document_key, _cluster_time_s, _cluster_time_i, _wall_time_ms,
+	_full_document, _before, _update_desc, _extra, _headers, _resume_token, _tide_synced_at) `
+		s.insert = ins + sel + ` ORDER BY n`
+		s.insertOne = ins + sel + ` WHERE n = $1`
+		return s
+	}
+
+	s.createTable = `CREATE TABLE IF NOT EXISTS ` + s.table + ` (
+	_id text PRIMARY KEY,
+	doc jsonb,
+	_tide_op text NOT NULL,
+	_tide_cluster_time bigint NOT NULL,
+	_tide_deleted boolean NOT NULL DEFAULT false,
+	_tide_synced_at timestamptz NOT NULL DEFAULT now())`
+	s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (_id text, doc jsonb, op text, ct bigint, del boolean) ON COMMIT DELETE ROWS`
+
+	// The guard: a row is only replaced by an event at least as recent.
+	// Equal cluster times replace, so that a replayed batch, or events of
+	// one MongoDB transaction, apply in order.
+	cols := `(_id, doc, _tide_op, _tide_cluster_time, _tide_deleted, _tide_synced_at)`
+	guard := ` WHERE t._tide_cluster_time <= excluded._tide_cluster_time`
+	up := `INSERT INTO ` + s.table + ` AS t ` + cols + `
+	SELECT _id, doc, op, ct, false, now() FROM ` + stage + ` WHERE NOT del%s
+	ON CONFLICT (_id) DO UPDATE SET doc = excluded.doc, _tide_op = excluded._tide_op,
+	_tide_cluster_time = excluded._tide_cluster_time, _tide_deleted = false, _tide_synced_at = excluded._tide_synced_at` + guard
+	s.upsert = strings.Replace(up, "%s", "", 1)
+	s.upsertOne = strings.Replace(up, "%s", " AND _id = $1", 1)
+
+	var del string
+	if cfg.SoftDelete {
+		// A document deleted before the mirror saw it still gets a row,
+		// so that a replayed older insert cannot bring it back.
+		del = `INSERT INTO ` + s.table + ` AS t ` + cols + `
+	SELECT _id, NULL, op, ct, true, now() FROM ` + stage + ` WHERE del%s
+	ON CONFLICT (_id) DO UPDATE SET _tide_op = excluded._tide_op,
+	_tide_cluster_time = excluded._tide_cluster_time, _tide_deleted = true, _tide_synced_at = excluded._tide_synced_at` + guard
+	} else {
+		del = `DELETE FROM ` + s.table + ` AS t USING ` + stage + ` AS s
+	WHERE s.del AND t._id = s._id AND t._tide_cluster_time <= s.ct%s`
+	}
+	s.delete = strings.Replace(del, "%s", "", 1)
+	s.deleteOne = strings.Replace(del, "%s", " AND s._id = $1", 1)
+	if cfg.SoftDelete {
+		s.deleteOne = strings.Replace(del, "%s", " AND _id = $1", 1)
+	}
+	return s
+}
