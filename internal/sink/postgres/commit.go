@@ -336,8 +336,8 @@ func isTransient(err error) bool {
 	}
 	switch {
 	case strings.HasPrefix(pe.Code, "08"), // connection exception
-		strings.HasPrefix(pe.Code, "40"), // transaction rollback: serialization, deadlock
-		strings.HasPrefix(pe.Code, "53"), // insufficient resources
+		strings.HasPrefix(pe.Code, "40"),                           // transaction rollback: serialization, deadlock
+		strings.HasPrefix(pe.Code, "53"),                           // insufficient resources
 		pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03": // shutdown, cannot connect now
 		return true
 	}
