@@ -22,9 +22,10 @@ func diffDocs(before, after bson.Raw) *UpdateDescription {
 	return d.ud
 }
 
+// pathComp is one component of a path: a field name, or an array index.
 type pathComp struct {
 	field string
-	index int // an array index when field is ""... unless isIndex is false
+	index int
 	isIdx bool
 }
 

@@ -20,6 +20,7 @@ func TestPersistReplaysAnyHistory(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
+		defer func() { s.Close() }() // the store open at the time
 		colls := []Namespace{{"db", "a"}, {"db", "b"}, {"db2", "c"}}
 		id := func() int32 { return int32(rapid.IntRange(0, 6).Draw(rt, "id")) }
 		for range rapid.IntRange(1, 30).Draw(rt, "ops") {
@@ -73,7 +74,6 @@ func TestPersistReplaysAnyHistory(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		defer s.Close()
 		if got := state(rt, s); got != want {
 			rt.Fatalf("after restart:\n%s\nwant:\n%s", got, want)
 		}
