@@ -13,9 +13,9 @@ import (
 // for all but its last message and a double ack for the last, whose
 // confirmation (the server handles one connection's acks in order) tells
 // the job the chunk arrived.
-const ackChunk = 256
+const ackChunk = 512
 
-// acker acknowledges messages on up to 64 goroutines, from a bounded
+// acker acknowledges messages on up to 16 goroutines, from a bounded
 // backlog. It never blocks its caller: a full backlog drops the acks, and
 // the broker redelivers those messages after AckWait.
 type acker struct {
@@ -41,7 +41,7 @@ func newAcker(log *slog.Logger, m *counters, maxAckPending int, timeout time.Dur
 		backlog = 1 << 16
 	}
 	backlog = min(max(backlog, ackChunk), 1<<20)
-	return startAcker(log, m, backlog, timeout, min(max(backlog/ackChunk, 1), 64))
+	return startAcker(log, m, backlog, timeout, min(max(backlog/ackChunk, 1), 16))
 }
 
 // startAcker starts an acker with the given backlog and workers (tests

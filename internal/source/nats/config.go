@@ -68,6 +68,10 @@ type TLS struct {
 	InsecureSkipVerify        bool
 }
 
+// syncQueueLen is how many messages the client buffers for a core
+// subscription before it drops them as a slow consumer (8 MiB of pointers).
+const syncQueueLen = 1 << 20
+
 const (
 	modeCore      = "core"
 	modeJetStream = "jetstream"
@@ -172,6 +176,7 @@ func (c *Config) check() error {
 func connect(c *Config, log *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name("tide " + c.Name),
+		nats.SyncQueueLen(syncQueueLen), // a core subscription's buffer
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {

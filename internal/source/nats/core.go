@@ -37,9 +37,10 @@ func (s *Source) openCore(restored *cdc.Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("subscribe to %s: %w", s.cfg.Subject, err)
 	}
-	// The client buffers up to these limits before it drops messages as a
+	// The client buffers up to these limits (and, for a connection the
+	// source dials, syncQueueLen messages) before it drops messages as a
 	// slow consumer; our queue adds QueueSize.
-	if err := sub.SetPendingLimits(1<<20, 256<<20); err != nil {
+	if err := sub.SetPendingLimits(syncQueueLen, 1<<30); err != nil {
 		sub.Unsubscribe()
 		return fmt.Errorf("subscribe to %s: %w", s.cfg.Subject, err)
 	}
@@ -74,15 +75,20 @@ func (s *Source) readCore(sub *nats.Subscription, seq uint64) {
 	}()
 
 	var pos []byte
+	format := s.format()
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
+		if errors.Is(err, nats.ErrSlowConsumer) {
+			// At-most-once: the client dropped messages it could not
+			// buffer. Count them and go on.
+			n, _ := sub.Dropped()
+			s.log.Warn("slow consumer: the client dropped messages", "subject", s.cfg.Subject, "dropped_total", n)
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				s.endErr = fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
 				return
-			}
-			if n, _ := sub.Dropped(); n > 0 {
-				s.log.Warn("slow consumer: the client dropped messages", "subject", s.cfg.Subject, "dropped", n)
 			}
 			s.endErr = fmt.Errorf("subscription to %s ended (%v): %w", s.cfg.Subject, err, cdc.ErrEnd)
 			if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
@@ -92,37 +98,14 @@ func (s *Source) readCore(sub *nats.Subscription, seq uint64) {
 		}
 		s.m.add(Fetched, 1)
 		seq++
-		format, derr := s.payload(msg.Data)
-		it := item{}
-		if derr != nil {
-			s.m.add(DecodeErrors, 1)
-			switch s.cfg.OnDecodeError {
-			case "skip":
-				continue
-			case "dead_letter":
-				if err := s.deadLetter(ctx, msg.Subject, msg.Data, msg.Header, derr, 0); err != nil {
-					it.err = err
-				} else {
-					s.m.add(DeadLettered, 1)
-					continue
-				}
-			default:
-				it.err = fmt.Errorf("message %d on %s (on_decode_error: fail): %w", seq, msg.Subject, derr)
-			}
-		} else {
-			pos = append(pos[:0:0], `{"seq":`...)
-			pos = append(strconv.AppendUint(pos, seq, 10), '}')
-			it.ev = event(msg.Subject, msg.Data, msg.Header, format, pos, time.Now().UnixMilli())
-		}
+		pos = append(pos[:0:0], `{"seq":`...)
+		pos = append(strconv.AppendUint(pos, seq, 10), '}')
+		it := item{ev: event(msg.Subject, msg.Data, msg.Header, format, pos, time.Now().UnixMilli())}
 		select {
 		case s.queue <- it:
 			s.wake()
 		case <-s.stop:
 			s.endErr = fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
-			return
-		}
-		if it.err != nil {
-			s.endErr = it.err
 			return
 		}
 	}

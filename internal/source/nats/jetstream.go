@@ -93,6 +93,9 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 		return fmt.Errorf("create or update consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
 	}
 	s.cons = cons
+	if err := s.awaitRedelivery(ctx, cons); err != nil {
+		return err
+	}
 	if s.cfg.Ack != "none" {
 		s.acks = newAcker(s.log, &s.m, s.cfg.MaxAckPending, s.cfg.AckTimeout)
 	}
@@ -108,6 +111,29 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 		go s.pollLag()
 	}
 	return nil
+}
+
+// awaitRedelivery waits out AckWait when messages delivered to an earlier
+// reader (a crashed or closed process) are still unacknowledged. The
+// server redelivers them only once their AckWait ran out, and serves
+// redeliveries before new messages: reading before that would hand out
+// newer messages first, and the sink would receive the stream out of
+// order. The wait is at most AckWait.
+func (s *Source) awaitRedelivery(ctx context.Context, cons jetstream.Consumer) error {
+	info := cons.CachedInfo()
+	if s.cfg.Ack == "none" || info.NumAckPending == 0 {
+		return nil
+	}
+	s.log.Info("waiting ack_wait for messages an earlier reader did not acknowledge, so that they are redelivered first, in order",
+		"pending", info.NumAckPending, "ack_wait", info.Config.AckWait)
+	t := time.NewTimer(info.Config.AckWait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for redelivery of %d messages on consumer %s: %w", info.NumAckPending, s.cfg.Consumer, ctx.Err())
+	}
 }
 
 // sameStart refuses an existing consumer whose start differs from the
@@ -133,8 +159,13 @@ func sameStart(have, want jetstream.ConsumerConfig) error {
 	return nil
 }
 
-// readJetStream fetches batches into the queue until Close or a fatal
-// error. Fetch errors back off; an idle fetch is not an error.
+// readJetStream pulls messages into the queue until Close or a fatal
+// error. It uses the client's pull iterator: pull requests of FetchBatch
+// messages, each held open by the server for FetchMaxWait (at least 1s),
+// the next one sent when half of the current one arrived, all answered on
+// one subscription, so that the round trips overlap and the messages
+// arrive in the order the server sent them. An error stops the iterator;
+// the reader backs off and starts a new one. Idle pulls are not errors.
 func (s *Source) readJetStream() {
 	defer s.wg.Done()
 	defer s.wake()
@@ -150,62 +181,57 @@ func (s *Source) readJetStream() {
 		}
 	}()
 
-	// FetchContext derives the request's expiry from the deadline, keeping
-	// 10% (at most 1s) for the reply to travel; aim for FetchMaxWait.
-	wait := s.cfg.FetchMaxWait + min(s.cfg.FetchMaxWait/9, time.Second)
+	closed := fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
+	format := s.format()
+	expiry := max(s.cfg.FetchMaxWait, time.Second)
 	errs := 0
 	var pos []byte
 	for {
-		fctx, fcancel := context.WithTimeout(ctx, wait)
-		batch, err := s.cons.Fetch(s.cfg.FetchBatch, jetstream.FetchContext(fctx))
-		got := 0
-		if err == nil {
-			for msg := range batch.Messages() {
-				got++
-				it, ok := s.handle(ctx, msg, &pos)
-				if !ok {
-					continue
-				}
-				select {
-				case s.queue <- it:
-					s.wake()
-				case <-s.stop:
-					fcancel()
-					s.endErr = fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
-					return
-				}
-				if it.err != nil {
-					fcancel()
-					s.endErr = it.err
-					return
-				}
+		it, err := s.cons.Messages(
+			jetstream.PullMaxMessages(s.cfg.FetchBatch),
+			jetstream.PullExpiry(expiry),
+			jetstream.WithMessagesErrOnMissingHeartbeat(true),
+		)
+		for err == nil {
+			var msg jetstream.Msg
+			msg, err = it.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				break
 			}
-			err = batch.Error()
+			errs = 0 // progress
+			item := s.handle(msg, format, &pos)
+			select {
+			case s.queue <- item:
+				s.wake()
+			case <-s.stop:
+				err = ctx.Err()
+			}
+			if item.err != nil {
+				it.Stop()
+				s.endErr = item.err
+				return
+			}
 		}
-		fcancel()
+		if it != nil {
+			it.Stop()
+		}
 		if ctx.Err() != nil {
-			s.endErr = fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
+			s.endErr = closed
 			return
 		}
-		if got > 0 {
-			errs = 0
-		}
-		if err == nil || idle(err) {
-			continue
-		}
 		if errors.Is(err, nats.ErrConnectionClosed) {
-			s.endErr = fmt.Errorf("fetch from consumer %s: %w", s.cfg.Consumer, err)
+			s.endErr = fmt.Errorf("read from consumer %s: %w", s.cfg.Consumer, err)
 			return
 		}
 		errs++
 		d := backoff(errs, jitter())
-		s.log.Warn("fetch; backing off", "consumer", s.cfg.Consumer, "attempt", errs, "wait", d, "err", err)
+		s.log.Warn("pull from consumer; backing off", "consumer", s.cfg.Consumer, "attempt", errs, "wait", d, "err", err)
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-s.stop:
 			t.Stop()
-			s.endErr = fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
+			s.endErr = closed
 			return
 		}
 	}
@@ -217,35 +243,16 @@ func idle(err error) bool {
 		errors.Is(err, jetstream.ErrNoMessages)
 }
 
-// handle turns a fetched message into a queue item, applying the decode
-// error policy. It reports false for a message that is not handed out.
-func (s *Source) handle(ctx context.Context, msg jetstream.Msg, pos *[]byte) (item, bool) {
+// handle turns a fetched message into a queue item and tracks it until
+// it is acknowledged.
+func (s *Source) handle(msg jetstream.Msg, format cdc.PayloadFormat, pos *[]byte) item {
 	s.m.add(Fetched, 1)
 	meta, err := msg.Metadata()
 	if err != nil {
-		return item{err: fmt.Errorf("message on %s has no JetStream metadata: %w", msg.Subject(), err)}, true
+		return item{err: fmt.Errorf("message on %s has no JetStream metadata: %w", msg.Subject(), err)}
 	}
 	if meta.NumDelivered > 1 {
 		s.m.add(Redelivered, 1)
-	}
-	format, derr := s.payload(msg.Data())
-	if derr != nil {
-		s.m.add(DecodeErrors, 1)
-		switch s.cfg.OnDecodeError {
-		case "skip":
-			s.ackNow(msg)
-			return item{}, false
-		case "dead_letter":
-			if err := s.deadLetter(ctx, msg.Subject(), msg.Data(), msg.Headers(), derr, meta.Sequence.Stream); err != nil {
-				return item{err: err}, true
-			}
-			s.m.add(DeadLettered, 1)
-			s.ackNow(msg)
-			return item{}, false
-		default:
-			return item{err: fmt.Errorf("message %d of stream %s on %s (on_decode_error: fail): %w",
-				meta.Sequence.Stream, s.cfg.Stream, msg.Subject(), derr)}, true
-		}
 	}
 	if s.acks != nil {
 		s.mu.Lock()
@@ -259,14 +266,9 @@ func (s *Source) handle(ctx context.Context, msg jetstream.Msg, pos *[]byte) (it
 	start := len(*pos)
 	*pos = appendJSPos(*pos, meta.Sequence.Stream, meta.Sequence.Consumer)
 	p := (*pos)[start:len(*pos):len(*pos)]
-	return item{ev: event(msg.Subject(), msg.Data(), msg.Headers(), format, p, meta.Timestamp.UnixMilli())}, true
-}
-
-// ackNow acknowledges a message that is not handed out (skipped or dead
-// lettered) through the ack worker.
-func (s *Source) ackNow(msg jetstream.Msg) {
-	if s.acks != nil {
-		s.acks.enqueue([]jetstream.Msg{msg})
+	return item{
+		ev:  event(msg.Subject(), msg.Data(), msg.Headers(), format, p, meta.Timestamp.UnixMilli()),
+		msg: msg, streamSeq: meta.Sequence.Stream, consumerSeq: meta.Sequence.Consumer,
 	}
 }
 

@@ -298,6 +298,7 @@ func TestServerRestartLosesNothing(t *testing.T) {
 
 	cfg := jsConfig(t, nc, "ORDERS", "tide")
 	cfg.FetchBatch = 100
+	cfg.AckWait = 2 * time.Second // messages lost in flight come back after this
 	src := openSource(t, cfg, nil)
 	first := pollN(t, src, 1000)
 	src.Ack(t.Context(), first[len(first)-1].Pos)
@@ -307,13 +308,13 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	eventually(t, "reconnected", nc.IsConnected)
 	publishJSON(t, js, "orders.eu", 2000, 3000)
 
-	// Whatever was queued or in flight across the restart may come again
-	// (at-least-once); nothing may be missing, and order holds.
+	// Whatever was in flight across the restart comes again, after its
+	// AckWait (at-least-once, so possibly out of order); nothing may be
+	// missing.
 	seen := map[int]bool{}
 	for _, ev := range first {
 		seen[number(t, ev)] = true
 	}
-	var last uint64
 	deadline := time.Now().Add(30 * time.Second)
 	var buf []cdc.Event
 	for len(seen) < 3000 && time.Now().Before(deadline) {
@@ -323,11 +324,6 @@ func TestServerRestartLosesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ev := range buf {
-			if sq := streamSeq(t, ev); sq <= last && sq > 1000 {
-				t.Fatalf("stream seq %d after %d", sq, last)
-			} else {
-				last = sq
-			}
 			seen[number(t, ev)] = true
 		}
 		if len(buf) > 0 {
@@ -342,6 +338,10 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	if len(seen) != 3000 {
 		t.Fatalf("saw %d distinct messages, want 3000", len(seen))
 	}
+	eventually(t, "everything acknowledged", func() bool {
+		info := consumerInfo(t, js, "ORDERS", "tide")
+		return info.AckFloor.Stream == 3000 && info.NumAckPending == 0
+	})
 }
 
 func TestAckWorkerAbandonsQueuedAcksOnShutdown(t *testing.T) {

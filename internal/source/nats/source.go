@@ -51,6 +51,12 @@ type Source struct {
 type item struct {
 	ev  cdc.Event
 	err error
+
+	// JetStream only: the message, acknowledged by Poll if its payload
+	// does not decode and the policy skips or dead-letters it.
+	msg         jetstream.Msg
+	streamSeq   uint64
+	consumerSeq uint64
 }
 
 // pendingMsg is a message fetched and not yet acknowledged.
@@ -158,25 +164,35 @@ func (s *Source) checkIdentity(restored *cdc.Checkpoint) error {
 	return nil
 }
 
-// Poll implements cdc.Source. It never waits.
+// Poll implements cdc.Source. It never waits, except to republish a
+// message that does not decode to the dead-letter subject.
+//
+// Payloads are validated here rather than in the reader, so that the
+// reader (network) and Poll (validation) run on two cores.
 func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Event, error) {
 	if s.failed != nil {
 		return buf, s.failed
 	}
-	for n := 0; n < max; n++ {
+	start := len(buf)
+	for len(buf)-start < max {
 		select {
 		case it, ok := <-s.queue:
 			if !ok {
 				return buf, s.endErr
 			}
+			if it.err == nil && s.cfg.Format == "json" && !json.Valid(it.ev.Payload) {
+				it.err = s.decodeFailed(ctx, &it)
+				if it.err == nil {
+					continue // skipped or dead-lettered
+				}
+			}
 			if it.err != nil {
-				if n == 0 {
-					s.failed = it.err
+				s.failed = it.err
+				if len(buf) == start {
 					return buf, it.err
 				}
 				// Hand out the events before the failure first, so that
 				// they can be committed; fail on the next Poll.
-				s.failed = it.err
 				s.wake()
 				return buf, nil
 			}
@@ -188,6 +204,45 @@ func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Even
 		}
 	}
 	return buf, nil
+}
+
+// decodeFailed applies OnDecodeError to a payload that is not JSON. It
+// returns nil when the message was skipped or dead-lettered (and then
+// acknowledged), or the error that stops the pipeline.
+func (s *Source) decodeFailed(ctx context.Context, it *item) error {
+	s.m.add(DecodeErrors, 1)
+	derr := fmt.Errorf("%w: not JSON", ErrDecode)
+	switch s.cfg.OnDecodeError {
+	case "skip":
+	case "dead_letter":
+		if err := s.deadLetter(ctx, it.ev.Namespace, it.ev.Payload, nats.Header(it.ev.Headers), derr, it.streamSeq); err != nil {
+			return err
+		}
+		s.m.add(DeadLettered, 1)
+	default:
+		if it.msg == nil {
+			return fmt.Errorf("message %s on %s (on_decode_error: fail): %w", it.ev.Pos, it.ev.Namespace, derr)
+		}
+		return fmt.Errorf("message %d of stream %s on %s (on_decode_error: fail): %w", it.streamSeq, s.cfg.Stream, it.ev.Namespace, derr)
+	}
+	if it.msg != nil && s.acks != nil {
+		s.forget(it.consumerSeq)
+		s.acks.enqueue([]jetstream.Msg{it.msg})
+	}
+	return nil
+}
+
+// forget drops a message from the pending list: it is acknowledged on its
+// own.
+func (s *Source) forget(consumerSeq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.pending {
+		if s.pending[i].consumerSeq == consumerSeq {
+			s.pending = slices.Delete(s.pending, i, i+1)
+			return
+		}
+	}
 }
 
 // Ack implements cdc.Acker. The runtime calls it only after the sink
@@ -275,18 +330,15 @@ func appendJSPos(b []byte, streamSeq, consumerSeq uint64) []byte {
 	return append(b, '}')
 }
 
-// payload checks data against the configured format.
-func (s *Source) payload(data []byte) (cdc.PayloadFormat, error) {
+// format is the payload format of every event.
+func (s *Source) format() cdc.PayloadFormat {
 	switch s.cfg.Format {
 	case "string":
-		return cdc.PayloadString, nil
+		return cdc.PayloadString
 	case "raw":
-		return cdc.PayloadBase64, nil
+		return cdc.PayloadBase64
 	}
-	if !json.Valid(data) {
-		return cdc.PayloadJSON, fmt.Errorf("%w: not JSON", ErrDecode)
-	}
-	return cdc.PayloadJSON, nil
+	return cdc.PayloadJSON
 }
 
 // event builds the event for a message.
