@@ -359,6 +359,8 @@ func compileOperator(name string, arg bson.RawValue, vars scope) (expr, error) {
 		return compileMapFilter(name, arg, vars)
 	case "$getField", "$setField", "$unsetField":
 		return compileFieldOp(name, arg, vars)
+	case "$dateToString":
+		return compileDateToString(arg, vars)
 	}
 	op, ok := operators[name]
 	if !ok {

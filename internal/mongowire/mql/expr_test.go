@@ -268,3 +268,38 @@ func TestMoreExpressions(t *testing.T) {
 	_, err = e.Eval(root)
 	wantCode(t, err, 28714, "")
 }
+
+func TestDateToString(t *testing.T) {
+	t.Parallel()
+	root := doc(t, `{"d": {"$date": "2021-03-04T05:06:07.089Z"}}`)
+	tests := map[string]struct{ expr, want string }{
+		"default":  {`{"$dateToString": {"date": "$d"}}`, `"2021-03-04T05:06:07.089Z"`},
+		"format":   {`{"$dateToString": {"date": "$d", "format": "%Y/%m/%d %H:%M:%S.%L %j %%"}}`, `"2021/03/04 05:06:07.089 063 %"`},
+		"offset":   {`{"$dateToString": {"date": "$d", "format": "%H:%M %z", "timezone": "+01:30"}}`, `"06:36 +0130"`},
+		"on null":  {`{"$dateToString": {"date": "$missing", "onNull": "none"}}`, `"none"`},
+		"null":     {`{"$dateToString": {"date": "$missing"}}`, `null`},
+		"week day": {`{"$dateToString": {"date": "$d", "format": "%w %u"}}`, `"5 4"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, err := CompileExpr(val(t, tc.expr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Eval(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := val(t, tc.want); got.Type != want.Type || !Equal(got, want) {
+				t.Fatalf("got %s, want %s", got, want)
+			}
+		})
+	}
+	e, err := CompileExpr(val(t, `{"$dateToString": {"date": "$d", "format": "%Q"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Eval(root)
+	wantCode(t, err, 18536, "")
+}
