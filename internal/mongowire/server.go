@@ -173,7 +173,7 @@ func (s *Server) Start() error {
 		defer s.wg.Done()
 		s.acceptLoop(ctx)
 	}()
-	s.log.Info("mongowire listening", "addr", s.addr, "advertise", s.advertise, "replset", s.cfg.ReplSet)
+	s.log.Debug("mongowire listening", "addr", s.addr, "advertise", s.advertise, "replset", s.cfg.ReplSet)
 	return nil
 }
 
