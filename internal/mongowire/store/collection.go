@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -205,8 +206,19 @@ func (c *collection) byID(id bson.RawValue) int {
 	return p
 }
 
-// addIndex builds an index over the existing documents.
+// addIndex builds an index over the existing documents: their keys are
+// collected, sorted and loaded at once, which is much faster than inserting
+// them one by one into a large tree.
 func (c *collection) addIndex(ns Namespace, ix *index) *mongoerr.Error {
+	if err := c.build(ns, ix); err != nil {
+		return err
+	}
+	c.indexes = append(c.indexes, ix)
+	return nil
+}
+
+func (c *collection) build(ns Namespace, ix *index) *mongoerr.Error {
+	all := make([]entry, 0, c.live)
 	for _, r := range c.recs {
 		if r.doc == nil {
 			continue
@@ -215,14 +227,36 @@ func (c *collection) addIndex(ns Namespace, ix *index) *mongoerr.Error {
 		if err != nil {
 			return asMongo(err)
 		}
-		for j := range es {
-			if ix.unique() && ix.conflict(&es[j], r.rid) != 0 {
-				return ix.dupKeyError(ns, &es[j])
+		all = append(all, es...)
+	}
+	slices.SortFunc(all, func(a, b entry) int { return ix.compare(&a, &b) })
+	if ix.unique() || ix == c.indexes[0] {
+		for i := 1; i < len(all); i++ {
+			if all[i-1].rid != all[i].rid && ix.compareKeys(&all[i-1], &all[i]) == 0 {
+				return ix.dupKeyError(ns, &all[i])
 			}
-			ix.tree.insert(es[j])
 		}
 	}
-	c.indexes = append(c.indexes, ix)
+	ix.tree = newTree(ix.compare)
+	ix.tree.load(all)
+	return nil
+}
+
+// appendLoaded adds a document read from a snapshot without touching the
+// indexes; rebuildIndexes then builds them all.
+func (c *collection) appendLoaded(doc bson.Raw) {
+	c.recs = append(c.recs, record{rid: c.nextRID, doc: doc})
+	c.nextRID++
+	c.live++
+	c.size += int64(len(doc))
+}
+
+func (c *collection) rebuildIndexes(ns Namespace) *mongoerr.Error {
+	for _, ix := range c.indexes {
+		if err := c.build(ns, ix); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -282,6 +282,7 @@ func (s *Store) loadSnapshot() (*meta, error) {
 	var ns Namespace
 	var oplog []OplogEntry
 	pendingIdx := map[*collection][]IndexSpec{}
+	nsOf := map[*collection]Namespace{}
 	for {
 		kind, payload, err := readRecord(r)
 		if err == io.EOF {
@@ -303,6 +304,7 @@ func (s *Store) loadSnapshot() (*meta, error) {
 			}
 			ns = Namespace{DB: cr.DB, Coll: cr.Coll}
 			c = s.createLocked(ns, cr.UUID, cr.Options)
+			nsOf[c] = ns
 			for _, d := range cr.Indexes[1:] {
 				pendingIdx[c] = append(pendingIdx[c], specFromDoc(d))
 			}
@@ -310,9 +312,7 @@ func (s *Store) loadSnapshot() (*meta, error) {
 			if c == nil {
 				return nil, errors.New("read snapshot: a document before any collection")
 			}
-			if werr := c.insert(ns, payload); werr != nil {
-				return nil, fmt.Errorf("read snapshot: %s: %w", ns, werr)
-			}
+			c.appendLoaded(payload)
 		case kindOplog:
 			e, err := decodeEntry(payload)
 			if err != nil {
@@ -324,15 +324,16 @@ func (s *Store) loadSnapshot() (*meta, error) {
 	if m == nil {
 		return nil, errors.New("read snapshot: no header")
 	}
-	for c, specs := range pendingIdx {
-		for _, spec := range specs {
+	for c, ns := range nsOf {
+		for _, spec := range pendingIdx[c] {
 			ix, err := newIndex(spec)
 			if err != nil {
-				return nil, fmt.Errorf("read snapshot: index %s: %w", spec.Name, err)
+				return nil, fmt.Errorf("read snapshot: %s index %s: %w", ns, spec.Name, err)
 			}
-			if werr := c.addIndex(Namespace{}, ix); werr != nil {
-				return nil, fmt.Errorf("read snapshot: index %s: %w", spec.Name, werr)
-			}
+			c.indexes = append(c.indexes, ix)
+		}
+		if werr := c.rebuildIndexes(ns); werr != nil {
+			return nil, fmt.Errorf("read snapshot: %s: %w", ns, werr)
 		}
 	}
 	s.observe(m.Clock)

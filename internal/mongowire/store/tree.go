@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -66,11 +67,11 @@ func (t *tree) insert(e entry) {
 	copy(c[i+1:], c[i:])
 	c[i] = e
 	if len(c) > chunkMax {
+		// Exact capacities: with increasing keys (ObjectIds, counters) the
+		// left half never grows again; append grows the right one.
 		half := len(c) / 2
-		left := make([]entry, half, chunkMax+1)
-		copy(left, c[:half])
-		right := make([]entry, len(c)-half, chunkMax+1)
-		copy(right, c[half:])
+		left := slices.Clone(c[:half])
+		right := slices.Clone(c[half:])
 		t.chunks = append(t.chunks, nil)
 		copy(t.chunks[ci+2:], t.chunks[ci+1:])
 		t.chunks[ci] = left
@@ -78,6 +79,18 @@ func (t *tree) insert(e entry) {
 		return
 	}
 	t.chunks[ci] = c
+}
+
+// load replaces the contents with entries, which must be sorted.
+func (t *tree) load(entries []entry) {
+	const fill = chunkMax * 3 / 4 // room to grow before a chunk splits
+	t.chunks, t.n = nil, len(entries)
+	for len(entries) > 0 {
+		n := min(fill, len(entries))
+		c := slices.Clone(entries[:n])
+		t.chunks = append(t.chunks, c)
+		entries = entries[n:]
+	}
 }
 
 // find returns the entry equal to e (same key and rid), or nil.
