@@ -28,7 +28,7 @@ type NATSTLS struct {
 // NATSSource configures the NATS source (source.nats): a core subscription
 // (at-most-once) or a durable JetStream pull consumer (at-least-once,
 // acknowledged only after the sink committed and the checkpoint was saved).
-// Zero values mean the defaults shown.
+// setDefaults fills in the defaults shown before the YAML is decoded.
 type NATSSource struct {
 	Servers []string `yaml:"servers"` // default [nats://127.0.0.1:4222]
 	Auth    NATSAuth `yaml:"auth"`
@@ -56,9 +56,21 @@ type NATSSource struct {
 	OnDecodeError     string `yaml:"on_decode_error"` // fail (default) | skip | dead_letter
 	DeadLetterSubject string `yaml:"dead_letter_subject"`
 
-	// LagPollInterval is how often the consumer's pending count is read;
-	// nil means 5s and an explicit 0 disables it.
-	LagPollInterval *time.Duration `yaml:"lag_poll_interval"`
+	// LagPollInterval is how often the consumer's pending count is read
+	// (default 5s); an explicit 0 disables it.
+	LagPollInterval time.Duration `yaml:"lag_poll_interval"`
+}
+
+func (c *NATSSource) setDefaults() {
+	*c = NATSSource{
+		Mode: "jetstream", Deliver: "all", Ack: "explicit", AckWait: 30 * time.Second,
+		MaxDeliver: -1, MaxAckPending: 1000, FetchBatch: 500, FetchMaxWait: time.Second,
+		Format: "json", OnDecodeError: "fail", LagPollInterval: 5 * time.Second,
+	}
+}
+
+func (c *NATSSink) setDefaults() {
+	*c = NATSSink{Subject: "cdc.{db}.{coll}", MaxInFlight: 4096}
 }
 
 // NATSStreamSpec is the stream the JetStream sink creates when it is missing.
@@ -178,7 +190,7 @@ func (c *NATSSource) validate(path string) []error {
 	default:
 		bad("on_decode_error", "%q is not one of fail, skip, dead_letter", c.OnDecodeError)
 	}
-	if c.LagPollInterval != nil && *c.LagPollInterval < 0 {
+	if c.LagPollInterval < 0 {
 		bad("lag_poll_interval", "must not be negative (0 disables)")
 	}
 	return errs

@@ -37,6 +37,16 @@
 // A consumer whose deliver policy or start differs from the configuration is
 // refused as well, rather than recreated.
 //
+// The restored position is still used, to drop duplicates: a crash between
+// saving a checkpoint and acknowledging its messages leaves them pending,
+// and the broker redelivers them; messages at or below the restored stream
+// sequence are acknowledged again and not handed out. Open also waits out
+// AckWait when an earlier reader left messages unacknowledged, because the
+// broker redelivers them only then (before any newer message): reading at
+// once would hand out newer messages first. With the file sink, which
+// truncates to its checkpoint, a JetStream pipeline is exactly-once and in
+// stream order across crashes.
+//
 // # Core
 //
 // A core subscription (optionally in a queue group) has no durable position:

@@ -60,6 +60,7 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 			return err
 		}
 		restoredPos = &p
+		s.skipThrough = p.StreamSeq
 	}
 
 	existing, err := js.Consumer(ctx, s.cfg.Stream, s.cfg.Consumer)
@@ -199,7 +200,10 @@ func (s *Source) readJetStream() {
 				break
 			}
 			errs = 0 // progress
-			item := s.handle(msg, format, &pos)
+			item, ok := s.handle(msg, format, &pos)
+			if !ok {
+				continue
+			}
 			select {
 			case s.queue <- item:
 				s.wake()
@@ -244,15 +248,25 @@ func idle(err error) bool {
 }
 
 // handle turns a fetched message into a queue item and tracks it until
-// it is acknowledged.
-func (s *Source) handle(msg jetstream.Msg, format cdc.PayloadFormat, pos *[]byte) item {
+// it is acknowledged. It reports false for a message it does not hand out.
+func (s *Source) handle(msg jetstream.Msg, format cdc.PayloadFormat, pos *[]byte) (item, bool) {
 	s.m.add(Fetched, 1)
 	meta, err := msg.Metadata()
 	if err != nil {
-		return item{err: fmt.Errorf("message on %s has no JetStream metadata: %w", msg.Subject(), err)}
+		return item{err: fmt.Errorf("message on %s has no JetStream metadata: %w", msg.Subject(), err)}, true
 	}
 	if meta.NumDelivered > 1 {
 		s.m.add(Redelivered, 1)
+	}
+	if meta.Sequence.Stream <= s.skipThrough {
+		// The restored checkpoint covers it: the sink has it, and the crash
+		// came before its ack. Acknowledge it again instead of delivering
+		// it twice.
+		if s.acks != nil {
+			s.acks.enqueue([]jetstream.Msg{msg})
+		}
+		s.m.add(Skipped, 1)
+		return item{}, false
 	}
 	if s.acks != nil {
 		s.mu.Lock()
@@ -269,7 +283,7 @@ func (s *Source) handle(msg jetstream.Msg, format cdc.PayloadFormat, pos *[]byte
 	return item{
 		ev:  event(msg.Subject(), msg.Data(), msg.Headers(), format, p, meta.Timestamp.UnixMilli()),
 		msg: msg, streamSeq: meta.Sequence.Stream, consumerSeq: meta.Sequence.Consumer,
-	}
+	}, true
 }
 
 // keepAlive sends in-progress acks for messages handed out (or queued) and

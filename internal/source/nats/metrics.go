@@ -14,6 +14,7 @@ const (
 	Redelivered   Counter = "redelivered"    // messages delivered more than once
 	DecodeErrors  Counter = "decode_errors"  // payloads that did not decode
 	DeadLettered  Counter = "dead_lettered"  // messages republished to the dead-letter subject
+	Skipped       Counter = "skipped"        // redelivered messages the restored checkpoint covers, acknowledged again
 )
 
 // Metrics receives the source's counts, for example to export them to
@@ -26,14 +27,14 @@ type Metrics interface {
 // Stats is a snapshot of a source's counters.
 type Stats struct {
 	Fetched, Acked, AckErrors, AcksDropped, AcksAbandoned uint64
-	Redelivered, DecodeErrors, DeadLettered               uint64
+	Redelivered, DecodeErrors, DeadLettered, Skipped      uint64
 	Lag                                                   uint64
 }
 
 type counters struct {
 	hook                                                  Metrics
 	fetched, acked, ackErrors, acksDropped, acksAbandoned atomic.Uint64
-	redelivered, decodeErrors, deadLettered, lag          atomic.Uint64
+	redelivered, decodeErrors, deadLettered, skipped, lag atomic.Uint64
 }
 
 func (m *counters) add(c Counter, n uint64) {
@@ -57,6 +58,8 @@ func (m *counters) add(c Counter, n uint64) {
 		m.decodeErrors.Add(n)
 	case DeadLettered:
 		m.deadLettered.Add(n)
+	case Skipped:
+		m.skipped.Add(n)
 	}
 	if m.hook != nil {
 		m.hook.Add(c, n)
@@ -75,6 +78,6 @@ func (m *counters) snapshot() Stats {
 		Fetched: m.fetched.Load(), Acked: m.acked.Load(), AckErrors: m.ackErrors.Load(),
 		AcksDropped: m.acksDropped.Load(), AcksAbandoned: m.acksAbandoned.Load(),
 		Redelivered: m.redelivered.Load(), DecodeErrors: m.decodeErrors.Load(),
-		DeadLettered: m.deadLettered.Load(), Lag: m.lag.Load(),
+		DeadLettered: m.deadLettered.Load(), Skipped: m.skipped.Load(), Lag: m.lag.Load(),
 	}
 }

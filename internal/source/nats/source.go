@@ -38,6 +38,10 @@ type Source struct {
 
 	failed error // a decode failure held back until the next Poll (Poll's goroutine only)
 
+	// skipThrough is the stream sequence of the restored checkpoint:
+	// messages up to it are in the sink already and are only acknowledged.
+	skipThrough uint64
+
 	mu      sync.Mutex   // guards the fields below
 	pending []pendingMsg // fetched, not yet handed to the acker, in delivery order
 	closed  bool
