@@ -366,7 +366,7 @@ func opQuery(t testing.TB, coll string, q any) []byte {
 func TestLegacyHandshake(t *testing.T) {
 	s := startServer(t, func(c *Config) { c.ReplSet = "rsX" })
 	nc := dial(t, s)
-	nc.Write(opQuery(t, "admin.$cmd", bson.D{{Key: "isMaster", Value: 1}, {Key: "helloOk", Value: true}}))
+	nc.Write(opQuery(t, "admin.$cmd", bson.D{{Key: "isMaster", Value: 1}, {Key: "helloOk", Value: true}, {Key: "compression", Value: bson.A{"zstd", "snappy"}}}))
 	h, reply := readReply(t, nc)
 	if h.OpCode != wire.OpReply || h.ResponseTo != 3 {
 		t.Fatalf("handshake reply opcode %d to %d", h.OpCode, h.ResponseTo)
@@ -376,6 +376,9 @@ func TestLegacyHandshake(t *testing.T) {
 	}
 	if _, err := reply.LookupErr("topologyVersion"); err == nil {
 		t.Error("topologyVersion sent without awaitable hello")
+	}
+	if _, err := reply.LookupErr("compression"); err == nil {
+		t.Error("compression advertised")
 	}
 	// Wrapped in $query, as mongos-style clients send it.
 	nc.Write(opQuery(t, "admin.$cmd", bson.D{{Key: "$query", Value: bson.D{{Key: "hello", Value: 1}}}}))
