@@ -237,3 +237,45 @@ func TestRangeFilterAgreesWithCompare(t *testing.T) {
 		}
 	})
 }
+
+func FuzzPipeline(f *testing.F) {
+	seeds := []string{
+		`{"$group": {"_id": "$a", "n": {"$sum": "$b"}, "s": {"$push": "$$ROOT"}}}`,
+		`{"$project": {"x": {"$add": ["$a", 1]}, "y": {"$concat": ["$s", "x"]}, "a.b": 1}}`,
+		`{"$addFields": {"m": {"$map": {"input": "$arr", "in": {"$multiply": ["$$this", 2]}}}}}`,
+		`{"$unwind": {"path": "$arr", "includeArrayIndex": "i", "preserveNullAndEmptyArrays": true}}`,
+		`{"$lookup": {"from": "o", "let": {"x": "$a"}, "pipeline": [{"$match": {"$expr": {"$eq": ["$a", "$$x"]}}}], "as": "j"}}`,
+		`{"$facet": {"a": [{"$sortByCount": "$a"}], "b": [{"$count": "n"}]}}`,
+		`{"$sort": {"a": -1, "b.c": 1}}`,
+		`{"$replaceWith": {"$mergeObjects": ["$$ROOT", {"z": {"$dateToString": {"date": "$$NOW"}}}]}}`,
+	}
+	for _, s := range seeds {
+		var d bson.Raw
+		if err := bson.UnmarshalExtJSON([]byte(s), false, &d); err != nil {
+			f.Fatal(err)
+		}
+		f.Add([]byte(d))
+	}
+	var input []bson.Raw
+	for _, s := range []string{`{"a": 1, "b": 2, "s": "q", "arr": [1, 2]}`, `{"a": [1, {"b": 2}], "arr": []}`, `{"a": null, "b": {"c": "x"}}`} {
+		var d bson.Raw
+		_ = bson.UnmarshalExtJSON([]byte(s), false, &d)
+		input = append(input, d)
+	}
+	env := mapEnv{"o": input}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := CompilePipeline([]bson.Raw{data})
+		if err != nil {
+			return
+		}
+		out, err := p.Run(env, input)
+		if err != nil {
+			return
+		}
+		for _, d := range out {
+			if err := d.Validate(); err != nil {
+				t.Fatalf("pipeline %s produced invalid BSON: %v", bson.Raw(data), err)
+			}
+		}
+	})
+}
