@@ -264,7 +264,7 @@ func cursorReply(batchName string, docs []bson.Raw, extra bson.D, id int64, ns s
 // batchSize of find-like ones (field "batchSize" of doc); -1 when absent.
 func cursorBatchSize(cmdName string, doc bson.Raw) (int64, error) {
 	v, err := doc.LookupErr("batchSize")
-	if err != nil {
+	if err != nil || v.Type == bson.TypeNull {
 		return -1, nil
 	}
 	n, err := asInt64(cmdName, "batchSize", v)
