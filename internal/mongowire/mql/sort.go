@@ -31,6 +31,10 @@ func CompileSort(s bson.Raw) (*Sort, error) {
 			return out, nil
 		}
 		key := string(k)
+		if key == "$natural" {
+			// Natural order is the order of the input: nothing to compare.
+			continue
+		}
 		if key == "" || strings.HasPrefix(key, "$") || strings.Contains(key, "..") || strings.HasSuffix(key, ".") || strings.HasPrefix(key, ".") {
 			return nil, mongoerr.New(mongoerr.BadValue, "FieldPath field names may not be empty strings or start with '$': %s", key)
 		}
