@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -51,6 +52,13 @@ var errCloseConn = errors.New("mongowire: close connection")
 // malformed beyond recovery, a deadline passes, or the server closes.
 func (c *conn) serve(ctx context.Context) {
 	defer c.nc.Close()
+	defer func() {
+		// Handlers recover their own panics; one here is a framing bug.
+		// It ends this connection, never the server.
+		if p := recover(); p != nil {
+			c.log.Error("connection panicked", "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	first := true
@@ -155,7 +163,9 @@ func (c *conn) handleMsg(ctx context.Context, h wire.Header, msg []byte) error {
 	m, err := wire.ParseMsg(msg, wire.MaxCommandDepth)
 	if err != nil {
 		var we *wire.Error
-		errors.As(err, &we)
+		if !errors.As(err, &we) {
+			return err
+		}
 		c.log.Debug("malformed OP_MSG", "err", err)
 		if m.MoreToCome() {
 			if we.Close {
@@ -187,7 +197,9 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 	q, err := wire.ParseQuery(msg, wire.MaxCommandDepth)
 	if err != nil {
 		var we *wire.Error
-		errors.As(err, &we)
+		if !errors.As(err, &we) {
+			return err
+		}
 		c.log.Debug("malformed OP_QUERY", "err", err)
 		if werr := c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(we.Err)); werr != nil {
 			return werr
