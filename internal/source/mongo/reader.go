@@ -170,12 +170,12 @@ func (r *reader) read(ctx context.Context) error {
 		r.lastTok, r.startAfter = r.snap.startTok, false
 		r.snap = nil
 	}
-	return r.streamLoop(ctx)
+	return r.streamLoop(ctx, r.cs != nil)
 }
 
 // streamLoop streams, reopening after transient errors from the last
 // position handed out, at most MaxReconnects times in a row.
-func (r *reader) streamLoop(ctx context.Context) error {
+func (r *reader) streamLoop(ctx context.Context, opened bool) error {
 	s := r.s
 	failures := 0
 	var lastErr error
@@ -207,12 +207,13 @@ func (r *reader) streamLoop(ctx context.Context) error {
 					return err
 				}
 			}
-			if err := r.reopen(ctx); err != nil {
+			if err := r.reopen(ctx, opened); err != nil {
 				if err := fail(err); err != nil {
 					return err
 				}
 				continue
 			}
+			opened = true
 		}
 		progressed, err := r.stream(ctx)
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -230,7 +231,7 @@ func (r *reader) streamLoop(ctx context.Context) error {
 
 // reopen checks that the deployment and the collection are still the
 // ones admitted, then opens the stream after the last position.
-func (r *reader) reopen(ctx context.Context) error {
+func (r *reader) reopen(ctx context.Context, again bool) error {
 	s := r.s
 	l, err := s.admitOnce(ctx)
 	if err != nil {
@@ -247,8 +248,10 @@ func (r *reader) reopen(ctx context.Context) error {
 		return err
 	}
 	r.cs = cs
-	s.metrics.reconnects.Add(1)
-	s.log.Info("change stream reopened", "after", string(tokenJSON(r.lastTok)))
+	if again {
+		s.metrics.reconnects.Add(1)
+		s.log.Info("change stream reopened", "after", string(tokenJSON(r.lastTok)))
+	}
 	return nil
 }
 
@@ -282,11 +285,6 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 				return progressed, &permanentError{err}
 			}
 			r.lastTok, r.startAfter = ev.ResumeToken, false
-			if cs.RemainingBatchLength() == 0 {
-				if err := r.watermark(ctx); err != nil {
-					return progressed, err
-				}
-			}
 			continue
 		}
 		if err := cs.Err(); err != nil {

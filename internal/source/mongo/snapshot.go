@@ -23,7 +23,7 @@ func (r *reader) snapshot(ctx context.Context) error {
 		s.metrics.snapshotTotal.Store(n)
 	}
 	bar := progressBar{w: s.cfg.Progress, ns: s.ns}
-	defer bar.finish(s.metrics.snapshotDone.Load(), s.metrics.snapshotTotal.Load())
+	defer func() { bar.finish(s.metrics.snapshotDone.Load(), s.metrics.snapshotTotal.Load()) }()
 	failures := 0
 	for {
 		progressed, err := r.copy(ctx, &bar)
