@@ -2,6 +2,8 @@ package mql
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +152,25 @@ func BenchmarkGroup(b *testing.B) {
 				}
 				sums[m["cat"].(string)] += int64(m["n"].(int32))
 			}
+		}
+	})
+}
+
+func BenchmarkSort(b *testing.B) {
+	docs := benchCorpus()
+	s, err := CompileSort(doc(b, `{"cat": 1, "score": -1}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("SortDocs 100k", func(b *testing.B) {
+		for b.Loop() {
+			s.SortDocs(slices.Clone(docs))
+		}
+	})
+	b.Run("SliceStable with Compare 100k", func(b *testing.B) {
+		for b.Loop() {
+			d := slices.Clone(docs)
+			sort.SliceStable(d, func(i, j int) bool { return s.Compare(d[i], d[j]) < 0 })
 		}
 	})
 }

@@ -296,7 +296,7 @@ type sortStage struct{ s *Sort }
 
 func (s sortStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 	out := append([]bson.Raw(nil), in...)
-	s.s.sortDocs(out)
+	s.s.SortDocs(out)
 	return out, nil
 }
 
@@ -551,7 +551,7 @@ func (s sortByCountStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 	sortSpec := newDoc(16)
 	sortSpec.add("count", vInt32(-1))
 	srt, _ := CompileSort(sortSpec.done())
-	srt.sortDocs(out)
+	srt.SortDocs(out)
 	return out, nil
 }
 

@@ -130,7 +130,7 @@ func TestSort(t *testing.T) {
 				t.Fatal(err)
 			}
 			ds := docs(t, tc.in...)
-			s.sortDocs(ds)
+			s.SortDocs(ds)
 			for i, w := range tc.want {
 				sameDoc(t, ds[i], w)
 			}

@@ -120,7 +120,7 @@ func TestSortIsStableAndOrdered(t *testing.T) {
 			in[i] = d.done()
 		}
 		out := slices.Clone(in)
-		s.sortDocs(out)
+		s.SortDocs(out)
 		for i := 1; i < len(out); i++ {
 			c := s.Compare(out[i-1], out[i])
 			if c > 0 {
