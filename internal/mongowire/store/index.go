@@ -116,6 +116,12 @@ func keyDirection(v any) (int, error) {
 // values sort before every value when its rid is 0, after every value
 // otherwise, so a probe with one value bounds all entries with that prefix.
 func (ix *index) compare(a, b *entry) int {
+	if len(ix.dirs) == 1 && a.k0.Type != 0 && b.k0.Type != 0 { // single field: the common case
+		if c := compareValues(a.k0, b.k0); c != 0 {
+			return c * ix.dirs[0]
+		}
+		return cmpRID(a.rid, b.rid)
+	}
 	for i := range ix.dirs {
 		av, aok := entryKey(a, i)
 		bv, bok := entryKey(b, i)
