@@ -681,7 +681,10 @@ func parseTopLevel(key string, v bson.RawValue, depth int) (node, error) {
 		return constNode(false), nil
 	case "$id", "$ref", "$db":
 		return newFieldNode(key, newEqOp(v)), nil
-	case "$where", "$text", "$jsonSchema", "$sampleRate":
+	case "$text":
+		// No collection here has a text index.
+		return nil, mongoerr.New(mongoerr.IndexNotFound, "text index required for $text query")
+	case "$where", "$jsonSchema", "$sampleRate":
 		return nil, mongoerr.New(mongoerr.BadValue, "%s is not supported by this server", key)
 	}
 	return nil, mongoerr.New(mongoerr.BadValue, "unknown top level operator: %s", key)
