@@ -1,6 +1,8 @@
 package mongosource
 
 import (
+	"log/slog"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
@@ -8,3 +10,5 @@ import (
 func indexModel(field string) mongo.IndexModel {
 	return mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}}
 }
+
+func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
