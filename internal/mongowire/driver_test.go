@@ -460,6 +460,18 @@ func TestDDLAndIndexes(t *testing.T) {
 		t.Fatalf("after rename: %v", names)
 	}
 	wantCode(t, c.Database("admin").RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "ddl.zz"}, {Key: "to", Value: "ddl.b"}}).Err(), 26, "")
+	if _, err := db.Collection("t").InsertOne(ctx, bson.D{{Key: "_id", Value: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, c.Database("admin").RunCommand(ctx, bson.D{{Key: "renameCollection", Value: "ddl.t"}, {Key: "to", Value: "ddl.b"}}).Err(), 48, "")
+	run(t, c.Database("admin"), bson.D{{Key: "renameCollection", Value: "ddl.t"}, {Key: "to", Value: "ddl.b"}, {Key: "dropTarget", Value: true}})
+	if err := db.Collection("b").FindOne(ctx, bson.D{{Key: "_id", Value: "t"}}).Err(); err != nil {
+		t.Fatalf("after rename with dropTarget: %v", err)
+	}
+	var se mongo.ServerError
+	if err := db.CreateCollection(ctx, "capped", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096)); !errors.As(err, &se) || !strings.Contains(err.Error(), "capped") {
+		t.Fatalf("create capped = %v, want a clear refusal", err)
+	}
 	if err := db.Collection("b").Drop(ctx); err != nil {
 		t.Fatal(err)
 	}
