@@ -729,3 +729,110 @@ func itoa(n int) string {
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
 }
+
+// compileFieldOp compiles $getField, $setField and $unsetField, which
+// reach fields whose names contain dots or start with '$'.
+func compileFieldOp(name string, arg bson.RawValue, vars scope) (expr, error) {
+	var fieldV, inputV, valueV bson.RawValue
+	if arg.Type == bson.TypeEmbeddedDocument && !isOperatorDoc(arg) {
+		it := iterDoc(arg.Value)
+		for {
+			k, v, ok := it.next()
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "field":
+				fieldV = v
+			case "input":
+				inputV = v
+			case "value":
+				if name != "$setField" {
+					return nil, mongoerr.New(4161104, "%s found an unknown argument: value", name)
+				}
+				valueV = v
+			default:
+				return nil, mongoerr.New(4161104, "%s found an unknown argument: %s", name, k)
+			}
+		}
+	} else if name == "$getField" {
+		fieldV = arg
+	} else {
+		return nil, mongoerr.New(4161100, "%s only supports an object as its argument", name)
+	}
+	// The field name must be a constant string, possibly inside $literal.
+	if isOperatorDoc(fieldV) {
+		if lit := lookup(fieldV.Value, "$literal"); lit.Type != 0 && arrayLen(fieldV.Value) == 1 {
+			fieldV = lit
+		}
+	}
+	if fieldV.Type != bson.TypeString {
+		return nil, mongoerr.New(4161106, "%s requires 'field' to evaluate to type String, but got %s", name, typeName(fieldV.Type))
+	}
+	if name != "$getField" && inputV.Type == 0 {
+		return nil, mongoerr.New(4161102, "%s requires 'input' to be specified", name)
+	}
+	if name == "$setField" && valueV.Type == 0 {
+		return nil, mongoerr.New(4161103, "$setField requires 'value' to be specified")
+	}
+	field := str(fieldV)
+	var inE, valE expr
+	var err error
+	if inputV.Type != 0 {
+		if inE, err = compileExpr(inputV, vars); err != nil {
+			return nil, err
+		}
+	} else {
+		inE = &fieldPathExpr{variable: "CURRENT"}
+	}
+	if valueV.Type != 0 {
+		if valE, err = compileExpr(valueV, vars); err != nil {
+			return nil, err
+		}
+	}
+	return lazyExpr{func(c *evalCtx) (bson.RawValue, error) {
+		in, err := inE.eval(c)
+		if err != nil {
+			return missing, err
+		}
+		switch {
+		case isNullish(in):
+			if name == "$getField" {
+				return missing, nil
+			}
+			return nullValue, nil
+		case in.Type != bson.TypeEmbeddedDocument:
+			return missing, mongoerr.New(3041705, "%s requires 'input' to evaluate to type Object", name)
+		}
+		if name == "$getField" {
+			return lookup(in.Value, field), nil
+		}
+		var v bson.RawValue
+		if valE != nil {
+			if v, err = valE.eval(c); err != nil {
+				return missing, err
+			}
+		}
+		d := newDoc(len(in.Value) + len(v.Value) + len(field) + 8)
+		it := iterDoc(in.Value)
+		set := false
+		for {
+			k, e, ok := it.next()
+			if !ok {
+				break
+			}
+			if string(k) == field {
+				if !set {
+					d.add(field, v)
+					set = true
+				}
+				continue
+			}
+			d.addBytesKey(k, e)
+		}
+		if !set {
+			d.add(field, v)
+		}
+		return vDoc(d.done()), nil
+	}}, nil
+}
