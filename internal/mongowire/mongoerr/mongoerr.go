@@ -60,6 +60,8 @@ const (
 	NamespaceExists                int32 = 48
 	MaxTimeMSExpired               int32 = 50
 	DollarPrefixedFieldName        int32 = 52
+	EmptyFieldName                 int32 = 56
+	ConversionFailure              int32 = 241
 	InvalidIdField                 int32 = 53
 	NotSingleValueField            int32 = 54
 	CommandNotFound                int32 = 59
@@ -123,6 +125,8 @@ var names = map[int32]string{
 	NamespaceExists:                "NamespaceExists",
 	MaxTimeMSExpired:               "MaxTimeMSExpired",
 	DollarPrefixedFieldName:        "DollarPrefixedFieldName",
+	EmptyFieldName:                 "EmptyFieldName",
+	ConversionFailure:              "ConversionFailure",
 	InvalidIdField:                 "InvalidIdField",
 	NotSingleValueField:            "NotSingleValueField",
 	CommandNotFound:                "CommandNotFound",
