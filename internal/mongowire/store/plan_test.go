@@ -123,3 +123,47 @@ func TestIndexMatchesScan(t *testing.T) {
 		}
 	})
 }
+
+// TestIndexSortMatchesSort checks that a sorted, limited query walking an
+// index returns what a stable sort of every match returns.
+func TestIndexSortMatchesSort(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s, err := Open(Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		dir := rapid.SampledFrom([]int32{1, -1}).Draw(t, "index dir")
+		if _, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "a", Value: dir}}}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range rapid.IntRange(0, 30).Draw(t, "docs") {
+			d := bson.D{{Key: "_id", Value: i}, {Key: "b", Value: int32(i % 3)}}
+			if rapid.IntRange(0, 5).Draw(t, "missing") > 0 {
+				d = append(d, bson.E{Key: "a", Value: genValue(t, fmt.Sprintf("a%d", i), 1)})
+			}
+			doc, _ := bson.Marshal(d)
+			s.Insert(nsA, []bson.Raw{doc}, true)
+		}
+		sortDir := rapid.SampledFrom([]int32{1, -1}).Draw(t, "sort dir")
+		sortSpec, _ := bson.Marshal(bson.D{{Key: "a", Value: sortDir}})
+		filter, _ := bson.Marshal(rapid.SampledFrom([]bson.D{{}, {{Key: "b", Value: 1}}, {{Key: "b", Value: bson.D{{Key: "$ne", Value: 2}}}}}).Draw(t, "filter"))
+		skip := int64(rapid.IntRange(0, 5).Draw(t, "skip"))
+		limit := int64(rapid.IntRange(1, 10).Draw(t, "limit"))
+		got, err := s.Find(nsA, FindSpec{Filter: filter, Sort: sortSpec, Skip: skip, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.Find(nsA, FindSpec{Filter: filter, Sort: sortSpec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, _ := s.Explain(nsA, FindSpec{Filter: filter, Sort: sortSpec, Skip: skip, Limit: limit})
+		if (plan.Index != "") != (sortDir == dir) {
+			t.Fatalf("sort %d on an index of direction %d used %q", sortDir, dir, plan.Index)
+		}
+		if want := window(all, skip, limit); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("sort %v skip %d limit %d through %+v:\n got %v\nwant %v", bson.Raw(sortSpec), skip, limit, plan, got, want)
+		}
+	})
+}

@@ -32,6 +32,65 @@ func (s *Store) match(ns Namespace, f *query, limit int64) ([]bson.Raw, Plan, er
 	return out, plan, err
 }
 
+// matchSorted answers a sorted, limited query by walking an index in sort
+// order, when one fits and no index serves the filter better: it stops
+// after limit matches instead of sorting the whole collection. ok is false
+// when no index fits.
+func (s *Store) matchSorted(ns Namespace, f *query, sortSpec bson.Raw, limit int64) (docs []bson.Raw, plan Plan, ok bool, err error) {
+	err = s.read(func() error {
+		c := s.collLocked(ns)
+		if c == nil {
+			ok = true
+			return nil
+		}
+		if c.choose(f.preds) != nil {
+			return nil
+		}
+		ix := c.sortIndex(sortSpec)
+		if ix == nil {
+			return nil
+		}
+		ok = true
+		plan.Index = ix.spec.Name
+		ix.tree.ascend(nil, func(e *entry) bool {
+			plan.KeysExamined++
+			p := c.pos(e.rid)
+			if p < 0 {
+				return true
+			}
+			plan.DocsExamined++
+			if doc := c.recs[p].doc; f.Match(doc) {
+				docs = append(docs, doc)
+			}
+			return int64(len(docs)) < limit
+		})
+		return nil
+	})
+	return docs, plan, ok, err
+}
+
+// sortIndex returns an index whose order is the sort's: one field, the
+// same direction, one entry per document (not multikey, sparse or
+// partial), so that walking it gives the documents in sort order, ties in
+// natural order as a stable sort leaves them.
+func (c *collection) sortIndex(sortSpec bson.Raw) *index {
+	elems, err := sortSpec.Elements()
+	if err != nil || len(elems) != 1 {
+		return nil
+	}
+	dir, err := keyDirection(elems[0].Value())
+	if err != nil {
+		return nil
+	}
+	for _, ix := range c.indexes {
+		if len(ix.paths) == 1 && ix.spec.Key[0].Key == elems[0].Key() && ix.dirs[0] == dir &&
+			!ix.multikey && !ix.spec.Sparse && ix.partial == nil && !slices.ContainsFunc(ix.paths[0], isNumeric) {
+			return ix
+		}
+	}
+	return nil
+}
+
 // Find runs a query and returns a point-in-time result: the matching
 // documents, sorted, skipped, limited (a negative limit counts as its
 // absolute value) and projected. A missing collection yields none.
@@ -73,11 +132,19 @@ func (s *Store) find(ns Namespace, spec FindSpec) ([]bson.Raw, Plan, error) {
 	if sorter == nil && limit > 0 {
 		want = skip + limit
 	}
-	docs, plan, err := s.match(ns, f, want)
+	var docs []bson.Raw
+	var plan Plan
+	sorted := false
+	if sorter != nil && limit > 0 {
+		docs, plan, sorted, err = s.matchSorted(ns, f, spec.Sort, skip+limit)
+	}
+	if !sorted && err == nil {
+		docs, plan, err = s.match(ns, f, want)
+	}
 	if err != nil {
 		return nil, plan, err
 	}
-	if sorter != nil {
+	if sorter != nil && !sorted {
 		if limit > 0 && skip+limit < int64(len(docs)) {
 			docs = topK(docs, int(skip+limit), sorter.Compare)
 		} else {
