@@ -17,7 +17,7 @@ func evalConvert(name string, args []bson.RawValue) (bson.RawValue, error) {
 }
 
 func convFail(format string, args ...any) error {
-	return mongoerr.New(conversionFailure, format, args...)
+	return mongoerr.New(mongoerr.ConversionFailure, format, args...)
 }
 
 // convertTo implements $convert's conversions for the $toX shorthands.

@@ -10,10 +10,6 @@ import (
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 )
 
-// conversionFailure is MongoDB's ConversionFailure code ($convert and the
-// $toX shorthands).
-const conversionFailure int32 = 241
-
 // Expr is a compiled aggregation expression. It is safe for concurrent use.
 type Expr struct{ e expr }
 

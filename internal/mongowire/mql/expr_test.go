@@ -134,8 +134,8 @@ func TestExprErrors(t *testing.T) {
 		"concat number":   {`{"$concat": ["$s", 1]}`, 16702, "$concat only supports strings, not int", false},
 		"size non-array":  {`{"$size": "$a"}`, 17124, "The argument to $size must be an array. Type of argument is: int", false},
 		"in non-array":    {`{"$in": [1, "$a"]}`, 40081, "", false},
-		"toInt bad":       {`{"$toInt": "$s"}`, conversionFailure, "", false},
-		"toInt overflow":  {`{"$toInt": 3000000000.0}`, conversionFailure, "", false},
+		"toInt bad":       {`{"$toInt": "$s"}`, mongoerr.ConversionFailure, "", false},
+		"toInt overflow":  {`{"$toInt": 3000000000.0}`, mongoerr.ConversionFailure, "", false},
 		"arrayElemAt bad": {`{"$arrayElemAt": ["$a", 0]}`, 28689, "", false},
 		"cond missing":    {`{"$cond": {"if": true, "then": 1}}`, 17082, "", true},
 	}

@@ -11,9 +11,6 @@ import (
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 )
 
-// emptyFieldName is MongoDB's EmptyFieldName code.
-const emptyFieldName int32 = 56
-
 // Update is a compiled update: a document of update operators, a
 // replacement document, or an aggregation pipeline. It is safe for
 // concurrent use.
@@ -256,13 +253,13 @@ func (u *Update) compileOperator(op string, arg bson.RawValue, used map[string]b
 // filter identifiers it uses.
 func (u *Update) parseUpdatePath(p string, used map[string]bool) ([]string, error) {
 	if p == "" {
-		return nil, mongoerr.New(emptyFieldName, "An empty update path is not valid.")
+		return nil, mongoerr.New(mongoerr.EmptyFieldName, "An empty update path is not valid.")
 	}
 	parts := strings.Split(p, ".")
 	positional := 0
 	for i, c := range parts {
 		if c == "" {
-			return nil, mongoerr.New(emptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", p)
+			return nil, mongoerr.New(mongoerr.EmptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", p)
 		}
 		if c[0] != '$' {
 			continue
