@@ -72,18 +72,43 @@ func (p *PostgresSink) validate(path string) []error {
 }
 
 // PostgresTable returns the table the PostgreSQL sink writes: the
-// configured table, or else the name of the source's collection (the part
-// after the first '.' of a generated event's namespace, "events", for the
-// generate source).
+// configured table, or else the source collection's name ("events" for
+// the generate source, whose namespace is gen.events).
 func (p *Pipeline) PostgresTable() string {
-	if p.Sink.Postgres == nil {
+	switch {
+	case p.Sink.Postgres == nil:
 		return ""
-	}
-	if p.Sink.Postgres.Table != "" {
+	case p.Sink.Postgres.Table != "":
 		return p.Sink.Postgres.Table
-	}
-	if p.Source.Generate != nil {
-		return "events" // the generator's namespace is gen.events
+	case p.Source.Mongo != nil:
+		return p.Source.Mongo.Collection
+	case p.Source.Generate != nil:
+		return "events"
 	}
 	return ""
+}
+
+// postgresErrors returns the problems of sink.postgres that involve other
+// sections. Validate appends them.
+func (p *Pipeline) postgresErrors() []error {
+	pg := p.Sink.Postgres
+	if pg == nil {
+		return nil
+	}
+	var errs []error
+	if pg.Mode == "mirror" && p.Source.Mongo != nil {
+		switch p.Source.Mongo.FullDocument {
+		case "update_lookup", "required":
+		case "when_available":
+			errs = append(errs, fmt.Errorf("source.mongo.full_document: mirror mode (sink.postgres.mode) needs the full document of every update; "+
+				"when_available may leave it out: use update_lookup or required"))
+		default:
+			errs = append(errs, fmt.Errorf("source.mongo.full_document: %q gives updates without their full document, and sink.postgres mirror mode needs it: "+
+				"set full_document to update_lookup or required, or use mode: append", p.Source.Mongo.FullDocument))
+		}
+	}
+	if p.PostgresTable() == "" {
+		errs = append(errs, fmt.Errorf("sink.postgres.table: required with this source (it has no collection to name the table after)"))
+	}
+	return errs
 }

@@ -34,6 +34,12 @@ func (s *Sink) connect(ctx context.Context) error {
 		return fmt.Errorf("postgres sink: connect: %w", err)
 	}
 	if s.sql.createStage != "" {
+		// Room for a large batch in the staging table before it spills to
+		// disk; it must be set before the session's first temporary table.
+		if _, err := conn.Exec(ctx, `SET temp_buffers = '64MB'`); err != nil {
+			conn.Close(context.Background())
+			return fmt.Errorf("postgres sink: set temp_buffers: %w", err)
+		}
 		if _, err := conn.Exec(ctx, s.sql.createStage); err != nil {
 			conn.Close(context.Background())
 			return fmt.Errorf("postgres sink: create staging table: %w", err)

@@ -1,5 +1,126 @@
 package postgres_test
 
-const crashChildEnv = "TIDE_PG_CRASH_CHILD"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
 
-func crashChild() int { return 2 }
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tide-cdc/tide/internal/encode"
+	"github.com/tide-cdc/tide/internal/runtime"
+	"github.com/tide-cdc/tide/internal/sink/postgres"
+	"github.com/tide-cdc/tide/internal/source/generate"
+	"github.com/tide-cdc/tide/internal/testenv"
+)
+
+// crashChildEnv holds the DSN when the test binary runs as the crash
+// test's child: a generate → postgres (append, checkpoint: sink) pipeline
+// of crashCountEnv events.
+const (
+	crashChildEnv = "TIDE_PG_CRASH_CHILD_DSN"
+	crashCountEnv = "TIDE_PG_CRASH_CHILD_COUNT"
+)
+
+func crashChild() int {
+	count, _ := strconv.ParseInt(os.Getenv(crashCountEnv), 10, 64)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sink := postgres.New(postgres.Config{DSN: os.Getenv(crashChildEnv), Table: "events", Mode: postgres.ModeAppend,
+		CreateTable: true, Pipeline: "crash", CheckpointInSink: true, Logger: log})
+	src := generate.New(generate.Config{Count: count, PayloadBytes: 16})
+	p := runtime.New(runtime.Config{Name: "crash", MaxRecords: 1000, Logger: log}, src, encode.Envelope, sink.WithCheckpoint(), nil)
+	if err := p.Run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "crash child:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestSIGKILL kills a process running a 200k-event pipeline 10 times at
+// random moments. Append mode shows any duplicate as an extra row. After
+// each kill the table must hold exactly the events up to the checkpoint
+// row's position, once each; after the last run, all 200k.
+//
+// The process is this test binary running the pipeline (generate →
+// runtime → postgres sink, as tide run wires it), so that the test does
+// not depend on the CLI's wiring.
+func TestSIGKILL(t *testing.T) {
+	count := int64(200_000)
+	if testing.Short() {
+		count = 20_000
+	}
+	const kills = 10
+	dsn := testenv.Postgres(t)
+	c := connect(t, dsn)
+
+	check := func(when string) int64 {
+		t.Helper()
+		cp := checkpointSeq(t, c, "crash")
+		var rows, distinct, maxSeq int64
+		err := c.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT _full_document->>'seq'),
+			coalesce(max((_full_document->>'seq')::bigint), 0) FROM events`).Scan(&rows, &distinct, &maxSeq)
+		if err != nil {
+			t.Fatalf("%s: count rows: %v", when, err)
+		}
+		if rows != cp || distinct != cp || maxSeq != cp {
+			t.Fatalf("%s: checkpoint seq %d, but %d rows, %d distinct events, last seq %d: want all equal", when, cp, rows, distinct, maxSeq)
+		}
+		return cp
+	}
+
+	run := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+dsn, crashCountEnv+"="+strconv.FormatInt(count, 10))
+		cmd.Stderr = t.Output()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+
+	var last int64
+	for i := range kills {
+		cmd := run()
+		// Kill at a random moment once this run has committed something,
+		// so that every kill lands in the middle of the work.
+		deadline := time.Now().Add(30 * time.Second)
+		for checkpointSeqQuiet(c, "crash") <= last && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond) // polling the database for progress
+		}
+		time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond) // the random moment
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		last = check(fmt.Sprintf("after kill %d", i+1))
+		if last >= count {
+			t.Fatalf("the run finished before kill %d: make it longer", i+1)
+		}
+		t.Logf("kill %d: checkpoint at seq %d", i+1, last)
+	}
+	cmd := run()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("final run: %v", err)
+	}
+	if got := check("after the final run"); got != count {
+		t.Fatalf("final checkpoint seq %d, want %d", got, count)
+	}
+}
+
+// checkpointSeqQuiet is checkpointSeq for polling: 0 while there is no
+// checkpoint yet.
+func checkpointSeqQuiet(c *pgx.Conn, pipeline string) int64 {
+	var seq int64
+	err := c.QueryRow(context.Background(), `SELECT coalesce((checkpoint->'source'->>'seq')::bigint, 0)
+		FROM public.tide_checkpoints WHERE pipeline = $1`, pipeline).Scan(&seq)
+	if err != nil {
+		return 0
+	}
+	return seq
+}
