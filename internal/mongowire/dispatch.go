@@ -42,6 +42,7 @@ func (s *Server) commandTable() map[string]command {
 		"count":              {run: s.cmdCount},
 		"create":             {run: s.cmdCreate},
 		"createIndexes":      {run: s.cmdCreateIndexes},
+		"dbStats":            {run: s.cmdDBStats},
 		"delete":             {run: s.cmdDelete, retryable: true},
 		"distinct":           {run: s.cmdDistinct},
 		"drop":               {run: s.cmdDrop},

@@ -482,6 +482,10 @@ func TestDDLAndIndexes(t *testing.T) {
 	if _, err := db.Collection("x").InsertOne(ctx, bson.D{}); err != nil {
 		t.Fatal(err)
 	}
+	st := run(t, db, bson.D{{Key: "dbStats", Value: 1}})
+	if st.Lookup("collections").AsInt64() != 1 || st.Lookup("objects").AsInt64() != 1 || st.Lookup("db").StringValue() != "ddl" {
+		t.Fatalf("dbStats = %v, want collection x with its 1 document", st)
+	}
 	dbs, err := c.ListDatabaseNames(ctx, bson.D{{Key: "name", Value: "ddl"}})
 	if err != nil || fmt.Sprint(dbs) != "[ddl]" {
 		t.Fatalf("ListDatabaseNames = %v, %v", dbs, err)
