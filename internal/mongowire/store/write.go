@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
-	"sort"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -406,10 +405,18 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 				limit = 0
 			}
 			hs := hits(c, f, limit)
-			if sorter != nil {
-				sort.SliceStable(hs, func(i, j int) bool {
-					return sorter.Compare(c.recs[c.pos(hs[i].rid)].doc, c.recs[c.pos(hs[j].rid)].doc) < 0
-				})
+			if sorter != nil && len(hs) > 1 {
+				docs := make([]bson.Raw, len(hs))
+				for i, h := range hs {
+					docs[i] = c.recs[c.pos(h.rid)].doc
+				}
+				best := 0
+				for i := 1; i < len(hs); i++ {
+					if sorter.Compare(docs[i], docs[best]) < 0 {
+						best = i
+					}
+				}
+				hs = hs[best:]
 			}
 			if len(hs) > 0 {
 				target = &hs[0]
