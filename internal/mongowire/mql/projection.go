@@ -198,7 +198,7 @@ func (pp *projParser) field(path string, v bson.RawValue) error {
 		it := iterDoc(v.Value)
 		first, arg, ok := it.next()
 		if !ok {
-			return mongoerr.New(mongoerr.Location31254, "An empty sub-projection is not a valid value. Found empty object at path")
+			return mongoerr.New(51270, "An empty sub-projection is not a valid value. Found empty object at path %s", path)
 		}
 		if len(first) == 0 || first[0] != '$' {
 			return pp.parse(v.Value, path)
