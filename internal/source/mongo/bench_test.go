@@ -263,3 +263,116 @@ func naiveRun(b *testing.B, e *env, start bson.Raw, n int, out string) {
 }
 
 var _ = io.Discard
+
+// BenchmarkEncodePool feeds change events replayed from memory straight
+// through runtime.EncodeOrdered, in chunks of 256, with 1 and 2 workers:
+// the decode work alone, without the batching and commit stages.
+func BenchmarkEncodePool(b *testing.B) {
+	const n = 20000
+	events := captureEvents(b, n)
+	var chunks []*runtime.Chunk
+	for i := 0; i < n; i += 256 {
+		chunks = append(chunks, &runtime.Chunk{Events: events[i:min(i+256, n)]})
+	}
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			for b.Loop() {
+				in := make(chan *runtime.Chunk, len(chunks))
+				out := make(chan *runtime.Chunk, len(chunks))
+				for _, c := range chunks {
+					in <- c
+				}
+				close(in)
+				if err := runtime.EncodeOrdered(context.Background(), workers, encode.Envelope, in, out); err != nil {
+					b.Fatal(err)
+				}
+				got := 0
+				for c := range out {
+					got += len(c.Records)
+				}
+				if got != n {
+					b.Fatalf("encoded %d records, want %d", got, n)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkEndToEndLatency writes 1,000 inserts a second, each stamped
+// with its insert time, and measures insert-to-disk latency through the
+// source, the runtime and the file sink (time of the sink's Commit), and,
+// in the same run, insert-to-receive latency of a bare Watch loop.
+func BenchmarkEndToEndLatency(b *testing.B) {
+	const rate, seconds = 1000, 3
+	for b.Loop() {
+		e := newEnv(b)
+		cfg := e.config(b)
+		var mu sync.Mutex
+		var pending []int64
+		var tideLat, bareLat []time.Duration
+		sink := &countingSink{Sink: file.New(file.Config{Path: filepath.Join(b.TempDir(), "lat.jsonl")})}
+		sink.onPut = func(recs []cdc.Record) {
+			for _, r := range recs {
+				if ts, ok := bson.Raw(r.FullDocument).Lookup("ts").Int64OK(); ok {
+					pending = append(pending, ts)
+				}
+			}
+		}
+		sink.commit = func(int) {
+			now := time.Now().UnixNano()
+			mu.Lock()
+			for _, ts := range pending {
+				tideLat = append(tideLat, time.Duration(now-ts))
+			}
+			mu.Unlock()
+			pending = pending[:0]
+		}
+		p := runtime.New(runtime.Config{Name: "lat"}, New(cfg), encode.Envelope, sink, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { p.Run(ctx) })
+		cs, err := e.coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream())
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() {
+			defer cs.Close(context.Background())
+			for cs.Next(ctx) {
+				if ts, ok := cs.Current.Lookup("fullDocument", "ts").Int64OK(); ok {
+					bareLat = append(bareLat, time.Since(time.Unix(0, ts)))
+				}
+			}
+		})
+		time.Sleep(200 * time.Millisecond) // let both streams open
+		tick := time.NewTicker(time.Second / rate)
+		for i := range rate * seconds {
+			<-tick.C
+			if _, err := e.coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "ts", Value: time.Now().UnixNano()}, {Key: "pad", Value: strings.Repeat("p", 200)}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tick.Stop()
+		time.Sleep(500 * time.Millisecond) // let the last events arrive
+		cancel()
+		wg.Wait()
+		mu.Lock()
+		tp50, tp99 := percentile(tideLat, 50), percentile(tideLat, 99)
+		mu.Unlock()
+		bp50, bp99 := percentile(bareLat, 50), percentile(bareLat, 99)
+		b.ReportMetric(float64(tp50.Microseconds())/1000, "tide_p50_ms")
+		b.ReportMetric(float64(tp99.Microseconds())/1000, "tide_p99_ms")
+		b.ReportMetric(float64(bp50.Microseconds())/1000, "bare_p50_ms")
+		b.ReportMetric(float64(bp99.Microseconds())/1000, "bare_p99_ms")
+		b.ReportMetric(float64(len(tideLat)), "tide_events")
+	}
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
