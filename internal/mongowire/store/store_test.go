@@ -255,3 +255,21 @@ func TestCatalog(t *testing.T) {
 		t.Fatalf("dropDatabase of a missing database: %v", err)
 	}
 }
+
+func TestClosed(t *testing.T) {
+	s := openDir(t, t.TempDir(), nil)
+	mustInsert(t, s, nsA, bson.D{{Key: "x", Value: 1}})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	_, errs := s.Insert(nsA, []bson.Raw{raw(t, bson.D{{Key: "x", Value: 2}})}, true)
+	if len(errs) != 1 || errs[0].Err.Code != mongoerr.ShutdownInProgress {
+		t.Fatalf("insert after close: %v", errs)
+	}
+	_, err := s.Find(nsA, FindSpec{})
+	wantCode(t, err, mongoerr.ShutdownInProgress)
+	wantCode(t, s.Create(Namespace{"db", "x"}, nil), mongoerr.ShutdownInProgress)
+}
