@@ -38,6 +38,9 @@ func buildDoc(elems ...[]byte) bson.Raw {
 // withIDFirst returns doc with its _id element first, adding id (an _id
 // element) when doc has none. The result is a fresh copy.
 func withIDFirst(doc bson.Raw, id []byte) (bson.Raw, error) {
+	if first, err := doc.IndexErr(0); err == nil && first.Key() == "_id" && id == nil {
+		return clone(doc), nil // already in shape (the common case)
+	}
 	elems, err := doc.Elements()
 	if err != nil {
 		return nil, err
