@@ -35,8 +35,13 @@
 // indexes, then equality over ranges) yields candidate record ids; anything
 // else scans the collection. Candidates are always checked against the full
 // filter, so an index only has to find a superset; values whose matching
-// reaches beyond equal keys (null, arrays, regexes) are scanned. Explain
-// reports the index used and the keys and documents examined.
+// reaches beyond equal keys (null, arrays, regexes) are scanned, and range
+// bounds on a multikey index are not intersected. A sorted find with a
+// limit walks a single-field index in sort order when one fits (and no
+// index serves the filter), or keeps only the top documents while
+// scanning. Explain reports the index used and the keys and documents
+// examined. createIndexes and loading a snapshot build an index by sorting
+// all its keys at once.
 //
 // # Durability
 //
