@@ -2,6 +2,7 @@ package mql
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -37,9 +38,18 @@ func addMoreOperators(m map[string]struct {
 		"$year":          {1, evalDatePart}, "$month": {1, evalDatePart}, "$dayOfMonth": {1, evalDatePart},
 		"$hour": {1, evalDatePart}, "$minute": {1, evalDatePart}, "$second": {1, evalDatePart},
 		"$millisecond": {1, evalDatePart}, "$dayOfWeek": {1, evalDatePart}, "$dayOfYear": {1, evalDatePart},
+		"$rand": {-1, evalRand},
 	} {
 		m[name] = e
 	}
+}
+
+// evalRand is {$rand: {}}: a double in [0, 1).
+func evalRand(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	if len(args) != 1 || args[0].Type != bson.TypeEmbeddedDocument || arrayLen(args[0].Value) != 0 {
+		return missing, mongoerr.New(10065, "invalid parameter: expected an object ($rand)")
+	}
+	return vDouble(rand.Float64()), nil
 }
 
 func numericArg(name string, v bson.RawValue, code int32) error {

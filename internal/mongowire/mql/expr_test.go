@@ -3,6 +3,8 @@ package mql
 import (
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 )
 
@@ -302,4 +304,29 @@ func TestDateToString(t *testing.T) {
 	}
 	_, err = e.Eval(root)
 	wantCode(t, err, 18536, "")
+}
+
+func TestRandAndLetLikeTheCRUDSpec(t *testing.T) {
+	t.Parallel()
+	// aggregate-let.json: let {id: 1, x: "foo", y: {$literal: "$bar"}, rand: {$rand: {}}}
+	let := doc(t, `{"id": 1, "x": "foo", "y": {"$literal": "$bar"}, "rand": {"$rand": {}}}`)
+	bound, err := BindLet(val(t, `[{"$match": {"$expr": {"$eq": ["$_id", "$$id"]}}}, {"$project": {"_id": 0, "x": "$$x", "y": "$$y", "rand": "$$rand"}}]`), let)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st []bson.Raw
+	for _, s := range arrayValues(bound.Value) {
+		st = append(st, s.Value)
+	}
+	p, err := CompilePipeline(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Run(nil, docs(t, `{"_id": 1}`, `{"_id": 2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || str(lookup(out[0], "x")) != "foo" || str(lookup(out[0], "y")) != "$bar" || lookup(out[0], "rand").Type != bson.TypeDouble {
+		t.Fatalf("got %v", out)
+	}
 }
