@@ -89,7 +89,17 @@ type FindSpec struct {
 	Skip, Limit              int64
 }
 
-// OplogEntry records one write.
+// OplogEntry records one write. Extra holds the details of DDL entries:
+//
+//	create         {options: {<options as given to create>}}
+//	rename         {to: "db.coll", dropTarget: <UUID of the dropped target, only if one was dropped>}
+//	createIndexes  {indexes: [{v: 2, key, name, unique?, sparse?, <other options>}]}  (one entry per index)
+//	dropIndexes    {indexes: [<the dropped index, same shape>]}  (one entry per index)
+//	modify         {<collMod options as given>, stateBeforeChange: {collectionOptions: {<options before>}}}
+//
+// drop and dropDatabase have none; dropDatabase is preceded by a drop entry
+// for each of its collections. Entries and everything they hold are shared
+// and must not be modified.
 type OplogEntry struct {
 	TS     bson.Timestamp
 	Wall   time.Time
@@ -105,6 +115,9 @@ type OplogEntry struct {
 }
 
 // UpdateDescription is the delta of an update, as change streams report it.
+// UpdatedFields values are bson.RawValue. DisambiguatedPaths is nil unless
+// some path has a numeric-looking or dotted field name; then it maps those
+// paths to their components (array indexes as int32).
 type UpdateDescription struct {
 	UpdatedFields      bson.D
 	RemovedFields      []string
