@@ -68,6 +68,9 @@ func TestUpdate(t *testing.T) {
 		"upsert matching does not insert": {func(t *testing.T) UpdateSpec {
 			return UpdateSpec{Filter: js(t, `{"_id": 2}`), Update: jsv(t, `{"$set": {"x": 5}, "$setOnInsert": {"new": true}}`), Upsert: true}
 		}, 1, 1, "", []string{`{"_id": 1, "g": 1, "x": 1}`, `{"_id": 2, "g": 1, "x": 5}`, `{"_id": 3, "g": 2, "x": 3}`}},
+		"pipeline": {func(t *testing.T) UpdateSpec {
+			return UpdateSpec{Filter: js(t, `{"_id": 3}`), Update: jsv(t, `[{"$set": {"y": {"$add": ["$x", 1]}}}, {"$unset": "g"}]`)}
+		}, 1, 1, "", []string{`{"_id": 1, "g": 1, "x": 1}`, `{"_id": 2, "g": 1, "x": 2}`, `{"_id": 3, "x": 3, "y": 4}`}},
 		"positional": {func(t *testing.T) UpdateSpec {
 			return UpdateSpec{Filter: js(t, `{"_id": 1}`), Update: jsv(t, `{"$push": {"arr": 4}}`)}
 		}, 1, 1, "", []string{`{"_id": 1, "g": 1, "x": 1, "arr": [4]}`, `{"_id": 2, "g": 1, "x": 2}`, `{"_id": 3, "g": 2, "x": 3}`}},
