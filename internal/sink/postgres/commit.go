@@ -183,6 +183,9 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 	for attempt := 1; ; attempt++ {
 		err := s.attempt(ctx, ckpt, uncertain)
 		if err == nil {
+			if n := s.stage.skipped; n > 0 {
+				s.log.Debug("skipped updates without a full document: their documents were deleted before the lookup", "updates", n)
+			}
 			s.stage.reset()
 			return nil
 		}

@@ -10,14 +10,15 @@ import (
 // stage holds the rows of the batch being written, in the sink's own
 // memory, so that the batch can be sent again after a lost connection.
 type stage struct {
-	mirror bool
-	buf    []byte         // documents (mirror) or envelopes (append), and raw document keys
-	rows   []row          // in event order; in mirror mode dead rows were superseded
-	index  map[string]int // mirror: document key -> index in rows of its last event
-	live   int            // rows not superseded
-	upsert int            // live rows that upsert (mirror)
-	del    int            // live rows that delete (mirror)
-	tmp    []byte
+	mirror  bool
+	buf     []byte         // documents (mirror) or envelopes (append), and raw document keys
+	rows    []row          // in event order; in mirror mode dead rows were superseded
+	index   map[string]int // mirror: document key -> index in rows of its last event
+	live    int            // rows not superseded
+	upsert  int            // live rows that upsert (mirror)
+	del     int            // live rows that delete (mirror)
+	skipped int            // updates without a full document (mirror)
+	tmp     []byte
 }
 
 // row is one staged event. Offsets are into stage.buf.
@@ -40,7 +41,7 @@ func (st *stage) reset() {
 	clear(st.rows)
 	st.rows = st.rows[:0]
 	clear(st.index)
-	st.live, st.upsert, st.del = 0, 0, 0
+	st.live, st.upsert, st.del, st.skipped = 0, 0, 0, 0
 }
 
 func (st *stage) bytes(s span) []byte { return st.buf[s.from:s.to] }
@@ -72,11 +73,16 @@ func (st *stage) add(rec *cdc.Record) error {
 	case cdc.OpInsert, cdc.OpReplace, cdc.OpUpdate, cdc.OpSnapshot:
 		if ev.FullDocument == nil {
 			st.buf = st.buf[:r.rawKey.from]
-			if ev.Op == cdc.OpUpdate {
-				return fmt.Errorf("postgres mirror: update of %s at position %s has no full document: "+
-					"mirror mode needs full documents; set the source's full_document to updateLookup or required", keyText(ev.DocumentKey), ev.Pos)
+			if ev.Op == cdc.OpUpdate && ev.UpdateDesc != nil {
+				// With full_document update_lookup, an update of a document
+				// deleted since has no full document; its delete follows.
+				// (A delta stream, where every update looks like this, is
+				// refused by the configuration's validation.)
+				st.skipped++
+				return nil
 			}
-			return fmt.Errorf("postgres mirror: %s of %s at position %s has no full document", ev.Op, keyText(ev.DocumentKey), ev.Pos)
+			return fmt.Errorf("postgres mirror: %s of %s at position %s has no full document: "+
+				"mirror mode needs full documents (source full_document update_lookup or required)", ev.Op, keyText(ev.DocumentKey), ev.Pos)
 		}
 	case cdc.OpDelete:
 		r.del = true
