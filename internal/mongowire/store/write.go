@@ -300,6 +300,9 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 	if err != nil {
 		return res, err
 	}
+	if spec.Multi && u.IsReplacement() {
+		return res, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
+	}
 	err = s.write(func(t *tx) error {
 		if c := s.collLocked(ns); c != nil {
 			limit := 1

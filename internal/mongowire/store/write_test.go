@@ -71,7 +71,7 @@ func TestUpdate(t *testing.T) {
 		"pipeline": {func(t *testing.T) UpdateSpec {
 			return UpdateSpec{Filter: js(t, `{"_id": 3}`), Update: jsv(t, `[{"$set": {"y": {"$add": ["$x", 1]}}}, {"$unset": "g"}]`)}
 		}, 1, 1, "", []string{`{"_id": 1, "g": 1, "x": 1}`, `{"_id": 2, "g": 1, "x": 2}`, `{"_id": 3, "x": 3, "y": 4}`}},
-		"positional": {func(t *testing.T) UpdateSpec {
+		"push creates the array": {func(t *testing.T) UpdateSpec {
 			return UpdateSpec{Filter: js(t, `{"_id": 1}`), Update: jsv(t, `{"$push": {"arr": 4}}`)}
 		}, 1, 1, "", []string{`{"_id": 1, "g": 1, "x": 1, "arr": [4]}`, `{"_id": 2, "g": 1, "x": 2}`, `{"_id": 3, "g": 2, "x": 3}`}},
 	}
@@ -109,18 +109,20 @@ func TestUpdateErrors(t *testing.T) {
 		spec UpdateSpec
 		code int32
 	}{
-		"change _id":       {UpdateSpec{Update: bson.RawValue{}}, mongoerr.ImmutableField},
-		"replace _id":      {UpdateSpec{}, mongoerr.ImmutableField},
-		"inc a string":     {UpdateSpec{}, mongoerr.TypeMismatch},
-		"unique violation": {UpdateSpec{}, mongoerr.DuplicateKey},
-		"bad filter":       {UpdateSpec{}, mongoerr.BadValue},
+		"change _id":        {UpdateSpec{Update: bson.RawValue{}}, mongoerr.ImmutableField},
+		"replace _id":       {UpdateSpec{}, mongoerr.ImmutableField},
+		"inc a string":      {UpdateSpec{}, mongoerr.TypeMismatch},
+		"unique violation":  {UpdateSpec{}, mongoerr.DuplicateKey},
+		"bad filter":        {UpdateSpec{}, mongoerr.BadValue},
+		"multi replacement": {UpdateSpec{Multi: true}, mongoerr.FailedToParse},
 	}
 	specs := map[string][2]string{
-		"change _id":       {`{"_id": 1}`, `{"$set": {"_id": 5}}`},
-		"replace _id":      {`{"_id": 1}`, `{"_id": 5, "x": 1}`},
-		"inc a string":     {`{"_id": 1}`, `{"$inc": {"s": 1}}`},
-		"unique violation": {`{"_id": 1}`, `{"$set": {"u": 2}}`},
-		"bad filter":       {`{"_id": {"$bogus": 1}}`, `{"$set": {"x": 1}}`},
+		"change _id":        {`{"_id": 1}`, `{"$set": {"_id": 5}}`},
+		"replace _id":       {`{"_id": 1}`, `{"_id": 5, "x": 1}`},
+		"inc a string":      {`{"_id": 1}`, `{"$inc": {"s": 1}}`},
+		"unique violation":  {`{"_id": 1}`, `{"$set": {"u": 2}}`},
+		"bad filter":        {`{"_id": {"$bogus": 1}}`, `{"$set": {"x": 1}}`},
+		"multi replacement": {`{}`, `{"y": 1}`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
