@@ -389,11 +389,6 @@ func TestChangeStreamResumableLabel(t *testing.T) {
 	ctx2, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if !cs.Next(ctx2) {
-		var se mongo.ServerError
-		if errors.As(cs.Err(), &se) && se.HasErrorCode(91) && !se.HasErrorLabel("ResumableChangeStreamError") {
-			t.Skip("the server does not label failGetMoreAfterCursorCheckout errors of change-stream cursors yet " +
-				"(cmdGetMore should pass them through changestream.LabelError)")
-		}
 		t.Fatalf("no event: %v", cs.Err())
 	}
 	if got := cs.Current.Lookup("documentKey", "_id").Int32(); got != 1 {
@@ -503,6 +498,7 @@ func TestChangeStreamOpenErrors(t *testing.T) {
 		"group follows":                      {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}}}}}}, {Key: "cursor", Value: bson.D{}}}, 20},
 		"unknown stage":                      {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}, bson.D{{Key: "$foo", Value: 1}}}}, {Key: "cursor", Value: bson.D{}}}, 40324},
 		"admin without allChangesForCluster": {"admin", bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}}}, {Key: "cursor", Value: bson.D{}}}, 73},
+		"changeStream not first":             {"d", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{}}}, bson.D{{Key: "$changeStream", Value: bson.D{}}}}}, {Key: "cursor", Value: bson.D{}}}, 40602},
 		"allChangesForCluster elsewhere":     {"d", bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "allChangesForCluster", Value: true}}}}}}, {Key: "cursor", Value: bson.D{}}}, 72},
 	}
 	for name, tc := range tests {

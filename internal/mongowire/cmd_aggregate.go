@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/tide-cdc/tide/internal/mongowire/changestream"
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 	"github.com/tide-cdc/tide/internal/mongowire/store"
 )
@@ -52,10 +53,8 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 	if err != nil {
 		return nil, err
 	}
-	if len(stages) > 0 {
-		if first, err := stages[0].IndexErr(0); err == nil && first.Key() == "$changeStream" {
-			return s.aggregateChangeStream(ctx, r, ns.Coll, cursorNS, batch)
-		}
+	if changestream.IsChangeStream(stages) {
+		return s.aggregateChangeStream(ctx, r, ns.Coll, cursorNS, batch)
 	}
 	docs, err := s.store.Aggregate(ns, stages)
 	if err != nil {

@@ -73,3 +73,7 @@ func (l labelledStream) Next(ctx context.Context, n, maxBytes int, maxWait time.
 	docs, extra, exhausted, err := l.Stream.Next(ctx, n, maxBytes, maxWait)
 	return docs, extra, exhausted, changestream.LabelError(err)
 }
+
+// LabelError labels the errors of a getMore on this cursor that do not come
+// from Next (the failGetMoreAfterCursorCheckout fail point) as Next's own.
+func (labelledStream) LabelError(err error) error { return changestream.LabelError(err) }
