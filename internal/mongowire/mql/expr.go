@@ -355,6 +355,16 @@ func compileOperator(name string, arg bson.RawValue, vars scope) (expr, error) {
 		return compileFieldOp(name, arg, vars)
 	case "$dateToString":
 		return compileDateToString(arg, vars)
+	case "$convert":
+		return compileConvert(arg, vars)
+	case "$switch":
+		return compileSwitch(arg, vars)
+	case "$reduce":
+		return compileReduce(arg, vars)
+	case "$regexMatch", "$regexFind", "$regexFindAll":
+		return compileRegexOp(name, arg, vars)
+	case "$trim", "$ltrim", "$rtrim":
+		return compileTrim(name, arg, vars)
 	}
 	op, ok := operators[name]
 	if !ok {

@@ -330,3 +330,50 @@ func TestRandAndLetLikeTheCRUDSpec(t *testing.T) {
 		t.Fatalf("got %v", out)
 	}
 }
+
+func TestNamedArgumentExpressions(t *testing.T) {
+	t.Parallel()
+	root := doc(t, `{"s": "  hi there  ", "n": "12", "bad": "x", "arr": [1, 2, 3], "v": 7}`)
+	tests := map[string]struct{ expr, want string }{
+		"convert":          {`{"$convert": {"input": "$n", "to": "int"}}`, `12`},
+		"convert code":     {`{"$convert": {"input": "$n", "to": 1}}`, `12.0`},
+		"convert onError":  {`{"$convert": {"input": "$bad", "to": "int", "onError": -1}}`, `-1`},
+		"convert onNull":   {`{"$convert": {"input": "$missing", "to": "int", "onNull": 0}}`, `0`},
+		"switch":           {`{"$switch": {"branches": [{"case": {"$lt": ["$v", 5]}, "then": "low"}, {"case": {"$lt": ["$v", 10]}, "then": "mid"}], "default": "high"}}`, `"mid"`},
+		"switch default":   {`{"$switch": {"branches": [{"case": false, "then": 1}], "default": 2}}`, `2`},
+		"reduce":           {`{"$reduce": {"input": "$arr", "initialValue": 0, "in": {"$add": ["$$value", "$$this"]}}}`, `6`},
+		"regexMatch":       {`{"$regexMatch": {"input": "$s", "regex": "HI", "options": "i"}}`, `true`},
+		"regexFind":        {`{"$regexFind": {"input": "$s", "regex": "(t)here"}}`, `{"match": "there", "idx": 5, "captures": ["t"]}`},
+		"regexFindAll":     {`{"$size": {"$regexFindAll": {"input": "$s", "regex": "e"}}}`, `2`},
+		"trim":             {`{"$trim": {"input": "$s"}}`, `"hi there"`},
+		"ltrim chars":      {`{"$ltrim": {"input": "xxhix", "chars": "x"}}`, `"hix"`},
+		"regexMatch null":  {`{"$regexMatch": {"input": "$missing", "regex": "a"}}`, `false`},
+		"convert to bool":  {`{"$convert": {"input": 0, "to": "bool"}}`, `false`},
+		"convert to long":  {`{"$convert": {"input": "$v", "to": "long"}}`, `{"$numberLong": "7"}`},
+		"convert null arg": {`{"$convert": {"input": "$v", "to": null}}`, `null`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, err := CompileExpr(val(t, tc.expr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Eval(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := val(t, tc.want); got.Type != want.Type || !Equal(got, want) {
+				t.Fatalf("got %s, want %s", got, want)
+			}
+		})
+	}
+	e, err := CompileExpr(val(t, `{"$switch": {"branches": [{"case": false, "then": 1}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Eval(root)
+	wantCode(t, err, 40066, "")
+	_, err = CompileExpr(val(t, `{"$convert": {"input": 1}}`))
+	wantCode(t, err, mongoerr.FailedToParse, "Missing 'to' parameter to $convert")
+}
