@@ -5,6 +5,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/tide-cdc/tide/internal/cdc"
 )
 
 func indexModel(field string) mongo.IndexModel {
@@ -12,3 +14,7 @@ func indexModel(field string) mongo.IndexModel {
 }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func checkpointOf(pos cdc.Position, meta map[string]string) cdc.Checkpoint {
+	return cdc.Checkpoint{Source: pos, Meta: meta}
+}
