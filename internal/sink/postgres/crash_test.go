@@ -87,13 +87,15 @@ func TestSIGKILL(t *testing.T) {
 	var last int64
 	for i := range kills {
 		cmd := run()
-		// Kill at a random moment once this run has committed something,
-		// so that every kill lands in the middle of the work.
+		// Kill at a random moment in the i-th eleventh of the work, so
+		// that the kills spread over the run whatever the machine's speed.
+		span := count / (kills + 1)
+		target := max(last+1, int64(i)*span+rand.Int64N(span))
 		deadline := time.Now().Add(30 * time.Second)
-		for checkpointSeqQuiet(c, "crash") <= last && time.Now().Before(deadline) {
-			time.Sleep(2 * time.Millisecond) // polling the database for progress
+		for checkpointSeqQuiet(c, "crash") < target && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // polling the database for progress
 		}
-		time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond) // the random moment
+		time.Sleep(time.Duration(rand.IntN(20_000)) * time.Microsecond) // anywhere in the next batches
 		if err := cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
