@@ -40,4 +40,16 @@
 //     ...), 168 "Unrecognized expression '$foo'" for expressions.
 //   - BindLet implements the let option of the CRUD commands by replacing
 //     $$variables with their constant values before compiling.
+//   - Regular expressions run on Go's RE2: PCRE-only constructs
+//     (lookaround, backreferences) are refused as invalid (51091).
+//
+// # Files
+//
+// compare.go, numeric.go and key.go order, add and hash values; filter.go
+// and filter_parse.go are queries; update.go parses updates and
+// update_apply.go applies them on mdoc.go's editable documents;
+// projection.go and sort.go shape results; pipeline.go and stages.go run
+// aggregation stages, accumulate.go the $group accumulators, and expr*.go
+// and convert.go the expressions; validate.go checks documents for
+// storage.
 package mql
