@@ -82,7 +82,7 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 	reg := metrics.NewRegistry()
 	obs := metrics.New(reg, cfg.Name)
 
-	built, err := build(ctx, cfg, log, obs)
+	built, err := build(ctx, cfg, log, obs, reg)
 	if err != nil {
 		return err
 	}

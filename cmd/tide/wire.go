@@ -4,17 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/term"
 
 	"github.com/tide-cdc/tide/internal/cdc"
 	"github.com/tide-cdc/tide/internal/checkpoint"
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/encode"
+	"github.com/tide-cdc/tide/internal/metrics"
 	"github.com/tide-cdc/tide/internal/runtime"
 	"github.com/tide-cdc/tide/internal/sink/file"
 	"github.com/tide-cdc/tide/internal/sink/stdout"
 	"github.com/tide-cdc/tide/internal/source/generate"
+	mongosource "github.com/tide-cdc/tide/internal/source/mongo"
 )
 
 // components is a pipeline's parts, built from its configuration.
@@ -38,7 +46,7 @@ func (c *components) close() error {
 // build turns a validated configuration into components. The checkpoint
 // store is opened first: it takes the data directory's single-owner lock,
 // so a second tide on the same directory stops before touching anything.
-func build(ctx context.Context, cfg *config.Pipeline, log *slog.Logger, obs runtime.Observer) (*components, error) {
+func build(ctx context.Context, cfg *config.Pipeline, log *slog.Logger, obs *metrics.Pipeline, reg prometheus.Registerer) (*components, error) {
 	c := &components{
 		runtimeConfig: runtime.Config{
 			Name:           cfg.Name,
@@ -71,6 +79,9 @@ func build(ctx context.Context, cfg *config.Pipeline, log *slog.Logger, obs runt
 		c.close()
 		return nil, err
 	}
+	if reg != nil {
+		registerSourceMetrics(reg, cfg.Name, c.source)
+	}
 	if c.sink, err = buildSink(ctx, cfg, log); err != nil {
 		c.close()
 		return nil, err
@@ -89,7 +100,27 @@ func buildSource(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc
 			Logger:       log,
 		}), nil
 	case s.Mongo != nil:
-		return nil, errors.New("source.mongo: not available in this build yet")
+		m := s.Mongo
+		var dataDir string
+		if m.URI == "embedded" {
+			dataDir = filepath.Join(cfg.DataDir, "embedded")
+		}
+		return mongosource.New(mongosource.Config{
+			URI:              m.URI,
+			EmbeddedDataDir:  dataDir,
+			Database:         m.Database,
+			Collection:       m.Collection,
+			FullDocument:     m.FullDocument,
+			BeforeChange:     m.BeforeChange,
+			Pipeline:         string(m.Pipeline),
+			Snapshot:         m.Snapshot,
+			MaxBufferedBytes: int64(m.MaxBufferedBytes),
+			BatchSize:        int32(m.BatchSize),
+			MaxAwait:         time.Duration(m.MaxAwait),
+			MaxReconnects:    m.MaxReconnects,
+			Progress:         terminal(os.Stderr),
+			Logger:           log,
+		}), nil
 	case s.NATS != nil:
 		return nil, errors.New("source.nats: not available in this build yet")
 	}
@@ -111,4 +142,30 @@ func buildSink(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc.S
 		return nil, errors.New("sink.mongo: not available in this build yet")
 	}
 	return nil, errors.New("sink: none configured")
+}
+
+// registerSourceMetrics exports the counters of sources that keep their own.
+func registerSourceMetrics(reg prometheus.Registerer, pipeline string, src cdc.Source) {
+	switch s := src.(type) {
+	case *mongosource.Source:
+		metrics.RegisterSource(reg, pipeline, func() metrics.SourceStats {
+			st := s.Stats()
+			byOp := make(map[string]int64, len(st.Events))
+			for op, n := range st.Events {
+				byOp[string(op)] = n
+			}
+			return metrics.SourceStats{
+				EventsByOp: byOp, BytesRead: st.BytesRead, Reconnects: st.Reconnects,
+				Errors: st.Errors, Lag: st.Lag(time.Now()),
+			}
+		})
+	}
+}
+
+// terminal returns f if it is a terminal, for progress bars, else nil.
+func terminal(f *os.File) io.Writer {
+	if term.IsTerminal(int(f.Fd())) {
+		return f
+	}
+	return nil
 }
