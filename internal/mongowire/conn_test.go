@@ -21,7 +21,12 @@ import (
 	"github.com/tide-cdc/tide/internal/mongowire/wire"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashChildEnv); dir != "" {
+		crashChild(dir) // never returns: the parent test SIGKILLs it
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // startServer starts a server on a free loopback port, in memory.
 func startServer(t testing.TB, opts ...func(*Config)) *Server {
