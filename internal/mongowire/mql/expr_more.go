@@ -3,6 +3,7 @@ package mql
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -290,37 +291,81 @@ func evalStrcasecmp(_ string, args []bson.RawValue) (bson.RawValue, error) {
 	return vInt32(int32(strings.Compare(a, b))), nil
 }
 
+// evalSlice is the $slice expression, [array, n] or [array, position, n],
+// checked in mongod's order (ExpressionSlice::evaluate): a nullish array
+// or second argument gives null before any type check; a nullish third
+// argument gives null once the first two are valid.
 func evalSlice(_ string, args []bson.RawValue) (bson.RawValue, error) {
 	if len(args) < 2 || len(args) > 3 {
 		return missing, mongoerr.New(28667, "Expression $slice takes at least 2 arguments, and at most 3, but %d were passed in.", len(args))
 	}
-	for _, a := range args {
-		if isNullish(a) {
-			return nullValue, nil
-		}
+	if isNullish(args[0]) || isNullish(args[1]) {
+		return nullValue, nil
 	}
 	if args[0].Type != bson.TypeArray {
 		return missing, mongoerr.New(28724, "First argument to $slice must be an array, but is of type: %s", typeName(args[0].Type))
 	}
-	elems := arrayValues(args[0].Value)
-	n, ok := integral(args[1])
-	if !ok {
+	if !isNumeric(args[1].Type) {
 		return missing, mongoerr.New(28725, "Second argument to $slice must be a numeric value, but is of type: %s", typeName(args[1].Type))
 	}
+	n, ok := int32Value(args[1])
+	if !ok {
+		return missing, mongoerr.New(28726, "Second argument to $slice can't be represented as a 32-bit integer: %s", cppDouble(asFloat(args[1])))
+	}
+	elems := arrayValues(args[0].Value)
 	if len(args) == 2 {
 		if n >= 0 {
-			return vArray(sliceElems(elems, 0, n)), nil
+			return vArray(sliceElems(elems, 0, int64(n))), nil
 		}
-		return vArray(sliceElems(elems, n, -1)), nil
+		return vArray(sliceElems(elems, int64(n), -1)), nil
 	}
-	limit, ok := integral(args[2])
-	if !ok {
+	if isNullish(args[2]) {
+		return nullValue, nil
+	}
+	if !isNumeric(args[2].Type) {
 		return missing, mongoerr.New(28727, "Third argument to $slice must be numeric, but is of type: %s", typeName(args[2].Type))
+	}
+	limit, ok := int32Value(args[2])
+	if !ok {
+		return missing, mongoerr.New(28728, "Third argument to $slice can't be represented as a 32-bit integer: %s", cppDouble(asFloat(args[2])))
 	}
 	if limit <= 0 {
 		return missing, mongoerr.New(28729, "Third argument to $slice must be positive: %d", limit)
 	}
-	return vArray(sliceElems(elems, n, limit)), nil
+	return vArray(sliceElems(elems, int64(n), int64(limit))), nil
+}
+
+// int32Value returns a numeric v as an int32 when its value is integral
+// and in range (mongod's Value::integral).
+func int32Value(v bson.RawValue) (int32, bool) {
+	switch v.Type {
+	case bson.TypeInt32:
+		return int32(asInt64(v)), true
+	case bson.TypeInt64:
+		i := asInt64(v)
+		return int32(i), i == int64(int32(i))
+	case bson.TypeDouble, bson.TypeDecimal128:
+		f := asFloat(v)
+		if f != math.Trunc(f) || f > math.MaxInt32 || f < math.MinInt32 {
+			return 0, false
+		}
+		return int32(f), true
+	}
+	return 0, false
+}
+
+// cppDouble formats f as a C++ output stream does by default (6
+// significant digits), the way mongod words numbers in some messages.
+func cppDouble(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return strconv.FormatFloat(f, 'g', 6, 64)
 }
 
 func evalReverseArray(_ string, args []bson.RawValue) (bson.RawValue, error) {
