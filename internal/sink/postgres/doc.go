@@ -10,8 +10,12 @@
 //     snapshot rows upsert the document; deletes set _tide_deleted, or
 //     delete the row when Config.SoftDelete is false. A row is never
 //     overwritten by an event with an older cluster time, so replaying
-//     events is harmless. Mirror mode needs full documents: an update
-//     without one is refused.
+//     events is harmless. Mirror mode needs full documents (a MongoDB
+//     source with full_document update_lookup or required; the
+//     configuration refuses delta). An insert or replace without one is
+//     refused; an update without one, which update_lookup gives when the
+//     document was deleted since, changes nothing (its delete follows).
+//     Collection-level events (drop, rename, DDL) are not mirrored.
 //   - append: one row per event, with a bigserial id and the columns of the
 //     CDC envelope (_namespace, _op, _document_key, _cluster_time_s,
 //     _cluster_time_i, _wall_time_ms, _full_document, _before,
@@ -34,7 +38,11 @@
 // checkpoint is the row of tide_checkpoints(pipeline, checkpoint,
 // updated_at) in the same schema, written in the batch's transaction, and
 // the sink is a cdc.CheckpointStore (use Sink.WithCheckpoint): the rows
-// and the checkpoint commit together, which is exactly-once. If the
+// and the checkpoint commit together, which is exactly-once. The session
+// holds an advisory lock on the pipeline's checkpoint, so a second tide
+// running the same pipeline is refused, and a restarted one waits until
+// the session of a killed one has ended (and with it, its last
+// transaction) before it reads the checkpoint. If the
 // connection breaks after COMMIT was sent, the sink reconnects, waits until
 // the old server session is gone (terminating it), and reads the
 // checkpoint row: if it is the batch's checkpoint the batch committed and
