@@ -6,10 +6,16 @@
 // # JetStream
 //
 // Open creates or updates the durable pull consumer from the Config, then a
-// reader goroutine fetches messages in batches of FetchBatch, waiting up to
-// FetchMaxWait, into a bounded queue that Poll empties. A fetch error backs
-// off 500ms, 1s, 2s, 4s, then 5s (each ±20%, jittered); an idle fetch is not
-// an error and any progress resets the count.
+// reader goroutine pulls messages into a bounded queue that Poll empties.
+// It uses the client's pull iterator: requests for FetchBatch messages,
+// each held open by the server for FetchMaxWait (at least 1s), the next
+// sent when half of the current one arrived, all answered on one
+// subscription, so that round trips overlap and messages keep the order
+// the server sent them in (two Fetch calls in flight would interleave). A
+// pull error backs off 500ms, 1s, 2s, 4s, then 5s (each ±20%, jittered
+// from a randomly seeded generator); idle pulls are not errors and any
+// progress resets the count. Payloads are validated in Poll, so that the
+// network reader and the validation run on two cores.
 //
 // A message is acknowledged only through Ack, which the runtime calls after
 // the sink committed the batch and the checkpoint naming it was saved. Ack
@@ -28,7 +34,7 @@
 // The durable consumer's ack floor, not Tide's checkpoint, is the position a
 // JetStream source resumes from. A position is JSON text,
 // {"stream_seq":N,"consumer_seq":M}; Ack(upTo) acknowledges every message
-// handed out up to consumer_seq M. On Open, a restored checkpoint is only
+// handed out up to consumer_seq M. On Open, a restored checkpoint is
 // checked: its identity (stream and consumer, see Identity) must match the
 // configuration, and the consumer must still exist on the server. A
 // restored checkpoint whose consumer is gone is refused, because the

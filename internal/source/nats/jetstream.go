@@ -241,12 +241,6 @@ func (s *Source) readJetStream() {
 	}
 }
 
-// idle reports whether a fetch error only says that no message came.
-func idle(err error) bool {
-	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, jetstream.ErrNoMessages)
-}
-
 // handle turns a fetched message into a queue item and tracks it until
 // it is acknowledged. It reports false for a message it does not hand out.
 func (s *Source) handle(msg jetstream.Msg, format cdc.PayloadFormat, pos *[]byte) (item, bool) {
