@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,23 +44,72 @@ func crashChild() int {
 	return 0
 }
 
-// TestSIGKILL kills a process running a 200k-event pipeline 10 times at
-// random moments. Append mode shows any duplicate as an extra row. After
-// each kill the table must hold exactly the events up to the checkpoint
-// row's position, once each; after the last run, all 200k.
+// TestSIGKILL kills a process running a 200k-event pipeline (generate →
+// postgres, append mode, checkpoint: sink) 10 times at random moments.
+// Append mode shows any duplicate as an extra row. After each kill the
+// table must hold exactly the events up to the checkpoint row's position,
+// once each; after the last run, all 200k.
 //
-// The process is this test binary running the pipeline (generate →
-// runtime → postgres sink, as tide run wires it), so that the test does
-// not depend on the CLI's wiring.
+// The process is this test binary running the pipeline as tide run wires
+// it (runtime, generate source, this sink), and, when cmd/tide wires the
+// postgres sink, the tide binary itself.
 func TestSIGKILL(t *testing.T) {
 	count := int64(200_000)
 	if testing.Short() {
 		count = 20_000
 	}
-	const kills = 10
-	dsn := testenv.Postgres(t)
-	c := connect(t, dsn)
+	t.Run("pipeline", func(t *testing.T) {
+		dsn := testenv.Postgres(t)
+		killLoop(t, dsn, count, func() *exec.Cmd {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), crashChildEnv+"="+dsn, crashCountEnv+"="+strconv.FormatInt(count, 10))
+			return cmd
+		})
+	})
+	t.Run("tide", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("-short: not building the tide binary")
+		}
+		dsn := testenv.Postgres(t)
+		tide := buildTide(t)
+		if tide == "" {
+			t.Skip("cmd/tide does not wire sink.postgres yet (no postgres.New in cmd/tide; see buildSink in cmd/tide/wire.go)")
+		}
+		dir := t.TempDir()
+		file := filepath.Join(dir, "crash.yaml")
+		yaml := fmt.Sprintf(`name: crash
+source:
+  generate:
+    count: %d
+    payload_bytes: 16
+sink:
+  postgres:
+    dsn: ${TIDE_TEST_PG_DSN}
+    table: events
+    mode: append
+checkpoint: sink
+data_dir: %s
+batch:
+  max_records: 1000
+`, count, filepath.Join(dir, "data"))
+		if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := func() *exec.Cmd {
+			cmd := exec.Command(tide, "run", "-f", file, "--log-level", "warn", "--progress", "never")
+			cmd.Env = append(os.Environ(), "TIDE_TEST_PG_DSN="+dsn)
+			return cmd
+		}
+		killLoop(t, dsn, count, cmd)
+	})
+}
 
+// killLoop starts the process newCmd makes, kills it ten times at random
+// moments spread over the run and checks the table after each kill, then
+// lets a last run finish.
+func killLoop(t *testing.T, dsn string, count int64, newCmd func() *exec.Cmd) {
+	const kills = 10
+	c := connect(t, dsn)
 	check := func(when string) int64 {
 		t.Helper()
 		cp := checkpointSeq(t, c, "crash")
@@ -73,10 +124,8 @@ func TestSIGKILL(t *testing.T) {
 		}
 		return cp
 	}
-
 	run := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dsn, crashCountEnv+"="+strconv.FormatInt(count, 10))
+		cmd := newCmd()
 		cmd.Stderr = t.Output()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -85,12 +134,12 @@ func TestSIGKILL(t *testing.T) {
 	}
 
 	var last int64
-	for i := range kills {
+	for i := range int64(kills) {
 		cmd := run()
 		// Kill at a random moment in the i-th eleventh of the work, so
 		// that the kills spread over the run whatever the machine's speed.
 		span := count / (kills + 1)
-		target := max(last+1, int64(i)*span+rand.Int64N(span))
+		target := max(last+1, i*span+rand.Int64N(span))
 		deadline := time.Now().Add(30 * time.Second)
 		for checkpointSeqQuiet(c, "crash") < target && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond) // polling the database for progress
@@ -113,6 +162,40 @@ func TestSIGKILL(t *testing.T) {
 	if got := check("after the final run"); got != count {
 		t.Fatalf("final checkpoint seq %d, want %d", got, count)
 	}
+}
+
+// buildTide returns the tide binary named by TIDE_TEST_TIDE_BIN, or builds
+// cmd/tide into a temporary directory. It returns "" when cmd/tide does
+// not call postgres.New, rather than spend a build on a binary that
+// cannot run the test.
+func buildTide(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("TIDE_TEST_TIDE_BIN"); bin != "" {
+		return bin
+	}
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	srcs, _ := filepath.Glob(filepath.Join(root, "cmd", "tide", "*.go"))
+	wired := false
+	for _, f := range srcs {
+		b, err := os.ReadFile(f)
+		if err == nil && !strings.HasSuffix(f, "_test.go") && strings.Contains(string(b), "postgres.New(") {
+			wired = true
+		}
+	}
+	if !wired {
+		return ""
+	}
+	bin := filepath.Join(t.TempDir(), "tide")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/tide")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build tide: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // checkpointSeqQuiet is checkpointSeq for polling: 0 while there is no
