@@ -8,10 +8,10 @@ import (
 
 // control returns what the reader must obey, and a channel closed at the
 // next change.
-func (p *Pipeline) control() (paused, draining bool, pauseDone chan struct{}, changed <-chan struct{}) {
+func (p *Pipeline) control() (pr *pause, draining bool, changed <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.paused, p.draining, p.pauseDone, p.changed
+	return p.pause, p.draining, p.changed
 }
 
 // broadcastLocked wakes every waiter on the current changed channel.
@@ -37,19 +37,19 @@ func (p *Pipeline) Stats() Stats {
 // Pause stops polling once the batch being read is closed, and returns once
 // every batch read so far has committed. It returns ErrNotRunning if the
 // pipeline stops first, and ctx.Err() if ctx is done first (the pipeline
-// still pauses). Pausing a paused pipeline waits for the same pause.
+// still pauses). Pausing a paused pipeline waits for the same pause. A
+// Resume before the pause took effect lifts it, and Pause returns nil.
 func (p *Pipeline) Pause(ctx context.Context) error {
 	p.mu.Lock()
 	if p.state == Stopped || p.state == Failed {
 		p.mu.Unlock()
 		return ErrNotRunning
 	}
-	if !p.paused {
-		p.paused = true
-		p.pauseDone = make(chan struct{})
+	if p.pause == nil {
+		p.pause = &pause{reached: make(chan struct{})}
 		p.broadcastLocked()
 	}
-	reached := p.pauseDone
+	reached := p.pause.reached
 	p.mu.Unlock()
 
 	select {
@@ -69,11 +69,11 @@ func (p *Pipeline) Pause(ctx context.Context) error {
 
 // pauseReached is called by the committer when it reaches the barrier the
 // reader sent on pausing: every batch before it has committed.
-func (p *Pipeline) pauseReached(barrier chan struct{}) {
-	close(barrier)
+func (p *Pipeline) pauseReached(pr *pause) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.paused && p.pauseDone == barrier && p.state == Running {
+	pr.releaseLocked()
+	if p.pause == pr && p.state == Running {
 		p.state = Paused
 		p.log.Info("pipeline paused")
 	}
@@ -84,11 +84,11 @@ func (p *Pipeline) pauseReached(barrier chan struct{}) {
 func (p *Pipeline) Resume() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.paused {
+	if p.pause == nil {
 		return
 	}
-	p.paused = false
-	p.pauseDone = nil
+	p.pause.releaseLocked() // a Pause still waiting returns
+	p.pause = nil
 	if p.state == Paused {
 		p.state = Running
 		p.log.Info("pipeline resumed")

@@ -29,10 +29,10 @@ type Chunk struct {
 	done chan struct{} // one slot; the worker's "finished" signal
 
 	// Fields the pipeline uses to carry batch boundaries through the pool.
-	off     int           // index of Events[0] in its batch, and of its room in the batch's records
-	batch   *batchBuf     // set on the last chunk of a batch
-	last    bool          // the chunk closes its batch
-	barrier chan struct{} // a pause barrier: closed once everything before it committed
+	off     int       // index of Events[0] in its batch, and of its room in the batch's records
+	batch   *batchBuf // set on the last chunk of a batch
+	last    bool      // the chunk closes its batch
+	barrier *pause    // a pause barrier: reached once everything before it committed
 }
 
 // Pos returns the position of the chunk's last event, markers included, or

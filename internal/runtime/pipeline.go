@@ -117,15 +117,30 @@ type Pipeline struct {
 	free   chan *batchBuf // batch buffers not in flight; its capacity bounds batches in flight
 	chunks sync.Pool      // of *Chunk
 
-	mu        sync.Mutex // guards the fields below
-	state     State
-	paused    bool
-	pauseDone chan struct{} // closed when the current pause took effect; nil when not paused
-	draining  bool
-	changed   chan struct{} // closed and replaced on every change of paused or draining
+	mu       sync.Mutex // guards the fields below
+	state    State
+	pause    *pause // the current pause; nil when not paused
+	draining bool
+	changed  chan struct{} // closed and replaced on every change of paused or draining
 
 	statsMu sync.Mutex // guards stats
 	stats   Stats
+}
+
+// pause is one Pause request. Its reached channel is closed once the
+// committer reached the reader's barrier for it, or once Resume lifted it
+// first, so that no Pause waits forever.
+type pause struct {
+	reached chan struct{}
+	closed  bool // guarded by Pipeline.mu
+}
+
+// releaseLocked closes pr.reached once.
+func (pr *pause) releaseLocked() {
+	if !pr.closed {
+		pr.closed = true
+		close(pr.reached)
+	}
 }
 
 // batchBuf holds the events of one batch and their records; it is

@@ -806,3 +806,36 @@ func TestCommitIntervalClosesABatchStillFilling(t *testing.T) {
 		<-errc
 	})
 }
+
+func TestResumeBeforePauseTookEffectReleasesPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 3))
+		sink := newSink(log)
+		sink.putBlock = make(chan struct{})
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait() // the batch is in Put, so a pause cannot take effect
+
+		paused := make(chan error, 1)
+		go func() { paused <- p.Pause(t.Context()) }()
+		synctest.Wait()
+		p.Resume()
+		if err := <-paused; err != nil {
+			t.Fatalf("Pause = %v, want nil once Resume lifted it", err)
+		}
+		close(sink.putBlock)
+		src.add(events(3, 5)...)
+		synctest.Wait()
+		if p.State() != Running {
+			t.Errorf("state = %v, want running", p.State())
+		}
+		if got := sink.committedList(); !slices.Equal(got, want(0, 5)) {
+			t.Errorf("committed = %q; the pipeline must still be reading", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}

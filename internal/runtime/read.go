@@ -34,28 +34,28 @@ type reader struct {
 	carry   []cdc.Event // polled events that did not fit the batch's byte budget
 	ended   bool        // the source returned cdc.ErrEnd
 	avgSize int         // running average event size, to size polls by bytes
-	barrier chan struct{}
+	barrier *pause      // the pause the last barrier was sent for
 }
 
 func (r *reader) run(ctx context.Context) error {
 	defer close(r.out)
 	p := r.p
 	for {
-		paused, draining, pauseDone, changed := p.control()
+		pr, draining, changed := p.control()
 		if draining {
 			// The final bounded batch: what was read goes out; nothing
 			// more is polled.
 			return r.closeBatch(ctx)
 		}
-		if paused {
+		if pr != nil {
 			if err := r.closeBatch(ctx); err != nil {
 				return err
 			}
-			if pauseDone != r.barrier {
+			if pr != r.barrier {
 				// Everything sent before the barrier commits before the
 				// committer reaches it; that is when Pause returns.
-				r.barrier = pauseDone
-				if err := r.send(ctx, &Chunk{barrier: pauseDone}); err != nil {
+				r.barrier = pr
+				if err := r.send(ctx, &Chunk{barrier: pr}); err != nil {
 					return err
 				}
 			}
