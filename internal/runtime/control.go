@@ -36,9 +36,10 @@ func (p *Pipeline) Stats() Stats {
 
 // Pause stops polling once the batch being read is closed, and returns once
 // every batch read so far has committed. It returns ErrNotRunning if the
-// pipeline stops first, and ctx.Err() if ctx is done first (the pipeline
-// still pauses). Pausing a paused pipeline waits for the same pause. A
-// Resume before the pause took effect lifts it, and Pause returns nil.
+// pipeline stops first, and ctx.Err(), wrapped, if ctx is done first (the
+// pipeline still pauses). Pausing a paused pipeline waits for the same
+// pause. A Resume before the pause took effect lifts it, and Pause returns
+// nil.
 func (p *Pipeline) Pause(ctx context.Context) error {
 	p.mu.Lock()
 	if p.state == Stopped || p.state == Failed {
