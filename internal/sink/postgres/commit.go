@@ -58,10 +58,6 @@ func (s *Sink) connect(ctx context.Context) error {
 	return nil
 }
 
-// lockWait bounds how long a session waits for the pipeline's lock: long
-// enough for the session of a killed tide to end.
-const lockWait = 15 * time.Second
-
 // lockPipeline takes a session-level advisory lock on the pipeline's
 // checkpoint, so that one session at a time writes it. A tide that was
 // killed holds it until its server session ends, which is also when its
@@ -69,7 +65,7 @@ const lockWait = 15 * time.Second
 // checkpoint be read.
 func (s *Sink) lockPipeline(ctx context.Context) error {
 	key := "tide checkpoint " + s.sql.checkpoints + " " + s.cfg.Pipeline
-	deadline := time.Now().Add(lockWait)
+	deadline := time.Now().Add(s.cfg.LockTimeout)
 	wait := 5 * time.Millisecond
 	for {
 		var locked bool
@@ -80,7 +76,7 @@ func (s *Sink) lockPipeline(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres sink: pipeline %q is being written by another session (another tide running it?): its lock was not released in %s", s.cfg.Pipeline, lockWait)
+			return fmt.Errorf("postgres sink: pipeline %q is being written by another session (another tide running it?): its lock was not released in %s", s.cfg.Pipeline, s.cfg.LockTimeout)
 		}
 		if err := sleep(ctx, wait); err != nil {
 			return err

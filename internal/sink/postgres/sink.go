@@ -18,6 +18,10 @@ const (
 	ModeAppend = "append"
 )
 
+// DefaultLockTimeout bounds how long a sink waits for the pipeline's lock:
+// long enough for the server session of a killed tide to end.
+const DefaultLockTimeout = 15 * time.Second
+
 // DefaultRetryTimeout bounds how long a batch is retried after connection
 // errors before the pipeline fails.
 const DefaultRetryTimeout = time.Minute
@@ -45,6 +49,10 @@ type Config struct {
 	// RetryTimeout bounds the retries of a batch after connection errors;
 	// default DefaultRetryTimeout.
 	RetryTimeout time.Duration
+	// LockTimeout bounds the wait for the pipeline's lock, held by the
+	// session of another tide running the pipeline, or of one killed
+	// moments ago; default DefaultLockTimeout. With CheckpointInSink only.
+	LockTimeout time.Duration
 
 	Logger *slog.Logger
 }
@@ -72,6 +80,9 @@ func New(cfg Config) *Sink {
 	}
 	if cfg.Mode == "" {
 		cfg.Mode = ModeMirror
+	}
+	if cfg.LockTimeout <= 0 {
+		cfg.LockTimeout = DefaultLockTimeout
 	}
 	if cfg.RetryTimeout <= 0 {
 		cfg.RetryTimeout = DefaultRetryTimeout

@@ -2,12 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -414,4 +414,29 @@ func jsonEqual(a, b string) bool {
 	return norm(a) == norm(b)
 }
 
-var _ = errors.New
+
+// TestOneWriterPerPipeline: while one sink holds a pipeline's checkpoint,
+// a second one is refused; once the first closes, the second proceeds.
+func TestOneWriterPerPipeline(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	cfg := postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p", CheckpointInSink: true,
+		LockTimeout: 200 * time.Millisecond, Logger: testLogger(t)}
+	first := postgres.New(cfg)
+	if _, err := first.WithCheckpoint().LoadCheckpoint(t.Context(), "p"); err != nil {
+		t.Fatal(err)
+	}
+	second := postgres.New(cfg)
+	_, err := second.WithCheckpoint().LoadCheckpoint(t.Context(), "p")
+	if err == nil || !strings.Contains(err.Error(), `pipeline "p" is being written by another session`) {
+		t.Fatalf("second writer: error %v, want a refusal naming the pipeline", err)
+	}
+	second.Close()
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	third := postgres.New(cfg)
+	defer third.Close()
+	if _, err := third.WithCheckpoint().LoadCheckpoint(t.Context(), "p"); err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+}
