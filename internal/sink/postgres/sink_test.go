@@ -414,7 +414,6 @@ func jsonEqual(a, b string) bool {
 	return norm(a) == norm(b)
 }
 
-
 // TestOneWriterPerPipeline: while one sink holds a pipeline's checkpoint,
 // a second one is refused; once the first closes, the second proceeds.
 func TestOneWriterPerPipeline(t *testing.T) {
