@@ -2,7 +2,6 @@ package mql
 
 import (
 	"bytes"
-	"math"
 	"regexp"
 	"strings"
 
@@ -88,9 +87,15 @@ type Predicate struct {
 }
 
 // Predicates returns the top-level per-field constraints of the filter
-// (those joined by the implicit or explicit top-level $and). Equalities on
-// null, arrays and regular expressions are left out: an index cannot
-// answer them alone.
+// (those joined by the implicit or explicit top-level $and). Every
+// predicate returned is safe for an index lookup: the documents whose
+// index keys satisfy it include every document the filter matches.
+// Constraints an index cannot answer alone are left out entirely, never
+// reported in part: equalities on null or undefined (they also match a
+// missing field), on arrays (they also match the whole array) and on
+// regular expressions, and any $in whose list holds one of those (so
+// {a: {$in: [1, null]}} yields no predicate on a). An $in with an empty
+// list is reported with no Values: it matches nothing.
 func (f *Filter) Predicates() []Predicate {
 	if f == nil {
 		return nil
@@ -107,7 +112,7 @@ func (f *Filter) Predicates() []Predicate {
 				out = append(out, Predicate{Path: fn.dotted, Op: "$eq", Values: []bson.RawValue{op.v}})
 			}
 		case *inOp:
-			if len(op.res) > 0 {
+			if len(op.res) > 0 || op.hasNull {
 				continue
 			}
 			ok := true
@@ -401,12 +406,21 @@ type eqOp struct {
 
 func (o *eqOp) test(v bson.RawValue, _ bool) (bool, int) {
 	if o.null {
-		return v.Type == 0 || v.Type == bson.TypeNull, -1
+		return isNullOrMissing(v), -1
 	}
 	if v.Type == o.v.Type && bytes.Equal(v.Value, o.v.Value) {
 		return true, -1
 	}
 	return TypeBracket(v.Type) == TypeBracket(o.v.Type) && Compare(v, o.v) == 0, -1
+}
+
+// isNullOrMissing reports whether v is what a query for null matches in
+// MongoDB 7.0: null, a missing field, or the deprecated undefined. (The
+// 8.0 compatibility notes, "Compatibility Changes in MongoDB 8.0", say
+// that before 8.0 {f: null} also matched undefined values and arrays
+// holding undefined, for $eq, $in and $lookup alike.)
+func isNullOrMissing(v bson.RawValue) bool {
+	return v.Type == 0 || v.Type == bson.TypeNull || v.Type == bson.TypeUndefined
 }
 
 type cmpOp struct {
@@ -418,7 +432,7 @@ func (o *cmpOp) test(v bson.RawValue, _ bool) (bool, int) {
 	switch o.v.Type {
 	case bson.TypeNull:
 		if o.name == "$gte" || o.name == "$lte" {
-			return v.Type == 0 || v.Type == bson.TypeNull, -1
+			return isNullOrMissing(v), -1
 		}
 		return false, -1
 	case bson.TypeMinKey, bson.TypeMaxKey:
@@ -456,7 +470,7 @@ type inOp struct {
 const inSetMin = 16
 
 func (o *inOp) test(v bson.RawValue, _ bool) (bool, int) {
-	if o.hasNull && (v.Type == 0 || v.Type == bson.TypeNull) {
+	if o.hasNull && isNullOrMissing(v) {
 		return true, -1
 	}
 	if v.Type == 0 {
@@ -546,16 +560,11 @@ func (o *modOp) test(v bson.RawValue, _ bool) (bool, int) {
 	if !isNumeric(v.Type) {
 		return false, -1
 	}
-	var x int64
-	switch v.Type {
-	case bson.TypeInt32, bson.TypeInt64:
-		x = asInt64(v)
-	default:
-		f := asFloat(v)
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return false, -1
-		}
-		x = int64(f)
+	// A double or decimal dividend is truncated; one that is not finite
+	// or does not fit in 64 bits matches nothing (ModMatchExpression).
+	x, reason := coerceInt64(v)
+	if reason != "" {
+		return false, -1
 	}
 	if o.d == -1 {
 		return o.r == 0, -1

@@ -123,6 +123,8 @@ func parseField(path string, v bson.RawValue, depth int) (node, error) {
 		return newFieldNode(path, op), nil
 	case isOperatorDoc(v):
 		return parseOperators(path, v.Value, depth)
+	case v.Type == bson.TypeUndefined:
+		return nil, errUndefinedOperand
 	}
 	return newFieldNode(path, newEqOp(v)), nil
 }
@@ -204,7 +206,17 @@ func parseOperators(path string, ops bson.Raw, depth int) (node, error) {
 	return andNode(nodes), nil
 }
 
+// errUndefinedOperand is mongod's refusal of the deprecated undefined as
+// the operand of an equality or comparison.
+var errUndefinedOperand = mongoerr.New(mongoerr.BadValue, "cannot compare to undefined")
+
 func parseOperator(path, name string, v bson.RawValue, depth int) (node, error) {
+	switch name {
+	case "$eq", "$ne", "$gt", "$gte", "$lt", "$lte":
+		if v.Type == bson.TypeUndefined {
+			return nil, errUndefinedOperand
+		}
+	}
 	switch name {
 	case "$eq":
 		return newFieldNode(path, newEqOp(v)), nil
@@ -239,28 +251,11 @@ func parseOperator(path, name string, v bson.RawValue, depth int) (node, error) 
 		}
 		return newFieldNode(path, op), nil
 	case "$size":
-		var n int64
-		switch v.Type {
-		case bson.TypeInt32:
-			n = asInt64(v)
-		case bson.TypeInt64:
-			n = asInt64(v)
-			if n != int64(int32(n)) {
-				return nil, mongoerr.New(mongoerr.BadValue, "$size must be representable as a 32-bit integer")
-			}
-		case bson.TypeDouble, bson.TypeDecimal128:
-			f := asFloat(v)
-			if f != math.Trunc(f) || f > math.MaxInt32 || f < math.MinInt32 {
-				return nil, mongoerr.New(mongoerr.BadValue, "$size must be a whole number")
-			}
-			n = int64(f)
-		default:
-			return nil, mongoerr.New(mongoerr.BadValue, "$size needs a number")
+		n, err := parseSize(v)
+		if err != nil {
+			return nil, err
 		}
-		if n < 0 {
-			return nil, mongoerr.New(mongoerr.BadValue, "$size may not be negative")
-		}
-		return newFieldNode(path, &sizeOp{n: int(n)}), nil
+		return newFieldNode(path, &sizeOp{n: n}), nil
 	case "$all":
 		return parseAll(path, v, depth)
 	case "$elemMatch":
@@ -308,6 +303,8 @@ func parseIn(name string, v bson.RawValue) (*inOp, error) {
 			return nil, mongoerr.New(mongoerr.BadValue, "cannot nest $ under %s", name)
 		case e.Type == bson.TypeNull:
 			op.hasNull = true
+		case e.Type == bson.TypeUndefined:
+			return nil, mongoerr.New(mongoerr.BadValue, "InMatchExpression equality cannot be undefined")
 		default:
 			op.vals = append(op.vals, e)
 		}
@@ -388,7 +385,8 @@ func parseAll(path string, v bson.RawValue, depth int) (node, error) {
 		if isOperatorDoc(e) {
 			it := iterDoc(e.Value)
 			k, arg, _ := it.next()
-			if string(k) != "$elemMatch" {
+			// Only a list that starts with $elemMatch holds operators.
+			if !firstElemMatch || string(k) != "$elemMatch" {
 				return nil, mongoerr.New(mongoerr.BadValue, "no $ expressions in $all")
 			}
 			op, err := parseElemMatch(arg, depth)
@@ -454,32 +452,88 @@ func isLogicalDoc(doc bson.Raw) bool {
 	return false
 }
 
+// parseMod parses {$mod: [divisor, remainder]} in mongod's order
+// (parseMOD): each element is checked for presence and type before the
+// next, and both are truncated to 64-bit integers as BSONElement's
+// tryCoerce does.
 func parseMod(v bson.RawValue) (*modOp, error) {
 	if v.Type != bson.TypeArray {
 		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, needs to be an array")
 	}
 	elems := arrayValues(v.Value)
-	switch {
-	case len(elems) < 2:
-		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, not enough elements")
-	case len(elems) > 2:
-		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, too many elements")
-	case !isNumeric(elems[0].Type):
-		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, divisor not a number")
-	case !isNumeric(elems[1].Type):
-		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, remainder not a number")
-	}
+	var n [2]int64
 	for i, what := range []string{"divisor", "remainder"} {
-		f := asFloat(elems[i])
-		if math.IsNaN(f) || math.IsInf(f, 0) || f >= 9.3e18 || f <= -9.3e18 {
-			return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, %s value is invalid :: caused by :: Unable to coerce NaN/Inf to integral type", what)
+		if len(elems) <= i {
+			return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, not enough elements")
 		}
+		if !isNumeric(elems[i].Type) {
+			return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, %s not a number", what)
+		}
+		x, reason := coerceInt64(elems[i])
+		if reason != "" {
+			return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, %s value is invalid :: caused by :: %s", what, reason)
+		}
+		n[i] = x
 	}
-	d, r := asInt64(elems[0]), asInt64(elems[1])
-	if d == 0 {
+	if len(elems) > 2 {
+		return nil, mongoerr.New(mongoerr.BadValue, "malformed mod, too many elements")
+	}
+	if n[0] == 0 {
 		return nil, mongoerr.New(mongoerr.BadValue, "divisor cannot be 0")
 	}
-	return &modOp{d: d, r: r}, nil
+	return &modOp{d: n[0], r: n[1]}, nil
+}
+
+// coerceInt64 truncates a number toward zero to an int64, or says why it
+// cannot, in the words of mongod's BSONElement::tryCoerce.
+func coerceInt64(v bson.RawValue) (int64, string) {
+	switch v.Type {
+	case bson.TypeInt32, bson.TypeInt64:
+		return asInt64(v), ""
+	}
+	f := asFloat(v)
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return 0, "Unable to coerce NaN/Inf to integral type"
+	case f >= 0x1p63 || f < -0x1p63:
+		return 0, "Out of bounds coercing to integral value"
+	}
+	return int64(f), ""
+}
+
+// parseSize parses the argument of $size as mongod does
+// (BSONElement::parseIntegerElementToNonNegativeInt): a number with an
+// integral value from 0 to 2^31-1.
+func parseSize(v bson.RawValue) (int, error) {
+	fail := func(reason string) error {
+		return mongoerr.New(mongoerr.BadValue, "Failed to parse $size. %s$size: %s", reason, shortString(v))
+	}
+	if !isNumeric(v.Type) {
+		return 0, fail("Expected a number in: ")
+	}
+	var n int64
+	switch v.Type {
+	case bson.TypeInt32, bson.TypeInt64:
+		n = asInt64(v)
+	default:
+		f := asFloat(v)
+		switch {
+		case math.IsNaN(f):
+			return 0, fail("Expected an integer, but found NaN in: ")
+		case f >= 0x1p63 || f < -0x1p63:
+			return 0, fail("Cannot represent as a 64-bit integer: ")
+		case f != math.Trunc(f):
+			return 0, fail("Expected an integer: ")
+		}
+		n = int64(f)
+	}
+	switch {
+	case n < 0:
+		return 0, fail("Expected a positive number in: ")
+	case n > math.MaxInt32:
+		return 0, fail("Cannot represent as a 32-bit integer: ")
+	}
+	return int(n), nil
 }
 
 func parseNot(path string, v bson.RawValue, depth int) (node, error) {
