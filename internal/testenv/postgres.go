@@ -88,14 +88,6 @@ func Postgres(t testing.TB) (dsn string) {
 	return postgresDSN(port, name)
 }
 
-// PostgresAdminDSN returns the DSN of the server's postgres database, for
-// tests that act on the server itself. Postgres must have been called.
-func PostgresAdminDSN() string {
-	pgServer.mu.Lock()
-	defer pgServer.mu.Unlock()
-	return postgresDSN(pgServer.port, "postgres")
-}
-
 // StopPostgres stops the server started by Postgres, if any, and removes
 // its directory. Call it from TestMain after m.Run.
 func StopPostgres() {
