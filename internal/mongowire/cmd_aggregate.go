@@ -41,7 +41,7 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 		return nil, a.err
 	}
 	if _, err := r.cmd.LookupErr("pipeline"); err != nil {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "BSON field 'aggregate.pipeline' is missing but a required field")
+		return nil, missingField("aggregate.pipeline")
 	}
 	if explain {
 		return nil, mongoerr.New(mongoerr.CommandNotSupported, "explain is not supported by this server")

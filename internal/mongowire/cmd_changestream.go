@@ -20,7 +20,7 @@ import (
 func (s *Server) openChangeStreamSource(_ context.Context, db, coll string, cmd bson.Raw) (CursorSource, bson.D, error) {
 	v, err := cmd.LookupErr("pipeline")
 	if err != nil {
-		return nil, nil, mongoerr.New(mongoerr.FailedToParse, "BSON field 'aggregate.pipeline' is missing but a required field")
+		return nil, nil, missingField("aggregate.pipeline")
 	}
 	arr, ok := v.ArrayOK()
 	if !ok {

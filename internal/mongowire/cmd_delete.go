@@ -18,29 +18,41 @@ func (s *Server) cmdDelete(_ context.Context, _ *conn, r *request) (bson.D, erro
 	if err != nil {
 		return nil, err
 	}
+	// The statements are parsed before any runs: a malformed one fails
+	// the whole command, as mongod's IDL parser does.
+	type deleteStmt struct {
+		q     bson.Raw
+		limit int
+	}
+	parsed := make([]deleteStmt, len(stmts))
+	for i, stmt := range stmts {
+		if err := deleteStatementFields.check("delete.deletes", stmt, false); err != nil {
+			return nil, err
+		}
+		a := &args{name: "delete.deletes", cmd: stmt}
+		q := a.doc("q")
+		limit, hasLimit := a.int64("limit")
+		switch {
+		case a.err != nil:
+			return nil, a.err
+		case q == nil:
+			return nil, missingField("delete.deletes.q")
+		case !hasLimit:
+			return nil, missingField("delete.deletes.limit")
+		case limit != 0 && limit != 1:
+			return nil, mongoerr.New(mongoerr.FailedToParse, "The limit field in delete objects must be 0 or 1. Got %d", limit)
+		}
+		parsed[i] = deleteStmt{q: q, limit: int(limit)}
+	}
 	var (
 		n         int
 		writeErrs bson.A
 	)
-	for i, stmt := range stmts {
-		a := &args{name: "delete.deletes", cmd: stmt}
-		q := a.doc("q")
-		limit, hasLimit := a.int64("limit")
-		err := a.err
-		switch {
-		case err != nil:
-		case q == nil:
-			err = mongoerr.New(mongoerr.FailedToParse, "BSON field 'delete.deletes.q' is missing but a required field")
-		case !hasLimit:
-			err = mongoerr.New(mongoerr.FailedToParse, "BSON field 'delete.deletes.limit' is missing but a required field")
-		case limit != 0 && limit != 1:
-			err = mongoerr.New(mongoerr.FailedToParse, "The limit field in delete objects must be 0 or 1. Got %d", limit)
-		default:
-			var k int
-			if k, err = s.store.Delete(ns, q, int(limit)); err == nil {
-				n += k
-				continue
-			}
+	for i, st := range parsed {
+		k, err := s.store.Delete(ns, st.q, st.limit)
+		if err == nil {
+			n += k
+			continue
 		}
 		writeErrs = append(writeErrs, writeErrorDoc(i, asMongoErr(err)))
 		if ordered {

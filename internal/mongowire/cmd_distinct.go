@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 )
 
 // cmdDistinct: {distinct: "c", key, query} -> {values}.
@@ -21,7 +19,7 @@ func (s *Server) cmdDistinct(_ context.Context, _ *conn, r *request) (bson.D, er
 		return nil, a.err
 	}
 	if !ok {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "BSON field 'distinct.key' is missing but a required field")
+		return nil, missingField("distinct.key")
 	}
 	vals, err := s.store.Distinct(ns, key, q)
 	if err != nil {

@@ -17,7 +17,7 @@ func (s *Server) cmdDropIndexes(_ context.Context, _ *conn, r *request) (bson.D,
 	}
 	v, err := r.cmd.LookupErr("index")
 	if err != nil {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "BSON field 'dropIndexes.index' is missing but a required field")
+		return nil, missingField("dropIndexes.index")
 	}
 	var names []string
 	switch v.Type {

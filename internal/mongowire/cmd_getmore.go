@@ -23,7 +23,7 @@ func (s *Server) cmdGetMore(ctx context.Context, c *conn, r *request) (bson.D, e
 		return nil, a.err
 	}
 	if !ok {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "BSON field 'getMore.collection' is missing but a required field")
+		return nil, missingField("getMore.collection")
 	}
 	batch, err := cursorBatchSize(r.name, r.cmd)
 	if err != nil {

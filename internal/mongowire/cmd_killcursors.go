@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 )
 
 // cmdKillCursors: {killCursors: "c", cursors: [ids]} ->
@@ -13,7 +11,7 @@ import (
 func (s *Server) cmdKillCursors(_ context.Context, _ *conn, r *request) (bson.D, error) {
 	v, err := r.cmd.LookupErr("cursors")
 	if err != nil {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "BSON field 'killCursors.cursors' is missing but a required field")
+		return nil, missingField("killCursors.cursors")
 	}
 	arr, ok := v.ArrayOK()
 	if !ok {

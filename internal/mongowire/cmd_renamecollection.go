@@ -20,7 +20,7 @@ func (s *Server) cmdRenameCollection(_ context.Context, _ *conn, r *request) (bs
 		return nil, a.err
 	}
 	if !ok {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "BSON field 'renameCollection.to' is missing but a required field")
+		return nil, missingField("renameCollection.to")
 	}
 	dropTarget := a.bool("dropTarget")
 	if a.err != nil {

@@ -20,25 +20,32 @@ func (s *Server) cmdUpdate(_ context.Context, _ *conn, r *request) (bson.D, erro
 	if err != nil {
 		return nil, err
 	}
+	// The statements are parsed before any runs: a malformed one fails
+	// the whole command, as mongod's IDL parser does; execution failures
+	// are per-statement write errors.
+	specs := make([]store.UpdateSpec, len(stmts))
+	for i, stmt := range stmts {
+		if specs[i], err = parseUpdateStatement(stmt); err != nil {
+			return nil, err
+		}
+	}
 	var (
 		n, modified int
 		upserted    bson.A
 		writeErrs   bson.A
 	)
-	for i, stmt := range stmts {
-		spec, err := parseUpdateStatement(stmt)
-		if err == nil {
-			var res store.UpdateResult
-			res, err = s.store.Update(ns, spec)
-			if err == nil {
-				n += res.Matched
-				modified += res.Modified
-				if res.UpsertedID.Type != 0 {
-					n++
-					upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: res.UpsertedID}})
-				}
-				continue
+	for i, spec := range specs {
+		var res store.UpdateResult
+		if spec.Multi && spec.Update.Type == bson.TypeEmbeddedDocument && isReplacement(spec.Update.Document()) {
+			err = mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
+		} else if res, err = s.store.Update(ns, spec); err == nil {
+			n += res.Matched
+			modified += res.Modified
+			if res.UpsertedID.Type != 0 {
+				n++
+				upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: res.UpsertedID}})
 			}
+			continue
 		}
 		writeErrs = append(writeErrs, writeErrorDoc(i, asMongoErr(err)))
 		if ordered {
@@ -56,6 +63,9 @@ func (s *Server) cmdUpdate(_ context.Context, _ *conn, r *request) (bson.D, erro
 }
 
 func parseUpdateStatement(stmt bson.Raw) (store.UpdateSpec, error) {
+	if err := updateStatementFields.check("update.updates", stmt, false); err != nil {
+		return store.UpdateSpec{}, err
+	}
 	a := &args{name: "update.updates", cmd: stmt}
 	spec := store.UpdateSpec{
 		Filter:       a.doc("q"),
@@ -67,18 +77,14 @@ func parseUpdateStatement(stmt bson.Raw) (store.UpdateSpec, error) {
 		return spec, a.err
 	}
 	if spec.Filter == nil {
-		return spec, mongoerr.New(mongoerr.FailedToParse, "BSON field 'update.updates.q' is missing but a required field")
+		return spec, missingField("update.updates.q")
 	}
 	u, err := stmt.LookupErr("u")
 	if err != nil {
-		return spec, mongoerr.New(mongoerr.FailedToParse, "BSON field 'update.updates.u' is missing but a required field")
+		return spec, missingField("update.updates.u")
 	}
 	switch u.Type {
-	case bson.TypeEmbeddedDocument:
-		if spec.Multi && isReplacement(u.Document()) {
-			return spec, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
-		}
-	case bson.TypeArray:
+	case bson.TypeEmbeddedDocument, bson.TypeArray:
 	default:
 		return spec, mongoerr.New(mongoerr.FailedToParse, "Update argument must be either an object or an array")
 	}

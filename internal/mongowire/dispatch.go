@@ -125,6 +125,11 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if cmd.adminOnly && r.db != "admin" {
 		return s.errorReply(mongoerr.New(mongoerr.Unauthorized, "%s may only be run against the admin database.", name)), nil
 	}
+	if fs, ok := commandFields[name]; ok {
+		if err := fs.check(name, r.cmd, true); err != nil {
+			return s.errorReply(err), nil
+		}
+	}
 	if err := refuseTransaction(r.cmd); err != nil {
 		return s.errorReply(err), nil
 	}

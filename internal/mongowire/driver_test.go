@@ -175,7 +175,7 @@ func TestCommandErrors(t *testing.T) {
 		"bad collection name":      {bson.D{{Key: "find", Value: 3.5}}, 73, "collection name has invalid type double"},
 		"cursor not found":         {bson.D{{Key: "getMore", Value: int64(12345)}, {Key: "collection", Value: "c"}}, 43, "cursor id 12345 not found"},
 		"getMore id type":          {bson.D{{Key: "getMore", Value: "x"}, {Key: "collection", Value: "c"}}, 14, "wrong type"},
-		"delete limit":             {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 5}}}}}, 0, "must be 0 or 1"},
+		"delete limit":             {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 5}}}}}, 9, "must be 0 or 1"},
 		"empty insert":             {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{}}}, 16, "Write batch sizes"},
 		"findAndModify neither":    {bson.D{{Key: "findAndModify", Value: "c"}}, 9, "Either an update or remove=true"},
 		"aggregate no cursor":      {bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}}, 9, "'cursor' option is required"},
@@ -187,7 +187,14 @@ func TestCommandErrors(t *testing.T) {
 		"index on empty field":     {bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "", Value: 1}}}}}}}, 67, "cannot be an empty field"},
 		"no indexes":               {bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{}}}, 2, "at least one index"},
 		"rename outside admin":     {bson.D{{Key: "renameCollection", Value: "errs.c"}, {Key: "to", Value: "errs.d"}}, 13, "admin database"},
-		"drop index missing":       {bson.D{{Key: "dropIndexes", Value: "c"}}, 9, "'dropIndexes.index' is missing"},
+		"drop index missing":       {bson.D{{Key: "dropIndexes", Value: "c"}}, 40414, "BSON field 'dropIndexes.index' is missing but a required field"},
+		"unknown find field":       {bson.D{{Key: "find", Value: "c"}, {Key: "frob", Value: 1}}, 40415, "BSON field 'find.frob' is an unknown field."},
+		"unknown insert field":     {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "let", Value: bson.D{}}}, 40415, "BSON field 'insert.let' is an unknown field."},
+		"unknown statement field":  {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{}}, {Key: "sort", Value: bson.D{}}}}}}, 40415, "BSON field 'update.updates.sort' is an unknown field."},
+		"statement without u":      {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, 40414, "BSON field 'update.updates.u' is missing but a required field"},
+		"delete without limit":     {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, 40414, "BSON field 'delete.deletes.limit' is missing but a required field"},
+		"getMore without coll":     {bson.D{{Key: "getMore", Value: int64(1)}}, 40414, "BSON field 'getMore.collection' is missing but a required field"},
+		"multi replacement":        {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "multi", Value: true}}}}}, 0, "multi update is not supported for replacement-style update"},
 		"getLog outside admin":     {bson.D{{Key: "getLog", Value: "nope"}}, 13, "admin database"},
 		"duplicate _id":            {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, 0, "E11000"},
 	}
@@ -715,5 +722,30 @@ func TestTooDeepDocumentRefused(t *testing.T) {
 	var we mongo.WriteException
 	if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Code != 15 || !strings.Contains(we.WriteErrors[0].Message, "nesting") {
 		t.Fatalf("insert of a 121-deep document = %v, want an Overflow write error", err)
+	}
+}
+
+// A malformed statement fails the whole write command before any statement
+// runs, as mongod's IDL parser does; an execution failure is a write error
+// of its statement only.
+func TestMalformedStatementRunsNone(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("stmts")
+	coll := db.Collection("c")
+	if _, err := coll.InsertMany(t.Context(), []any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	err := db.RunCommand(t.Context(), bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "limit", Value: 1}},
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 2}}}, {Key: "limit", Value: 2}},
+	}}}).Err()
+	wantCode(t, err, 9, "The limit field in delete objects must be 0 or 1. Got 2")
+	err = db.RunCommand(t.Context(), bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}}},
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 2}}}, {Key: "u", Value: "x"}},
+	}}}).Err()
+	wantCode(t, err, 9, "Update argument must be either an object or an array")
+	if n, err := coll.CountDocuments(t.Context(), bson.D{{Key: "a", Value: bson.D{{Key: "$exists", Value: false}}}}); err != nil || n != 2 {
+		t.Fatalf("%d untouched documents (%v), want 2: a statement ran before the command was refused", n, err)
 	}
 }

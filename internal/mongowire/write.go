@@ -19,7 +19,7 @@ func writeBatch(r *request, field string) ([]bson.Raw, bool, error) {
 		return nil, false, a.err
 	}
 	if _, err := r.cmd.LookupErr(field); err != nil {
-		return nil, false, mongoerr.New(mongoerr.FailedToParse, "BSON field '%s.%s' is missing but a required field", r.name, field)
+		return nil, false, missingField(r.name + "." + field)
 	}
 	if len(docs) == 0 || len(docs) > maxWriteBatchSize {
 		return nil, false, mongoerr.New(mongoerr.InvalidLength, "Write batch sizes must be between 1 and %d. Got %d operations.", maxWriteBatchSize, len(docs))
