@@ -26,31 +26,44 @@ type live struct {
 }
 
 // admit checks the deployment and the collection, retrying transient
-// failures with capped, jittered backoff up to cfg.AdmitAttempts times.
+// failures.
 func (s *Source) admit(ctx context.Context) (live, error) {
+	var l live
+	err := s.retry(ctx, "admit "+s.ns, func() error {
+		var err error
+		l, err = s.admitOnce(ctx)
+		return err
+	})
+	return l, err
+}
+
+// retry runs f until it succeeds, fails permanently, or has failed
+// cfg.AdmitAttempts times, waiting a capped, jittered backoff between
+// attempts. It is for setup steps, before the reader runs.
+func (s *Source) retry(ctx context.Context, what string, f func() error) error {
 	var last error
 	for attempt := range s.cfg.AdmitAttempts {
 		if attempt > 0 {
 			d := backoff(attempt, s.cfg.BackoffBase, s.cfg.BackoffMax)
-			s.log.Warn("admission failed; retrying", "attempt", attempt, "in", d, "err", last)
+			s.log.Warn("retrying", "what", what, "attempt", attempt, "in", d, "err", last)
 			if err := sleep(ctx, d); err != nil {
-				return live{}, fmt.Errorf("admit %s: %w (last error: %v)", s.ns, err, last)
+				return fmt.Errorf("%s: %w (last error: %v)", what, err, last)
 			}
 		}
-		l, err := s.admitOnce(ctx)
+		err := f()
 		if err == nil {
-			return l, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return live{}, fmt.Errorf("admit %s: %w", s.ns, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		if errors.Is(err, ErrNotAdmitted) || !transient(err) {
-			return live{}, explain(s.ns, err)
+		if !transient(err) {
+			return explain(s.ns, err)
 		}
 		last = err
 		s.metrics.errors.Add(1)
 	}
-	return live{}, fmt.Errorf("admit %s: giving up after %d attempts: %w", s.ns, s.cfg.AdmitAttempts, last)
+	return fmt.Errorf("%s: giving up after %d attempts: %w", what, s.cfg.AdmitAttempts, last)
 }
 
 func (s *Source) admitOnce(ctx context.Context) (live, error) {

@@ -49,9 +49,13 @@ func (r *reader) prepare(ctx context.Context, pos *position) error {
 	s := r.s
 	switch {
 	case pos == nil:
-		cs, err := r.open(ctx, nil, false, 0)
+		var cs *mongo.ChangeStream
+		err := s.retry(ctx, "open change stream on "+s.ns, func() (err error) {
+			cs, err = r.open(ctx, nil, false, 0)
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("open change stream on %s: %w", s.ns, explain(s.ns, err))
+			return err
 		}
 		tok := slices.Clone(cs.ResumeToken())
 		if len(tok) == 0 {
@@ -83,9 +87,13 @@ func (r *reader) prepare(ctx context.Context, pos *position) error {
 		}
 		tok, _ := parseToken(field, j)
 		r.lastTok, r.startAfter = tok, pos.StartAfterToken != nil
-		cs, err := r.open(ctx, tok, r.startAfter, s.cfg.BatchSize)
+		var cs *mongo.ChangeStream
+		err := s.retry(ctx, "resume change stream on "+s.ns, func() (err error) {
+			cs, err = r.open(ctx, tok, r.startAfter, s.cfg.BatchSize)
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("resume change stream on %s: %w", s.ns, explain(s.ns, err))
+			return err
 		}
 		r.cs = cs
 		s.log.Info("resuming", field, string(j))

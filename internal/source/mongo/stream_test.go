@@ -200,3 +200,60 @@ func TestHistoryLost(t *testing.T) {
 	src.Close()
 	wantErr(t, err, ErrHistoryLost, "history", "re-snapshot", "tide checkpoint reset")
 }
+
+// A reconnect re-verifies the collection: one dropped and recreated while
+// the stream was down is refused, not silently followed.
+func TestReconnectRefusesRecreatedCollection(t *testing.T) {
+	e := newEnv(t, testCommands)
+	cfg := e.config(t)
+	cfg.MaxReconnects = 1000
+	src := openSource(t, cfg, nil)
+	insert(t, e.coll, 1)
+	if _, err := pollUntil(t, src, countOps(1)); err != nil {
+		t.Fatal(err)
+	}
+	failPoint(t, e, "alwaysOn", bson.D{{Key: "failCommands", Value: bson.A{"getMore", "aggregate"}}, {Key: "closeConnection", Value: true}})
+	// Once the source has seen a failure, no getMore is in flight that
+	// could still read the drop.
+	waitFor(t, "a failed getMore", func() bool { return src.Stats().Errors > 0 })
+	ctx := context.Background()
+	if err := e.coll.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.Database("shop").CreateCollection(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	failPoint(t, e, "off", bson.D{})
+	_, err := pollUntil(t, src, func([]cdc.Event) bool { return false })
+	wantErr(t, err, ErrIdentity, "collection_uuid changed", "tide checkpoint reset")
+}
+
+// before_change and full_document modes deliver pre- and post-images
+// when the collection records them.
+func TestImages(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.client.Database("shop").RunCommand(ctx, bson.D{
+		{Key: "collMod", Value: "orders"}, {Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}},
+	}).Err(); err != nil {
+		t.Fatalf("collMod: %v", err)
+	}
+	cfg := e.config(t)
+	cfg.FullDocument, cfg.BeforeChange = "required", "required"
+	src := openSource(t, cfg, nil)
+	insert(t, e.coll, 1)
+	if _, err := e.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pollUntil(t, src, countOps(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := nonMarkers(got)[1]
+	if n, _ := bson.Raw(up.PreImage).Lookup("n").AsInt64OK(); n != 1 {
+		t.Errorf("pre-image = %v, want n: 1", bson.Raw(up.PreImage))
+	}
+	if n, _ := bson.Raw(up.FullDocument).Lookup("n").AsInt64OK(); n != 2 {
+		t.Errorf("post-image = %v, want n: 2", bson.Raw(up.FullDocument))
+	}
+}
