@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -56,7 +55,13 @@ func TestDiff(t *testing.T) {
 		"element inside an array": {`{"_id": 1, "arr": [{"x": 1}, {"x": 2}]}`, `{"_id": 1, "arr": [{"x": 1}, {"x": 5}]}`,
 			`{"updatedFields": {"arr.1.x": 5}, "removedFields": [], "truncatedArrays": []}`},
 		"every element changed": {`{"_id": 1, "arr": [1, 2]}`, `{"_id": 1, "arr": [3, 4]}`,
-			`{"updatedFields": {"arr": [3, 4]}, "removedFields": [], "truncatedArrays": []}`},
+			`{"updatedFields": {"arr.0": 3, "arr.1": 4}, "removedFields": [], "truncatedArrays": []}`},
+		"moved field is inserted": {`{"_id": 1, "a": 1, "b": 2}`, `{"_id": 1, "b": 2, "a": 1}`,
+			`{"updatedFields": {"a": 1}, "removedFields": [], "truncatedArrays": []}`},
+		"out-of-step fields are deleted in name order": {`{"_id": 1, "z": 1, "y": 1, "k": 1}`, `{"_id": 1, "k": 1}`,
+			`{"updatedFields": {}, "removedFields": ["y", "z"], "truncatedArrays": []}`},
+		"changes before inserts before deletes": {`{"_id": 1, "a": 1, "b": 1}`, `{"_id": 1, "b": 2, "n": 1}`,
+			`{"updatedFields": {"b": 2, "n": 1}, "removedFields": ["a"], "truncatedArrays": []}`},
 		"type change gives the top path": {`{"_id": 1, "a": {"b": 1}}`, `{"_id": 1, "a": "s"}`,
 			`{"updatedFields": {"a": "s"}, "removedFields": [], "truncatedArrays": []}`},
 		"int to double is a change": {`{"_id": 1, "n": 1}`, `{"_id": 1, "n": 1.5}`,
@@ -73,6 +78,42 @@ func TestDiff(t *testing.T) {
 			got := describe(t, diffDocs(js(t, tc.before), js(t, tc.after)))
 			if want := js(t, tc.want).String(); got != want {
 				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+// TestDiffSizeLimit checks that a diff not smaller than the value it
+// describes gives way to the value, at every level, as in MongoDB.
+func TestDiffSizeLimit(t *testing.T) {
+	big := `"` + strings.Repeat("x", 100) + `"`
+	tests := map[string]struct {
+		before, after, want string
+	}{
+		"array of small changed elements is reported whole": {`{"_id": 1, "s": ` + big + `, "arr": [1, 2]}`, `{"_id": 1, "s": ` + big + `, "arr": [3, 4]}`,
+			`{"updatedFields": {"arr": [3, 4]}, "removedFields": [], "truncatedArrays": []}`},
+		"one change in a large array": {`{"_id": 1, "s": ` + big + `, "arr": [` + big + `, 2]}`, `{"_id": 1, "s": ` + big + `, "arr": [` + big + `, 5]}`,
+			`{"updatedFields": {"arr.1": 5}, "removedFields": [], "truncatedArrays": []}`},
+		"small subdocument is reported whole": {`{"_id": 1, "s": ` + big + `, "a": {"b": 0, "c": 1}}`, `{"_id": 1, "s": ` + big + `, "a": {"b": 1, "c": 1}}`,
+			`{"updatedFields": {"a": {"b": 1, "c": 1}}, "removedFields": [], "truncatedArrays": []}`},
+		"large subdocument is diffed": {`{"_id": 1, "a": {"s": ` + big + `, "c": 1}}`, `{"_id": 1, "a": {"s": ` + big + `, "c": 2}}`,
+			`{"updatedFields": {"a.c": 2}, "removedFields": [], "truncatedArrays": []}`},
+		"small document is not diffed": {`{"_id": 1, "a": 1}`, `{"_id": 1, "a": 2}`, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			u := pipelineDiff(js(t, tc.before), js(t, tc.after))
+			switch {
+			case tc.want == "" && u != nil:
+				t.Errorf("got %s, want a replacement", describe(t, u))
+			case tc.want == "":
+			case u == nil:
+				t.Errorf("got a replacement, want %s", tc.want)
+			default:
+				if got, want := describe(t, u), js(t, tc.want).String(); got != want {
+					t.Errorf("got  %s\nwant %s", got, want)
+				}
 			}
 		})
 	}
@@ -201,8 +242,8 @@ func applyDescription(t *rapid.T, doc bson.D, u *UpdateDescription) bson.D {
 				return append(x, bson.E{Key: fmt.Sprint(last), Value: val})
 			case bson.A:
 				i := arrayIndex(last)
-				if i == len(x) {
-					return append(x, val)
+				for len(x) <= i {
+					x = append(x, nil) // MongoDB pads an array set past its end with nulls
 				}
 				x[i] = val
 				return x
@@ -252,14 +293,55 @@ func TestDiffReplays(t *testing.T) {
 		after := append(id, mutate(t, fields, 0).(bson.D)...)
 		braw, _ := bson.Marshal(before)
 		araw, _ := bson.Marshal(after)
-		u := diffDocs(braw, araw)
-		var start bson.D
-		if err := bson.Unmarshal(braw, &start); err != nil {
-			t.Fatal(err)
+		descs := []*UpdateDescription{diffDocs(braw, araw)}
+		if n := docDiff(braw, araw, 0, false); n != nil {
+			descs = append(descs, n.describe())
 		}
-		got, _ := bson.Marshal(applyDescription(t, start, u))
-		if !bytes.Equal(got, araw) {
-			t.Fatalf("before %s\nafter  %s\nreplay %s\ndescription %+v", bson.Raw(braw), bson.Raw(araw), bson.Raw(got), u)
+		for _, u := range descs {
+			checkReplay(t, braw, araw, u)
 		}
 	})
+}
+
+// checkReplay fails unless replaying u onto before gives after. Fields are
+// compared in name order: a field MongoDB's diff inserts moves to the end of
+// its document, which updatedFields cannot tell a consumer.
+func checkReplay(t *rapid.T, before, after bson.Raw, u *UpdateDescription) {
+	var start bson.D
+	if err := bson.Unmarshal(before, &start); err != nil {
+		t.Fatal(err)
+	}
+	got := raw(t, applyDescription(t, start, u))
+	if normalized(t, got) != normalized(t, after) {
+		t.Fatalf("before %s\nafter  %s\nreplay %s\ndescription %+v", before, after, got, u)
+	}
+}
+
+// normalized renders a document with the fields of every document sorted
+// by name.
+func normalized(t *rapid.T, doc bson.Raw) string {
+	var d bson.D
+	if err := bson.Unmarshal(doc, &d); err != nil {
+		t.Fatal(err)
+	}
+	var sortFields func(v any) any
+	sortFields = func(v any) any {
+		switch x := v.(type) {
+		case bson.D:
+			out := slices.Clone(x)
+			for i := range out {
+				out[i].Value = sortFields(out[i].Value)
+			}
+			slices.SortFunc(out, func(a, b bson.E) int { return strings.Compare(a.Key, b.Key) })
+			return out
+		case bson.A:
+			out := slices.Clone(x)
+			for i := range out {
+				out[i] = sortFields(out[i])
+			}
+			return out
+		}
+		return v
+	}
+	return bson.Raw(raw(t, sortFields(d))).String()
 }

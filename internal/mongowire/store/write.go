@@ -179,7 +179,7 @@ func fixUpdated(old, nd bson.Raw) (bson.Raw, error) {
 
 // updateAt applies u to the record at position p and records the write. It
 // returns the new document, or nil if the update changed nothing.
-func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *mql.Update, positional int) (bson.Raw, error) {
+func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledUpdate, positional int) (bson.Raw, error) {
 	old := c.recs[p].doc
 	nd, err := u.Apply(old, mql.ApplyOptions{PositionalIndex: positional, Now: t.wall})
 	if err != nil {
@@ -197,12 +197,8 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *mql.Updat
 	if werr := c.replace(ns, p, nd); werr != nil {
 		return nil, werr
 	}
-	e := OplogEntry{Op: "update", NS: ns, UUID: c.info.UUID, DocKey: docKey(nd), Doc: nd}
-	if u.IsReplacement() {
-		e.Op = "replace"
-	} else {
-		e.Update = diffDocs(old, nd)
-	}
+	e := OplogEntry{NS: ns, UUID: c.info.UUID, DocKey: docKey(nd), Doc: nd}
+	e.Op, e.Update = u.describe(old, nd, positional)
 	if c.info.PreAndPostImages {
 		e.Pre = old
 	}
@@ -212,7 +208,7 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *mql.Updat
 
 // upsert inserts the document an update builds when nothing matched: the
 // filter's equality fields, then the update applied with $setOnInsert.
-func (s *Store) upsert(t *tx, ns Namespace, f *query, u *mql.Update) (bson.Raw, error) {
+func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate) (bson.Raw, error) {
 	var seed bson.D
 	for _, e := range f.EqualityFields() {
 		if strings.HasPrefix(e.Key, "$") {
@@ -296,7 +292,7 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 	if err != nil {
 		return res, err
 	}
-	u, err := mql.CompileUpdate(spec.Update, spec.ArrayFilters)
+	u, err := compileUpdate(spec.Update, spec.ArrayFilters)
 	if err != nil {
 		return res, err
 	}
@@ -395,9 +391,9 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 			return res, err
 		}
 	}
-	var u *mql.Update
+	var u *compiledUpdate
 	if hasUpdate {
-		if u, err = mql.CompileUpdate(spec.Update, spec.ArrayFilters); err != nil {
+		if u, err = compileUpdate(spec.Update, spec.ArrayFilters); err != nil {
 			return res, err
 		}
 	}

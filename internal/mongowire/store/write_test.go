@@ -180,7 +180,7 @@ func TestUpdateOplog(t *testing.T) {
 		{"update", `{"_id": 1}`, `{"updatedFields": {"a.b": 1}, "removedFields": [], "truncatedArrays": []}`},
 		{"update", `{"_id": 1}`, `{"updatedFields": {}, "removedFields": ["x"], "truncatedArrays": []}`},
 		{"update", `{"_id": 1}`, `{"updatedFields": {"arr.2": 3}, "removedFields": [], "truncatedArrays": []}`},
-		{"update", `{"_id": 1}`, `{"updatedFields": {}, "removedFields": [], "truncatedArrays": [{"f": "arr", "n": 2}]}`},
+		{"update", `{"_id": 1}`, `{"updatedFields": {"arr": [1, 2]}, "removedFields": [], "truncatedArrays": []}`}, // as MongoDB logs $pop
 		{"replace", `{"_id": 1}`, ""},
 		{"update", `{"_id": 1}`, `{"updatedFields": {"m": 1}, "removedFields": [], "truncatedArrays": []}`},
 		{"update", `{"_id": 2}`, `{"updatedFields": {"m": 1}, "removedFields": [], "truncatedArrays": []}`},
