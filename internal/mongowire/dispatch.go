@@ -160,7 +160,13 @@ func (s *Server) call(ctx context.Context, c *conn, r *request, fn commandFunc) 
 			reply, err = nil, mongoerr.New(mongoerr.InternalError, "command %s failed with an internal error: %v", r.name, p)
 		}
 	}()
-	return fn(ctx, c, r)
+	reply, err = fn(ctx, c, r)
+	if err == nil && writeConcernCommands[r.name] {
+		if wce := writeConcernError(r.cmd); wce != nil {
+			reply = append(reply, bson.E{Key: "writeConcernError", Value: wce})
+		}
+	}
+	return reply, err
 }
 
 func refuseTransaction(cmd bson.Raw) error {

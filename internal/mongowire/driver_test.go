@@ -749,3 +749,47 @@ func TestMalformedStatementRunsNone(t *testing.T) {
 		t.Fatalf("%d untouched documents (%v), want 2: a statement ran before the command was refused", n, err)
 	}
 }
+
+// A write concern this one-member replica set cannot satisfy is reported
+// as mongod reports it, in writeConcernError after the write is applied.
+func TestUnsatisfiableWriteConcern(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("wc")
+	tests := map[string]struct {
+		w        any
+		code     int32
+		codeName string
+		msg      string
+	}{
+		"w 2":         {2, 100, "UnsatisfiableWriteConcern", "Not enough data-bearing nodes"},
+		"unknown tag": {"dc", 79, "UnknownReplWriteConcern", "No write concern mode named 'dc' found in replica set configuration"},
+		"majority":    {"majority", 0, "", ""},
+		"w 1":         {1, 0, "", ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			coll := "c" + strings.ReplaceAll(name, " ", "")
+			r, err := db.RunCommand(t.Context(), bson.D{{Key: "insert", Value: coll}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+				{Key: "writeConcern", Value: bson.D{{Key: "w", Value: tc.w}}}}).Raw()
+			if tc.code == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, lerr := r.LookupErr("writeConcernError"); lerr == nil {
+					t.Fatalf("reply %v has a writeConcernError", r)
+				}
+				return
+			}
+			var we mongo.WriteException
+			if !errors.As(err, &we) || we.WriteConcernError == nil {
+				t.Fatalf("reply %v, error %v: want a write concern error", r, err)
+			}
+			if wce := we.WriteConcernError; wce.Code != int(tc.code) || wce.Name != tc.codeName || wce.Message != tc.msg {
+				t.Fatalf("writeConcernError %d %s %q, want %d %s %q", wce.Code, wce.Name, wce.Message, tc.code, tc.codeName, tc.msg)
+			}
+			if n, _ := db.Collection(coll).CountDocuments(t.Context(), bson.D{}); n != 1 {
+				t.Fatalf("%d documents: the write must be applied despite the write concern error", n)
+			}
+		})
+	}
+}
