@@ -46,6 +46,18 @@ func (s *Sink) connect(ctx context.Context) error {
 		}
 	}
 	s.conn = conn
+	if err := s.settle(ctx); err != nil {
+		// Without the lock, or unsure the lost session ended, the
+		// connection must not be used: the next try connects afresh.
+		conn.Close(context.Background())
+		s.conn = nil
+		return err
+	}
+	return nil
+}
+
+// settle waits for a lost session to end, then takes the pipeline's lock.
+func (s *Sink) settle(ctx context.Context) error {
 	if s.lostPID != 0 {
 		if err := s.awaitGone(ctx, s.lostPID); err != nil {
 			return err
