@@ -233,10 +233,58 @@ func (s *Store) Rename(from, to Namespace, dropTarget bool) error {
 			}
 			extra = append(extra, bson.E{Key: "dropTarget", Value: target.info.UUID})
 		}
+		if from.DB != to.DB {
+			s.renameAcrossLocked(t, c, from, to, extra)
+			return nil
+		}
 		s.renameLocked(from, to)
 		t.emit(OplogEntry{Op: "rename", NS: from, UUID: c.info.UUID, Extra: extra})
 		return nil
 	})
+}
+
+// renameAcrossLocked moves collection c to another database as MongoDB
+// does: it copies c into a new temporary collection of the target database
+// (its indexes, then its documents), renames that onto the target, and
+// drops the source. The collection gets a new UUID, and the oplog records
+// each step.
+func (s *Store) renameAcrossLocked(t *tx, c *collection, from, to Namespace, extra bson.D) {
+	tmp := Namespace{DB: to.DB}
+	for tmp.Coll == "" || s.collLocked(tmp) != nil {
+		tmp.Coll = "tmp" + randomName(5) + ".renameCollection"
+	}
+	nc := s.createLocked(tmp, newUUID(), c.info.Options)
+	t.emit(OplogEntry{Op: "create", NS: tmp, UUID: nc.info.UUID, Extra: createExtra(c.info.Options)})
+	for _, spec := range c.specs()[1:] {
+		ix, err := newIndex(spec)
+		if err != nil {
+			continue // it was built from this spec once
+		}
+		if nc.addIndex(tmp, ix) == nil {
+			t.emit(OplogEntry{Op: "createIndexes", NS: tmp, UUID: nc.info.UUID, Extra: bson.D{{Key: "indexes", Value: bson.A{indexDoc(spec)}}}})
+		}
+	}
+	for _, r := range c.recs {
+		if r.doc == nil || nc.insert(tmp, r.doc) != nil {
+			continue // the documents already satisfied these indexes
+		}
+		t.emit(OplogEntry{Op: "insert", NS: tmp, UUID: nc.info.UUID, DocKey: docKey(r.doc), Doc: r.doc})
+	}
+	s.renameLocked(tmp, to)
+	t.emit(OplogEntry{Op: "rename", NS: tmp, UUID: nc.info.UUID, Extra: extra})
+	s.dropLocked(from)
+	t.emit(OplogEntry{Op: "drop", NS: from, UUID: c.info.UUID})
+}
+
+// randomName returns n random lower-case letters and digits.
+func randomName(n int) string {
+	const chars = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = chars[int(b[i])%len(chars)]
+	}
+	return string(b)
 }
 
 func (s *Store) renameLocked(from, to Namespace) {
