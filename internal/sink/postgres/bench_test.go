@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -72,10 +73,12 @@ func BenchmarkMirror(b *testing.B) {
 	}
 
 	rates := map[string][]float64{}
-	b.ResetTimer()
-	for range b.N {
-		setup("copy_baseline")
-		rates["copy"] = append(rates["copy"], measure("copy", func() error {
+	type run struct {
+		name, table string
+		f           func() error
+	}
+	runs := []run{
+		{"copy", "copy_baseline", func() error {
 			rows := make([][]any, len(keys))
 			for i := range keys {
 				rows[i] = []any{keys[i], docs[i], "insert", int64(i), false}
@@ -83,10 +86,8 @@ func BenchmarkMirror(b *testing.B) {
 			_, err := c.CopyFrom(ctx, pgx.Identifier{"copy_baseline"},
 				[]string{"_id", "doc", "_tide_op", "_tide_cluster_time", "_tide_deleted"}, pgx.CopyFromRows(rows))
 			return err
-		}))
-
-		setup("insert_baseline")
-		rates["insert"] = append(rates["insert"], measure("insert", func() error {
+		}},
+		{"insert", "insert_baseline", func() error {
 			const per = 1000
 			for from := 0; from < len(keys); from += per {
 				tx, err := c.Begin(ctx)
@@ -109,21 +110,31 @@ func BenchmarkMirror(b *testing.B) {
 				}
 			}
 			return nil
-		}))
-
-		for _, batch := range batches {
-			name := fmt.Sprintf("mirror/batch=%d", batch)
-			setup("events")
-			rates[name] = append(rates[name], measure(name, func() error {
-				sink := postgres.New(postgres.Config{DSN: dsn, Table: "events", CreateTable: true, SoftDelete: true,
-					Pipeline: "bench", CheckpointInSink: true})
-				src := generate.New(generate.Config{Count: int64(events), PayloadBytes: payload})
-				p := runtime.New(runtime.Config{Name: "bench", MaxRecords: batch, MaxBytes: 64 << 20}, src, encode.Envelope, sink.WithCheckpoint(), nil)
-				return p.Run(ctx)
-			}))
-			if n := queryInt(b, c, `SELECT count(*) FROM events`); n != int64(events) {
-				b.Fatalf("%s wrote %d rows, want %d", name, n, events)
+		}},
+	}
+	for _, batch := range batches {
+		runs = append(runs, run{fmt.Sprintf("mirror/batch=%d", batch), "events", func() error {
+			sink := postgres.New(postgres.Config{DSN: dsn, Table: "events", CreateTable: true, SoftDelete: true,
+				Pipeline: "bench", CheckpointInSink: true})
+			src := generate.New(generate.Config{Count: int64(events), PayloadBytes: payload})
+			p := runtime.New(runtime.Config{Name: "bench", MaxRecords: batch, MaxBytes: 64 << 20}, src, encode.Envelope, sink.WithCheckpoint(), nil)
+			if err := p.Run(ctx); err != nil {
+				return err
 			}
+			if n := queryInt(b, c, `SELECT count(*) FROM events`); n != int64(events) {
+				return fmt.Errorf("wrote %d rows, want %d", n, events)
+			}
+			return nil
+		}})
+	}
+	b.ResetTimer()
+	for range b.N {
+		// A new order every round, so that no variant always runs first
+		// after a quiet moment or last in a busy one.
+		rand.Shuffle(len(runs), func(i, j int) { runs[i], runs[j] = runs[j], runs[i] })
+		for _, r := range runs {
+			setup(r.table)
+			rates[r.name] = append(rates[r.name], measure(r.name, r.f))
 		}
 	}
 	b.StopTimer()
