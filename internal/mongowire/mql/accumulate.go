@@ -17,6 +17,9 @@ type accumulator interface {
 var accumulatorNames = map[string]bool{
 	"$sum": true, "$avg": true, "$min": true, "$max": true, "$first": true, "$last": true,
 	"$push": true, "$addToSet": true, "$count": true, "$mergeObjects": true,
+	"$stdDevPop": true, "$stdDevSamp": true,
+	"$firstN": true, "$lastN": true, "$maxN": true, "$minN": true,
+	"$top": true, "$bottom": true, "$topN": true, "$bottomN": true,
 }
 
 func newAccumulator(name string) accumulator {
@@ -39,6 +42,8 @@ func newAccumulator(name string) accumulator {
 		return &setAcc{seen: map[string]bool{}}
 	case "$mergeObjects":
 		return &mergeAcc{}
+	case "$stdDevPop", "$stdDevSamp":
+		return &stdDevAcc{samp: name == "$stdDevSamp"}
 	}
 	panic("mql: unknown accumulator " + name)
 }

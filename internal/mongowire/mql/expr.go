@@ -331,6 +331,7 @@ func init() {
 		"$toObjectId": {1, evalConvert}, "$toDate": {1, evalConvert},
 		"$sum": {-1, evalArrayAccumulator}, "$avg": {-1, evalArrayAccumulator},
 		"$min": {-1, evalArrayAccumulator}, "$max": {-1, evalArrayAccumulator},
+		"$stdDevPop": {-1, evalArrayAccumulator}, "$stdDevSamp": {-1, evalArrayAccumulator},
 		"$first": {1, evalFirstLast}, "$last": {1, evalFirstLast},
 		"$strLenBytes": {1, evalStrLen}, "$strLenCP": {1, evalStrLen},
 	}
@@ -365,6 +366,8 @@ func compileOperator(name string, arg bson.RawValue, vars scope) (expr, error) {
 		return compileRegexOp(name, arg, vars)
 	case "$trim", "$ltrim", "$rtrim":
 		return compileTrim(name, arg, vars)
+	case "$firstN", "$lastN", "$maxN", "$minN":
+		return compileNExpr(name, arg, vars)
 	}
 	op, ok := operators[name]
 	if !ok {

@@ -42,14 +42,14 @@ var (
 		"$match": true, "$project": true, "$addFields": true, "$set": true, "$unset": true,
 		"$sort": true, "$limit": true, "$skip": true, "$count": true, "$group": true,
 		"$unwind": true, "$replaceRoot": true, "$replaceWith": true, "$lookup": true,
-		"$facet": true, "$sortByCount": true, "$unionWith": true,
+		"$facet": true, "$sortByCount": true, "$unionWith": true, "$bucket": true, "$sample": true,
 	}
 	updateStages = map[string]bool{
 		"$addFields": true, "$set": true, "$project": true, "$unset": true,
 		"$replaceRoot": true, "$replaceWith": true,
 	}
 	knownStages = map[string]bool{
-		"$out": true, "$merge": true, "$sample": true, "$bucket": true, "$bucketAuto": true,
+		"$out": true, "$merge": true, "$bucketAuto": true,
 		"$graphLookup": true, "$densify": true, "$fill": true, "$redact": true,
 		"$geoNear": true, "$indexStats": true, "$collStats": true, "$changeStream": true,
 		"$currentOp": true, "$listSessions": true, "$planCacheStats": true, "$search": true,
@@ -253,6 +253,10 @@ func compileStage(name string, v bson.RawValue) (stage, error) {
 		return compileFacet(v)
 	case "$unionWith":
 		return compileUnionWith(v)
+	case "$bucket":
+		return compileBucket(v)
+	case "$sample":
+		return compileSample(v)
 	}
 	return nil, mongoerr.New(mongoerr.Location40324, "Unrecognized pipeline stage name: '%s'", name)
 }

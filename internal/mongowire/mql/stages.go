@@ -2,6 +2,7 @@ package mql
 
 import (
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -14,6 +15,7 @@ type groupAcc struct {
 	name string
 	op   string
 	e    *Expr
+	spec *nSpec // the accumulators with a specification document ($topN, ...)
 }
 
 type groupStage struct {
@@ -41,35 +43,11 @@ func compileGroup(v bson.RawValue) (stage, error) {
 			g.id = e
 			continue
 		}
-		switch {
-		case strings.Contains(name, "."):
-			return nil, mongoerr.New(40235, "The field name '%s' cannot contain '.'", name)
-		case strings.HasPrefix(name, "$"):
-			return nil, mongoerr.New(40236, "The field name '%s' cannot be an operator name", name)
-		case f.Type != bson.TypeEmbeddedDocument:
-			return nil, mongoerr.New(40234, "The field '%s' must be an accumulator object", name)
-		case arrayLen(f.Value) != 1:
-			return nil, mongoerr.New(40238, "The field '%s' must specify one accumulator", name)
-		}
-		ait := iterDoc(f.Value)
-		op, arg, _ := ait.next()
-		if !accumulatorNames[string(op)] {
-			return nil, mongoerr.New(15952, "unknown group operator '%s'", op)
-		}
-		if string(op) == "$count" {
-			if arg.Type != bson.TypeEmbeddedDocument || arrayLen(arg.Value) != 0 {
-				return nil, mongoerr.New(mongoerr.TypeMismatch, "$count takes no arguments, i.e. $count:{}")
-			}
-			arg = vInt32(1)
-		}
-		if arg.Type == bson.TypeArray && string(op) != "$push" && string(op) != "$addToSet" {
-			return nil, mongoerr.New(40237, "The %s accumulator is a unary operator", op)
-		}
-		e, err := CompileExpr(arg)
+		a, err := compileAccField(name, f)
 		if err != nil {
 			return nil, err
 		}
-		g.accs = append(g.accs, groupAcc{name: name, op: string(op), e: e})
+		g.accs = append(g.accs, a)
 	}
 	if g.id == nil {
 		return nil, mongoerr.New(15955, "a group specification must include an _id")
@@ -77,7 +55,80 @@ func compileGroup(v bson.RawValue) (stage, error) {
 	return g, nil
 }
 
+// compileAccField compiles one output field of $group (or of $bucket's
+// output): {name: {$accumulator: argument}}.
+func compileAccField(name string, f bson.RawValue) (groupAcc, error) {
+	switch {
+	case strings.Contains(name, "."):
+		return groupAcc{}, mongoerr.New(40235, "The field name '%s' cannot contain '.'", name)
+	case strings.HasPrefix(name, "$"):
+		return groupAcc{}, mongoerr.New(40236, "The field name '%s' cannot be an operator name", name)
+	case f.Type != bson.TypeEmbeddedDocument:
+		return groupAcc{}, mongoerr.New(40234, "The field '%s' must be an accumulator object", name)
+	case arrayLen(f.Value) != 1:
+		return groupAcc{}, mongoerr.New(40238, "The field '%s' must specify one accumulator", name)
+	}
+	ait := iterDoc(f.Value)
+	op, arg, _ := ait.next()
+	// mongod refuses an array argument for every accumulator, $push and
+	// $addToSet included (AccumulationStatement::parseAccumulationStatement).
+	if arg.Type == bson.TypeArray {
+		return groupAcc{}, mongoerr.New(40237, "The %s accumulator is a unary operator", op)
+	}
+	if !accumulatorNames[string(op)] {
+		return groupAcc{}, mongoerr.New(15952, "unknown group operator '%s'", op)
+	}
+	if nAccumulators[string(op)] {
+		spec, err := compileNAccumulator(string(op), arg, nil)
+		if err != nil {
+			return groupAcc{}, err
+		}
+		return groupAcc{name: name, op: string(op), e: spec.input, spec: spec}, nil
+	}
+	if string(op) == "$count" {
+		if arg.Type != bson.TypeEmbeddedDocument || arrayLen(arg.Value) != 0 {
+			return groupAcc{}, mongoerr.New(mongoerr.TypeMismatch, "$count takes no arguments, i.e. $count:{}")
+		}
+		arg = vInt32(1)
+	}
+	e, err := CompileExpr(arg)
+	if err != nil {
+		return groupAcc{}, err
+	}
+	return groupAcc{name: name, op: string(op), e: e}, nil
+}
+
+// newAccs returns fresh accumulators for the group with key id.
+func newAccs(accs []groupAcc, id bson.RawValue, now time.Time) ([]accumulator, error) {
+	out := make([]accumulator, len(accs))
+	var idDoc bson.Raw
+	for i, a := range accs {
+		if a.spec == nil {
+			out[i] = newAccumulator(a.op)
+			continue
+		}
+		// n may depend on the group key only: it sees {_id: <key>}.
+		if idDoc == nil {
+			d := newDoc(len(id.Value) + 16)
+			d.add("_id", id)
+			idDoc = d.done()
+		}
+		acc, err := a.spec.newAcc(&evalCtx{root: idDoc, current: idDoc, now: now})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = acc
+	}
+	return out, nil
+}
+
 func (g *groupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
+	return groupDocs(c, in, g.id.evalIn, g.accs)
+}
+
+// groupDocs groups in by the key that id computes and folds each group
+// with accs; groups come out in the order their first document came in.
+func groupDocs(c *runCtx, in []bson.Raw, id func(*evalCtx) (bson.RawValue, error), accs []groupAcc) ([]bson.Raw, error) {
 	type group struct {
 		id   bson.RawValue
 		accs []accumulator
@@ -88,7 +139,7 @@ func (g *groupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 	ec := &evalCtx{now: c.now}
 	for _, d := range in {
 		ec.root, ec.current = d, d
-		id, err := g.id.evalIn(ec)
+		id, err := id(ec)
 		if err != nil {
 			return nil, err
 		}
@@ -98,17 +149,22 @@ func (g *groupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 		key = appendKey(key[:0], id)
 		gr, ok := groups[string(key)]
 		if !ok {
-			gr = &group{id: id, accs: make([]accumulator, len(g.accs))}
-			for i, a := range g.accs {
-				gr.accs[i] = newAccumulator(a.op)
+			as, err := newAccs(accs, id, c.now)
+			if err != nil {
+				return nil, err
 			}
+			gr = &group{id: id, accs: as}
 			groups[string(key)] = gr
 			order = append(order, gr)
 		}
-		for i, a := range g.accs {
+		for i, a := range accs {
 			v, err := a.e.evalIn(ec)
 			if err != nil {
 				return nil, err
+			}
+			if da, ok := gr.accs[i].(docAccumulator); ok {
+				da.addDoc(v, d)
+				continue
 			}
 			gr.accs[i].add(v)
 		}
@@ -117,7 +173,7 @@ func (g *groupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 	for _, gr := range order {
 		d := newDoc(64)
 		d.add("_id", gr.id)
-		for i, a := range g.accs {
+		for i, a := range accs {
 			d.add(a.name, gr.accs[i].result())
 		}
 		out = append(out, d.done())
