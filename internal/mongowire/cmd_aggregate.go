@@ -56,6 +56,15 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 	if changestream.IsChangeStream(stages) {
 		return s.aggregateChangeStream(ctx, r, ns.Coll, cursorNS, batch)
 	}
+	if len(stages) > 0 && ns.Coll != "" {
+		if first, err := stages[0].IndexErr(0); err == nil && first.Key() == "$collStats" {
+			docs, err := s.collStatsStage(ns, stages)
+			if err != nil {
+				return nil, err
+			}
+			return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
+		}
+	}
 	docs, err := s.store.Aggregate(ns, stages)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ func (s *Server) commandTable() map[string]command {
 		"aggregate":          {run: s.cmdAggregate},
 		"buildInfo":          {run: s.cmdBuildInfo},
 		"collMod":            {run: s.cmdCollMod},
+		"collStats":          {run: s.cmdCollStats},
 		"configureFailPoint": {run: s.cmdConfigureFailPoint, adminOnly: true, testOnly: true},
 		"connectionStatus":   {run: s.cmdConnectionStatus},
 		"count":              {run: s.cmdCount},

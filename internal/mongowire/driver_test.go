@@ -793,3 +793,39 @@ func TestUnsatisfiableWriteConcern(t *testing.T) {
 		})
 	}
 }
+
+// collStats and $collStats answer what mongosh's db.c.stats() reads; a
+// missing collection is 26 NamespaceNotFound.
+func TestCollStats(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("stats")
+	coll := db.Collection("c")
+	if _, err := coll.InsertMany(t.Context(), []any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.Indexes().CreateOne(t.Context(), mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, db, bson.D{{Key: "collStats", Value: "c"}})
+	if r.Lookup("ns").StringValue() != "stats.c" || r.Lookup("count").Int32() != 2 || r.Lookup("nindexes").Int32() != 2 ||
+		r.Lookup("size").Int32() != 2*14 || r.Lookup("avgObjSize").Int32() != 14 {
+		t.Fatalf("collStats %v", r)
+	}
+	cur, err := coll.Aggregate(t.Context(), mongo.Pipeline{
+		{{Key: "$collStats", Value: bson.D{{Key: "storageStats", Value: bson.D{}}, {Key: "count", Value: bson.D{}}}}},
+		{{Key: "$project", Value: bson.D{{Key: "n", Value: "$storageStats.count"}, {Key: "count", Value: 1}, {Key: "ns", Value: 1}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []bson.Raw
+	if err := cur.All(t.Context(), &docs); err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) != 1 || docs[0].Lookup("n").Int32() != 2 || docs[0].Lookup("count").Int32() != 2 || docs[0].Lookup("ns").StringValue() != "stats.c" {
+		t.Fatalf("$collStats %v", docs)
+	}
+	_, err = db.Collection("nope").Aggregate(t.Context(), mongo.Pipeline{{{Key: "$collStats", Value: bson.D{{Key: "storageStats", Value: bson.D{}}}}}})
+	wantCode(t, err, 26, "Collection [stats.nope] not found.")
+	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "collStats", Value: "nope"}}).Err(), 26, "not found")
+}
