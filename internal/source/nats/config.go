@@ -31,7 +31,12 @@ type Config struct {
 	Ack           string // "explicit" (default) or "none"
 	AckWait       time.Duration
 	MaxDeliver    int // 0 means -1: unlimited
-	MaxAckPending int // default 1000
+	// MaxAckPending is the server's limit on messages delivered and not
+	// acknowledged (default 1000). Tide acknowledges a batch only after it
+	// committed, so the pipeline holds up to two batches plus QueueSize
+	// unacknowledged: set it above 2×max_batch + QueueSize, or the server
+	// pauses delivery until each commit.
+	MaxAckPending int
 	FetchBatch    int // default 500
 	FetchMaxWait  time.Duration
 
@@ -45,7 +50,7 @@ type Config struct {
 
 	AckTimeout   time.Duration // a double ack's wait for the server; default 5s
 	CloseTimeout time.Duration // how long Close waits for the reader and acks in flight; default 5s
-	QueueSize    int           // events buffered between the reader and Poll; default 2×FetchBatch (core: 8192)
+	QueueSize    int           // events buffered between the reader and Poll; default 4×FetchBatch (core: 8192)
 
 	// Conn, if set, is used instead of dialing Servers; Close leaves it open.
 	Conn *nats.Conn
@@ -121,7 +126,7 @@ func (c *Config) setDefaults() {
 		c.CloseTimeout = 5 * time.Second
 	}
 	if c.QueueSize <= 0 {
-		c.QueueSize = 2 * c.FetchBatch
+		c.QueueSize = 4 * c.FetchBatch
 		if c.Mode == modeCore {
 			c.QueueSize = 8192
 		}
