@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"pgregory.net/rapid"
 )
 
 // updateEntry runs one update of the document before and returns the oplog
@@ -194,5 +197,97 @@ func TestCompareComponents(t *testing.T) {
 	slices.SortFunc(got, compareComponents)
 	if s := strings.Join(got, " "); s != want {
 		t.Errorf("got %s, want %s", s, want)
+	}
+}
+
+// genUpdate draws a modifier-style update over a few paths of the
+// documents genTree draws, with array filters for $[e].
+func genUpdate(t *rapid.T) (bson.D, []bson.Raw) {
+	paths := []string{"a", "b", "n", "1", "a.a", "a.b", "a.n", "a.0", "b.0", "b.1", "b.4", "b.$[]", "b.$[].a", "a.$[]", "b.$[e]", "b.$[e].b"}
+	value := func(string) any { return genLeaf(t, 1) }
+	number := func(label string) any { return int32(rapid.IntRange(-2, 3).Draw(t, label)) }
+	ops := map[string]func() any{
+		"$set":    func() any { return value("set") },
+		"$unset":  func() any { return "" },
+		"$inc":    func() any { return number("inc") },
+		"$mul":    func() any { return number("mul") },
+		"$max":    func() any { return number("max") },
+		"$min":    func() any { return number("min") },
+		"$pop":    func() any { return rapid.SampledFrom([]int32{1, -1}).Draw(t, "pop") },
+		"$pull":   func() any { return value("pull") },
+		"$pullAll": func() any {
+			return bson.A{value("pullAll")}
+		},
+		"$addToSet": func() any { return value("addToSet") },
+		"$push": func() any {
+			if rapid.Bool().Draw(t, "plain push") {
+				return value("push")
+			}
+			spec := bson.D{{Key: "$each", Value: bson.A{value("each"), number("each")}}}
+			if rapid.Bool().Draw(t, "position") {
+				spec = append(spec, bson.E{Key: "$position", Value: number("position")})
+			}
+			if rapid.Bool().Draw(t, "slice") {
+				spec = append(spec, bson.E{Key: "$slice", Value: number("slice")})
+			}
+			return spec
+		},
+		"$rename": func() any { return rapid.SampledFrom([]string{"r", "a.r", "n"}).Draw(t, "rename to") },
+	}
+	names := make([]string, 0, len(ops))
+	for k := range ops {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var update bson.D
+	var filters []bson.Raw
+	for range rapid.IntRange(1, 3).Draw(t, "operators") {
+		op := rapid.SampledFrom(names).Draw(t, "op")
+		path := rapid.SampledFrom(paths).Draw(t, "path")
+		if strings.Contains(path, "$[e]") && filters == nil {
+			f, _ := bson.Marshal(bson.D{{Key: "e", Value: bson.D{{Key: "$gte", Value: int32(1)}}}})
+			filters = []bson.Raw{f}
+		}
+		update = append(update, bson.E{Key: op, Value: bson.D{{Key: path, Value: ops[op]()}}})
+	}
+	return update, filters
+}
+
+// TestUpdateDescriptionReplays checks that replaying the description of any
+// modifier-style update onto the document before it gives the document
+// after it (fields compared in name order).
+func TestUpdateDescriptionReplays(t *testing.T) {
+	s := openMem(t)
+	id, described := 0, 0
+	rapid.Check(t, func(t *rapid.T) {
+		id++
+		before := append(bson.D{{Key: "_id", Value: int32(id)}}, genTree(t, 0)...)
+		braw := raw(t, before)
+		if n, errs := s.Insert(nsA, []bson.Raw{braw}, true); n != 1 {
+			t.Fatalf("insert %s: %v", braw, errs)
+		}
+		update, filters := genUpdate(t)
+		start := s.Oplog().Newest()
+		filter := raw(t, bson.D{{Key: "_id", Value: int32(id)}})
+		if _, err := s.Update(nsA, UpdateSpec{Filter: filter, Update: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: raw(t, update)}, ArrayFilters: filters}); err != nil {
+			return // an update MongoDB refuses too (a conflict, a type mismatch)
+		}
+		es, _, _ := s.Oplog().ReadAfter(start, 0, 0)
+		if len(es) == 0 {
+			return
+		}
+		if len(es) != 1 || es[0].Op != "update" || es[0].Update == nil {
+			t.Fatalf("update %v gave %+v", update, es)
+		}
+		u := es[0].Update
+		if len(u.UpdatedFields)+len(u.RemovedFields)+len(u.TruncatedArrays) == 0 {
+			t.Fatalf("update %v changed %s into %s with an empty description", update, braw, es[0].Doc)
+		}
+		checkReplay(t, braw, es[0].Doc, u)
+		described++
+	})
+	t.Logf("%d of %d updates described", described, id)
+	if described < id/10 {
+		t.Errorf("only %d of %d updates were described: the generator makes too few valid updates", described, id)
 	}
 }
