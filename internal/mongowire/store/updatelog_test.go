@@ -207,14 +207,14 @@ func genUpdate(t *rapid.T) (bson.D, []bson.Raw) {
 	value := func(string) any { return genLeaf(t, 1) }
 	number := func(label string) any { return int32(rapid.IntRange(-2, 3).Draw(t, label)) }
 	ops := map[string]func() any{
-		"$set":    func() any { return value("set") },
-		"$unset":  func() any { return "" },
-		"$inc":    func() any { return number("inc") },
-		"$mul":    func() any { return number("mul") },
-		"$max":    func() any { return number("max") },
-		"$min":    func() any { return number("min") },
-		"$pop":    func() any { return rapid.SampledFrom([]int32{1, -1}).Draw(t, "pop") },
-		"$pull":   func() any { return value("pull") },
+		"$set":   func() any { return value("set") },
+		"$unset": func() any { return "" },
+		"$inc":   func() any { return number("inc") },
+		"$mul":   func() any { return number("mul") },
+		"$max":   func() any { return number("max") },
+		"$min":   func() any { return number("min") },
+		"$pop":   func() any { return rapid.SampledFrom([]int32{1, -1}).Draw(t, "pop") },
+		"$pull":  func() any { return value("pull") },
 		"$pullAll": func() any {
 			return bson.A{value("pullAll")}
 		},
