@@ -73,14 +73,29 @@
 // (insertMany, updateMany and deleteMany give one entry each, in order) and
 // one per DDL effect (dropDatabase records a drop per collection, then
 // itself). Each entry takes the next cluster time: the current second with
-// an increment. Updates carry an UpdateDescription computed by diffing the
-// document before and after (diff.go): a change is reported at the
-// shallowest path where the two differ, descending into documents and
-// arrays present in both; removed fields are listed; arrays that shrank are
-// truncated, with changed or appended elements as "arr.N". An update that
-// changes nothing writes no entry and is not counted as modified. With
-// changeStreamPreAndPostImages enabled, updates, replacements and deletes
-// keep the pre-image in the entry.
+// an increment.
+//
+// An update's UpdateDescription is built as MongoDB 7.0 builds it, from a
+// diff tree shaped like its $v:2 delta oplog entry (diff.go, updatelog.go).
+// A modifier-style update logs the paths its operators wrote, applied in
+// field order: a changed path is reported with its whole new value (a
+// $set of {a: {b: 1, c: 2}} reports a, not a.b), a created path at its
+// first missing component, $unset as a removed field, $rename as both;
+// $push appending to a non-empty array reports each new element as
+// "arr.N", while $pop, $pull, $pullAll, $addToSet and other $push forms
+// report the array whole; $[] and $[id] matching several elements report
+// the one modified element, or the array when several changed. A
+// pipeline-style update is described by MongoDB's document diff, with its
+// size rule: a diff not smaller than the value it describes gives way to
+// the value, and when that holds for the whole document the write is
+// recorded as a replacement. Within a document, changed fields come first,
+// then created ones, then removed ones, then changes further down. An
+// update that changes nothing writes no entry and is not counted as
+// modified. With changeStreamPreAndPostImages enabled, updates,
+// replacements and deletes keep the pre-image in the entry. A rename to
+// another database copies the collection into a temporary one there
+// (create, createIndexes, inserts), renames it onto the target and drops
+// the source, so the collection gets a new UUID, as in MongoDB.
 //
 // The oplog is bounded by Config.OplogBytes (256 MiB by default): each entry
 // is charged its documents plus a fixed overhead for the structure, and the
