@@ -86,8 +86,8 @@ type unode struct {
 
 // target is an operator applied at a path.
 type target struct {
-	op   string // "$set", ..., "$renameFrom", "$renameTo"
-	from []string
+	op   string   // "$set", "$push", ...
+	from []string // $rename: the source path
 	push pushSpec
 }
 
@@ -115,8 +115,8 @@ func newUpdateLog(update bson.Raw, arrayFilters []bson.Raw) *updateLog {
 				if !ok {
 					continue
 				}
-				l.insert(path, &target{op: "$renameFrom"})
-				l.insert(strings.Split(to, "."), &target{op: "$renameTo", from: path})
+				// Applied at the destination, as MongoDB's RenameNode is.
+				l.insert(strings.Split(to, "."), &target{op: "$rename", from: path})
 			case "$push":
 				l.insert(path, &target{op: "$push", push: parsePush(f.Value())})
 			default:
@@ -357,7 +357,7 @@ func (r *logRun) leaf(t *target, path []string) {
 		}
 	}
 	switch t.op {
-	case "$unset", "$renameFrom":
+	case "$unset":
 		if !bok {
 			return
 		}
@@ -367,15 +367,16 @@ func (r *logRun) leaf(t *target, path []string) {
 			return
 		}
 		r.log(dDelete, comps, bson.RawValue{})
-	case "$renameTo":
+	case "$rename":
 		if _, ok := lookupPath(r.before, t.from); !ok {
 			return
 		}
-		if !bok {
+		if bok {
+			r.log(dUpdate, r.typed(path), av)
+		} else {
 			created()
-			return
 		}
-		r.log(dUpdate, r.typed(path), av)
+		r.log(dDelete, r.typed(t.from), bson.RawValue{})
 	case "$push":
 		switch {
 		case !bok:
