@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the scripted mongosh session (crud.js) against a real `tide serve`
+# Runs the scripted mongosh sessions (crud.js, fidelity.js) against a real `tide serve`
 # process, as CI does: build tide, start it on a free loopback port, wait
 # for it to answer, run the script, stop the server. Exits non-zero on any
 # mismatch, or if mongosh is missing.
@@ -26,4 +26,6 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 
-MONGOSH_NO_TELEMETRY=1 DO_NOT_TRACK=1 mongosh "$uri" --quiet --norc --file tests/mongosh/crud.js
+for script in crud.js fidelity.js; do
+	MONGOSH_NO_TELEMETRY=1 DO_NOT_TRACK=1 mongosh "$uri" --quiet --norc --file "tests/mongosh/$script"
+done
