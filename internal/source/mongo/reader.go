@@ -269,7 +269,7 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 	s := r.s
 	cs := r.cs
 	for {
-		if cs.TryNext(ctx) {
+		if r.next(ctx) {
 			progressed = true
 			ev, err := cloneEvent(cs.Current)
 			if err != nil {
@@ -307,6 +307,28 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 		}
 	}
 }
+
+// next is cs.TryNext. A getMore is bounded by the await time plus a
+// margin, so that a server that stops answering without closing the
+// connection is noticed and the stream reopened.
+func (r *reader) next(ctx context.Context) bool {
+	if r.cs.RemainingBatchLength() > 0 {
+		return r.cs.TryNext(ctx)
+	}
+	// A timer that cancels, not a deadline: with a deadline the driver
+	// switches to client-side operation timeouts and retries failed
+	// resumes until the deadline, hiding them from the reconnect logic.
+	ctx, cancel := context.WithCancel(ctx)
+	t := time.AfterFunc(r.s.cfg.MaxAwait+getMoreMargin, cancel)
+	defer func() {
+		t.Stop()
+		cancel()
+	}()
+	return r.cs.TryNext(ctx)
+}
+
+// getMoreMargin is how much longer than the await time a getMore may take.
+const getMoreMargin = 30 * time.Second
 
 // watermark hands out the stream's post-batch resume token as a marker
 // when it moved past the last position, so that an idle collection's
