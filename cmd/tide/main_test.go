@@ -333,3 +333,30 @@ sink:
 		t.Errorf("validate error should name the key and its line:\n%s", out)
 	}
 }
+
+// TestDemo runs tide demo twice: the embedded server, the writer and the
+// pipeline end to end, and the second run resumes from the checkpoint.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, err := runTide(t, dir, "demo", "--events", "400", "--rate", "0", "--progress", "never")
+	if err != nil {
+		t.Fatalf("tide demo: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "holds exactly the writer's 400 changes, in order") {
+		t.Fatalf("first demo did not confirm its output:\n%s", out)
+	}
+	out, err = runTide(t, dir, "demo", "--events", "300", "--rate", "0", "--progress", "never")
+	if err != nil {
+		t.Fatalf("second tide demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"resuming from the checkpoint: 400 changes", "holds exactly the writer's 700 changes, in order"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("second demo output lacks %q:\n%s", want, out)
+		}
+	}
+	n, err := countLines(filepath.Join(dir, "tide-demo", "orders.jsonl"))
+	if err != nil || n != 700 {
+		t.Fatalf("orders.jsonl has %d lines (%v), want 700", n, err)
+	}
+}
