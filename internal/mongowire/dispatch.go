@@ -50,6 +50,7 @@ func (s *Server) commandTable() map[string]command {
 		"dropDatabase":       {run: s.cmdDropDatabase},
 		"dropIndexes":        {run: s.cmdDropIndexes},
 		"endSessions":        {run: s.cmdEndSessions},
+		"explain":            {run: s.cmdExplain},
 		"find":               {run: s.cmdFind},
 		"findAndModify":      {run: s.cmdFindAndModify, retryable: true},
 		"getCmdLineOpts":     {run: s.cmdGetCmdLineOpts, adminOnly: true},

@@ -829,3 +829,46 @@ func TestCollStats(t *testing.T) {
 	wantCode(t, err, 26, "Collection [stats.nope] not found.")
 	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "collStats", Value: "nope"}}).Err(), 26, "not found")
 }
+
+// explain reports the store's plan in the shape mongosh's .explain() reads.
+func TestExplain(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("explain")
+	coll := db.Collection("c")
+	if _, err := coll.InsertMany(t.Context(), []any{bson.D{{Key: "a", Value: 1}}, bson.D{{Key: "a", Value: 2}}, bson.D{{Key: "a", Value: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.Indexes().CreateOne(t.Context(), mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		cmd       bson.D
+		stages    []string // the winning plan, outermost first
+		nReturned int32
+	}{
+		"indexed find": {bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: 2}}}}, []string{"FETCH", "IXSCAN"}, 1},
+		"scan with sort and limit": {bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "b", Value: nil}}}, {Key: "sort", Value: bson.D{{Key: "a", Value: -1}}}, {Key: "limit", Value: 2}},
+			[]string{"LIMIT", "SORT", "COLLSCAN"}, 2},
+		"count": {bson.D{{Key: "count", Value: "c"}, {Key: "query", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$gte", Value: 2}}}}}}, []string{"COUNT", "FETCH", "IXSCAN"}, 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := run(t, db, bson.D{{Key: "explain", Value: tc.cmd}, {Key: "verbosity", Value: "executionStats"}})
+			if ns := r.Lookup("queryPlanner", "namespace").StringValue(); ns != "explain.c" {
+				t.Fatalf("namespace %q", ns)
+			}
+			var got []string
+			for st := r.Lookup("queryPlanner", "winningPlan"); st.Type == bson.TypeEmbeddedDocument; st = st.Document().Lookup("inputStage") {
+				got = append(got, st.Document().Lookup("stage").StringValue())
+			}
+			if strings.Join(got, ",") != strings.Join(tc.stages, ",") {
+				t.Fatalf("winning plan %v, want %v", got, tc.stages)
+			}
+			if n := r.Lookup("executionStats", "nReturned").Int32(); n != tc.nReturned {
+				t.Fatalf("nReturned %d, want %d", n, tc.nReturned)
+			}
+		})
+	}
+	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "explain", Value: bson.D{{Key: "frob", Value: "c"}}}}).Err(), 59, "Explain failed due to unknown command: frob")
+	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "c"}}}, {Key: "verbosity", Value: "loud"}}).Err(), 2, "verbosity")
+}

@@ -127,6 +127,11 @@ check('w: 2', [e && e.code, c.countDocuments({ _id: 60 })], [100, 1]);
 const st = c.stats();
 check('stats', [st.ns, st.count, st.nindexes], ['mongosh_fidelity.c', 6, 3]);
 
+// explain.
+const plan = c.find({ email: 'a@x' }).explain('executionStats');
+check('explain', [plan.queryPlanner.namespace, plan.queryPlanner.winningPlan.stage, plan.queryPlanner.winningPlan.inputStage.indexName,
+  plan.executionStats.nReturned], ['mongosh_fidelity.c', 'FETCH', 'email_1', 1]);
+
 // Change-stream validation.
 e = caught(() => c.aggregate([{ $match: {} }, { $changeStream: {} }]).toArray());
 check('misplaced $changeStream', e.code, 40602);
