@@ -26,7 +26,12 @@ type index struct {
 	paths   [][]string
 	dirs    []int
 	partial *mql.Filter // partialFilterExpression: only matching documents are indexed
-	tree    *tree
+	// partialClauses are the conjuncts of the partial filter, for
+	// deciding which queries the index answers; partialOK is false when
+	// the filter holds something else.
+	partialClauses []clause
+	partialOK      bool
+	tree           *tree
 	// multikey is set once a document had an array on an indexed path;
 	// range bounds are then not intersected, since different elements may
 	// satisfy different bounds.
@@ -70,6 +75,7 @@ func newIndex(spec IndexSpec) (*index, error) {
 			return nil, err
 		}
 		ix.partial = f
+		ix.partialClauses, ix.partialOK = partialClauses(raw)
 	}
 	ix.tree = newTree(ix.compare)
 	return ix, nil

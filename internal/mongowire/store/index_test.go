@@ -266,6 +266,11 @@ func TestPartialIndex(t *testing.T) {
 	if plan, _ := s.Explain(nsA, FindSpec{Filter: js(t, `{"email": "a"}`)}); plan.Index != "" {
 		t.Errorf("partial index used: %+v", plan)
 	}
+	// A query within its filter is answered through it.
+	plan, _ := s.Explain(nsA, FindSpec{Filter: js(t, `{"email": "a", "active": true}`)})
+	if got := find(t, s, nsA, js(t, `{"email": "a", "active": true}`)); plan.Index == "" || len(got) != 1 {
+		t.Errorf("query within the partial filter: %d docs through %+v", len(got), plan)
+	}
 	if got := find(t, s, nsA, js(t, `{"email": "a"}`)); len(got) != 3 {
 		t.Errorf("found %d", len(got))
 	}

@@ -92,7 +92,7 @@ func (c *collection) choose(preds []mql.Predicate) *access {
 		}
 	}
 	for _, p := range preds {
-		ix := c.leading(p.Path)
+		ix := c.leading(p.Path, preds)
 		if ix == nil {
 			continue
 		}
@@ -146,12 +146,13 @@ func (c *collection) choose(preds []mql.Predicate) *access {
 }
 
 // leading returns an index whose first field is path, preferring _id, then
-// unique single-field indexes. Partial indexes and paths through
-// numeric components (positional array paths) are not used.
-func (c *collection) leading(path string) *index {
+// unique single-field indexes. A partial index is used only when the
+// query's predicates imply its filter; paths through numeric components
+// (positional array paths) are not used.
+func (c *collection) leading(path string, preds []mql.Predicate) *index {
 	var found *index
 	for _, ix := range c.indexes {
-		if ix.partial != nil || ix.spec.Key[0].Key != path {
+		if ix.spec.Key[0].Key != path || !ix.answers(preds) {
 			continue
 		}
 		if slices.ContainsFunc(ix.paths[0], func(s string) bool { _, err := strconv.Atoi(s); return err == nil }) {
