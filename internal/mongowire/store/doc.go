@@ -33,7 +33,9 @@
 // A query is planned from mql.Filter.Predicates: an equality, $in or range
 // predicate on the leading field of an index (preferring _id, then unique
 // indexes, then equality over ranges) yields candidate record ids; anything
-// else scans the collection. Candidates are always checked against the full
+// else scans the collection. A partial index is used only by a query whose
+// predicates imply its filter (equalities, $in, ranges, $exists: true and
+// $and of those). Candidates are always checked against the full
 // filter, so an index only has to find a superset; values whose matching
 // reaches beyond equal keys (null, arrays, regexes) are scanned, and range
 // bounds on a multikey index are not intersected. A sorted find with a
