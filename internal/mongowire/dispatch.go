@@ -233,7 +233,7 @@ func (s *Server) okReply(reply bson.D) []byte {
 // errorLabels and extra fields it carries. An error that is not a
 // *mongoerr.Error is our bug and goes out as InternalError.
 func (s *Server) errorReply(err error) []byte {
-	e := asMongoErr(err)
+	e := dupKeyMessage(asMongoErr(err))
 	d := bson.D{
 		{Key: "ok", Value: 0.0},
 		{Key: "errmsg", Value: e.Message},

@@ -872,3 +872,39 @@ func TestExplain(t *testing.T) {
 	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "explain", Value: bson.D{{Key: "frob", Value: "c"}}}}).Err(), 59, "Explain failed due to unknown command: frob")
 	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "c"}}}, {Key: "verbosity", Value: "loud"}}).Err(), 2, "verbosity")
 }
+
+// E11000 messages print the duplicate key as mongod prints BSON.
+func TestDuplicateKeyMessage(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("dupmsg")
+	oid, _ := bson.ObjectIDFromHex("65a000000000000000000001")
+	tests := map[string]struct {
+		doc  bson.D
+		want string
+	}{
+		"numbers":      {bson.D{{Key: "a", Value: 1.5}, {Key: "b", Value: int64(7)}}, `{ a: 1.5, b: 7 }`},
+		"whole double": {bson.D{{Key: "a", Value: 2.0}, {Key: "b", Value: int32(3)}}, `{ a: 2.0, b: 3 }`},
+		"document":     {bson.D{{Key: "a", Value: bson.D{{Key: "z", Value: 1}, {Key: "y", Value: "s"}}}, {Key: "b", Value: bson.D{}}}, `{ a: { z: 1, y: "s" }, b: {} }`},
+		"oid and date": {bson.D{{Key: "a", Value: oid}, {Key: "b", Value: bson.DateTime(0)}}, `{ a: ObjectId('65a000000000000000000001'), b: new Date(0) }`},
+		"regex, bool":  {bson.D{{Key: "a", Value: true}, {Key: "b", Value: bson.Regex{Pattern: "re", Options: "i"}}}, `{ a: true, b: /re/i }`},
+		"quote, ts":    {bson.D{{Key: "a", Value: `q"uote`}, {Key: "b", Value: bson.Timestamp{T: 1, I: 2}}}, `{ a: "q\"uote", b: Timestamp(1, 2) }`},
+		"missing":      {bson.D{{Key: "c", Value: 1}}, `{ a: null, b: null }`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			coll := db.Collection(strings.ReplaceAll(name, " ", ""))
+			if _, err := coll.Indexes().CreateOne(t.Context(), mongo.IndexModel{Keys: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: -1}}, Options: options.Index().SetUnique(true)}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := coll.InsertOne(t.Context(), tc.doc); err != nil {
+				t.Fatal(err)
+			}
+			_, err := coll.InsertOne(t.Context(), tc.doc)
+			want := "E11000 duplicate key error collection: dupmsg." + coll.Name() + " index: a_1_b_-1 dup key: " + tc.want
+			var we mongo.WriteException
+			if !errors.As(err, &we) || len(we.WriteErrors) != 1 || we.WriteErrors[0].Message != want {
+				t.Fatalf("error %v, want %q", err, want)
+			}
+		})
+	}
+}

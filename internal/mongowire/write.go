@@ -28,6 +28,7 @@ func writeBatch(r *request, field string) ([]bson.Raw, bool, error) {
 }
 
 func writeErrorDoc(index int, e *mongoerr.Error) bson.D {
+	e = dupKeyMessage(e)
 	d := bson.D{
 		{Key: "index", Value: int32(index)},
 		{Key: "code", Value: e.Code},
