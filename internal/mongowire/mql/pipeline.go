@@ -398,10 +398,11 @@ func (s addFieldsStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 func setField(n *mnode, path []string, v bson.RawValue) {
 	if n.typ() == bson.TypeArray {
 		n.load()
-		for i, k := range n.kids {
-			if k.typ() != bson.TypeEmbeddedDocument && k.typ() != bson.TypeArray {
+		for i := range n.len() {
+			k := n.at(i)
+			if !k.isContainer() {
 				k = newDocNode()
-				n.kids[i] = k
+				n.setAt(i, k)
 			}
 			setField(k, path, v)
 		}

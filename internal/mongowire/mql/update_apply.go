@@ -112,6 +112,8 @@ type applier struct {
 	root   *mnode
 	doc    bson.Raw
 	strict bool // a path through a scalar is an error, not a no-op
+
+	targets []target // reused by apply
 }
 
 // idString renders the document's _id as MongoDB's error messages do.
@@ -149,16 +151,16 @@ func (a *applier) resolve(n *mnode, path []string, prefix string, create bool, o
 			keys = []string{strconv.Itoa(a.opts.PositionalIndex)}
 		case comp == "$[]":
 			keys = keys[:0]
-			for i := range n.kids {
+			for i := range n.len() {
 				keys = append(keys, strconv.Itoa(i))
 			}
 		default:
 			f := a.u.filters[comp[2:len(comp)-1]]
 			id := comp[2 : len(comp)-1]
 			keys = keys[:0]
-			for i, k := range n.kids {
+			for i := range n.len() {
 				d := newDoc(64)
-				d.add(id, k.value())
+				d.add(id, n.valueAt(i))
 				if f.Match(d.done()) {
 					keys = append(keys, strconv.Itoa(i))
 				}
@@ -252,11 +254,12 @@ func (a *applier) apply(e *updateEntry) error {
 		return a.rename(e)
 	}
 	a.strict = e.op == "$pop" || e.op == "$pull" || e.op == "$pullAll"
-	targets, err := a.resolve(a.root, e.path, "", createsPath(e.op), nil)
+	var err error
+	a.targets, err = a.resolve(a.root, e.path, "", createsPath(e.op), a.targets[:0])
 	if err != nil {
 		return err
 	}
-	for _, t := range targets {
+	for _, t := range a.targets {
 		if err := a.applyAt(e, t); err != nil {
 			return err
 		}
@@ -265,13 +268,13 @@ func (a *applier) apply(e *updateEntry) error {
 }
 
 func (a *applier) applyAt(e *updateEntry, t target) error {
-	cur := t.parent.child(t.key)
-	setVal := func(v bson.RawValue) {
-		if cur != nil && !cur.open && cur.raw.Type == v.Type && bytes.Equal(cur.raw.Value, v.Value) {
-			return
-		}
-		t.parent.set(t.key, rawNode(v))
+	setVal := func(v bson.RawValue) { t.parent.setValue(t.key, v) }
+	if e.op == "$set" || e.op == "$setOnInsert" {
+		// The most common update needs no node for the field it sets.
+		setVal(e.arg)
+		return nil
 	}
+	cur := t.parent.child(t.key)
 	switch e.op {
 	case "$set", "$setOnInsert":
 		setVal(e.arg)
@@ -355,7 +358,7 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 			}
 			return mongoerr.New(mongoerr.BadValue, "The field '%s' must be an array but is of type %s in document %s", t.path, typeName(cur.typ()), a.idString())
 		}
-		elems := cur.elems()
+		elems := cur.values()
 		if e.op == "$push" {
 			elems = e.push.apply(elems)
 		} else {
@@ -365,7 +368,7 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 				}
 			}
 		}
-		cur.setElems(elems)
+		cur.setValues(elems)
 	case "$pop":
 		if cur == nil {
 			return nil
@@ -373,7 +376,7 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 		if cur.typ() != bson.TypeArray {
 			return mongoerr.New(mongoerr.TypeMismatch, "Path '%s' contains an element of non-array type '%s'", t.path, typeName(cur.typ()))
 		}
-		elems := cur.elems()
+		elems := cur.values()
 		if len(elems) == 0 {
 			return nil
 		}
@@ -382,7 +385,7 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 		} else {
 			elems = elems[1:]
 		}
-		cur.setElems(elems)
+		cur.setValues(elems)
 	case "$pull", "$pullAll":
 		if cur == nil {
 			return nil
@@ -390,7 +393,7 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 		if cur.typ() != bson.TypeArray {
 			return mongoerr.New(mongoerr.BadValue, "Cannot apply $pull to a non-array value")
 		}
-		elems := cur.elems()
+		elems := cur.values()
 		kept := elems[:0:0]
 		for _, x := range elems {
 			if !e.pulls(x) {
@@ -398,7 +401,7 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 			}
 		}
 		if len(kept) != len(elems) {
-			cur.setElems(kept)
+			cur.setValues(kept)
 		}
 	}
 	return nil

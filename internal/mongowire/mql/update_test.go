@@ -124,7 +124,8 @@ func TestUpdateApply(t *testing.T) {
 func TestUpdateNoChangeReturnsSameBytes(t *testing.T) {
 	t.Parallel()
 	in := doc(t, `{"_id": 1, "a": 1, "b": [1, 2]}`)
-	for _, upd := range []string{`{"$set": {"a": 1}}`, `{"$addToSet": {"b": 2}}`, `{"$unset": {"zz": 1}}`, `{"$max": {"a": 0}}`, `{"$pull": {"b": 7}}`} {
+	for _, upd := range []string{`{"$set": {"a": 1}}`, `{"$addToSet": {"b": 2}}`, `{"$unset": {"zz": 1}}`, `{"$max": {"a": 0}}`, `{"$pull": {"b": 7}}`,
+		`{"$set": {"b.1": 2, "a": 1}}`, `{"$inc": {"a": 0}}`, `[{"$set": {"a": 1}}]`} {
 		u, err := CompileUpdate(val(t, upd), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -136,6 +137,37 @@ func TestUpdateNoChangeReturnsSameBytes(t *testing.T) {
 		if &got[0] != &in[0] {
 			t.Errorf("%s: no-op update returned new bytes %s", upd, got)
 		}
+	}
+}
+
+// Updates that touch several places of one document: the untouched
+// parts are copied as they were, the touched ones re-encoded.
+func TestUpdateEditsInPlace(t *testing.T) {
+	t.Parallel()
+	in := `{"_id": 1, "a": {"b": [1, {"c": 2}], "d": "x"}, "e": [1, 2, 3], "f": {"g": 1}}`
+	tests := map[string]struct{ update, want string }{
+		"set deep and shallow": {`{"$set": {"a.b.1.c": 5, "f": 2}}`, `{"_id": 1, "a": {"b": [1, {"c": 5}], "d": "x"}, "e": [1, 2, 3], "f": 2}`},
+		"set then unset":       {`{"$set": {"a.d": "y"}, "$unset": {"f.g": ""}}`, `{"_id": 1, "a": {"b": [1, {"c": 2}], "d": "y"}, "e": [1, 2, 3], "f": {}}`},
+		"pad and set":          {`{"$set": {"e.5": 6, "a.b.0": 0}}`, `{"_id": 1, "a": {"b": [0, {"c": 2}], "d": "x"}, "e": [1, 2, 3, null, null, 6], "f": {"g": 1}}`},
+		"all positional":       {`{"$inc": {"e.$[]": 10}}`, `{"_id": 1, "a": {"b": [1, {"c": 2}], "d": "x"}, "e": [11, 12, 13], "f": {"g": 1}}`},
+		"rename across":        {`{"$rename": {"f.g": "a.z"}}`, `{"_id": 1, "a": {"b": [1, {"c": 2}], "d": "x", "z": 1}, "e": [1, 2, 3], "f": {}}`},
+		"push and set sibling": {`{"$push": {"e": 4}, "$set": {"a.d": 1}}`, `{"_id": 1, "a": {"b": [1, {"c": 2}], "d": 1}, "e": [1, 2, 3, 4], "f": {"g": 1}}`},
+		"set into new docs":    {`{"$set": {"n.o.p": 1, "a.q.r": 2}}`, `{"_id": 1, "a": {"b": [1, {"c": 2}], "d": "x", "q": {"r": 2}}, "e": [1, 2, 3], "f": {"g": 1}, "n": {"o": {"p": 1}}}`},
+		"set object value":     {`{"$set": {"f": {"h": [1]}}, "$unset": {"a.b": ""}}`, `{"_id": 1, "a": {"d": "x"}, "e": [1, 2, 3], "f": {"h": [1]}}`},
+		"pipeline nested":      {`[{"$set": {"a.d": "y", "e": {"$size": "$e"}}}]`, `{"_id": 1, "a": {"b": [1, {"c": 2}], "d": "y"}, "e": 3, "f": {"g": 1}}`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := applyUpdate(t, []string{tt.update}, nil, in, ApplyOptions{PositionalIndex: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := got.Validate(); err != nil {
+				t.Fatalf("invalid BSON %v: %s", err, got)
+			}
+			sameDoc(t, got, tt.want)
+		})
 	}
 }
 
