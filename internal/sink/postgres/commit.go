@@ -240,44 +240,40 @@ func (s *Sink) attempt(ctx context.Context, ckpt []byte, uncertain bool) error {
 		s.log.Warn("lost commit may have succeeded; applying the batch again (at-least-once without checkpoint: sink)", "rows", s.stage.live)
 	}
 
-	tx, err := s.conn.Begin(ctx)
-	if err != nil {
+	if _, err := s.conn.Exec(ctx, "begin"); err != nil {
 		return s.failed(fmt.Errorf("begin: %w", err))
 	}
-	if err := s.apply(ctx, tx, ckpt); err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = tx.Rollback(rctx) // on a broken connection this fails too; the server rolls back
+	if err := s.apply(ctx, ckpt); err != nil {
+		if errors.Is(err, errUncertain) {
+			return s.failed(err)
+		}
+		if s.conn != nil && !s.conn.IsClosed() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = s.conn.Exec(rctx, "rollback") // on a broken connection the server rolls back
+			cancel()
+		}
 		var be *batchError
 		if errors.As(err, &be) && s.conn != nil && !s.conn.IsClosed() {
 			be.key = s.diagnose(ctx, be)
 		}
 		return s.failed(err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		if pgconn.SafeToRetry(err) {
-			return s.failed(fmt.Errorf("commit: %w", err))
-		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) {
-			return s.failed(&batchError{what: "commit", err: err})
-		}
-		s.failed(err)
-		return fmt.Errorf("commit: %w: %w", errUncertain, err)
-	}
 	return nil
 }
 
-// apply sends the batch inside tx: COPY into the staging table, then one
-// statement per kind of operation, then the checkpoint.
-func (s *Sink) apply(ctx context.Context, tx pgx.Tx, ckpt []byte) error {
+// apply writes the batch in the transaction begun: COPY into the staging
+// table, then, in one round trip, one statement per kind of operation, the
+// checkpoint, and COMMIT. An error from PostgreSQL means nothing after the
+// failing statement ran, COMMIT included; a connection lost once the
+// statements were sent leaves the outcome unknown (errUncertain).
+func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	st := &s.stage
 	cols := mirrorStageColumns
 	if !st.mirror {
 		cols = appendStageColumns
 	}
 	if st.live > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", stageTable}, cols, st.source()); err != nil {
+		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", stageTable}, cols, st.source()); err != nil {
 			return classify(err, &batchError{what: "copy into staging table", err: err, key: s.copyErrorKey(err)})
 		}
 	}
@@ -302,17 +298,28 @@ func (s *Sink) apply(ctx context.Context, tx pgx.Tx, ckpt []byte) error {
 		b.Queue(s.sql.saveCheckpoint, s.cfg.Pipeline, ckpt)
 		stmts = append(stmts, stmt{"save checkpoint in " + s.sql.checkpoints, s.sql.saveCheckpoint})
 	}
-	if len(stmts) == 0 {
-		return nil
-	}
-	br := tx.SendBatch(ctx, b)
+	b.Queue("commit")
+	stmts = append(stmts, stmt{"commit", ""})
+
+	br := s.conn.SendBatch(ctx, b)
 	for _, q := range stmts {
-		if _, err := br.Exec(); err != nil {
+		tag, err := br.Exec()
+		if err == nil && q.sql == "" && tag.String() != "COMMIT" {
 			br.Close()
+			return fmt.Errorf("commit: PostgreSQL rolled the transaction back (%s)", tag) // retried
+		}
+		if err != nil {
+			br.Close()
+			if !isServerError(err) && ctx.Err() == nil {
+				return fmt.Errorf("%s: %w: %w", q.what, errUncertain, err)
+			}
 			return classify(err, &batchError{what: q.what, sql: q.sql, err: err})
 		}
 	}
 	if err := br.Close(); err != nil {
+		if !isServerError(err) && ctx.Err() == nil {
+			return fmt.Errorf("apply batch: %w: %w", errUncertain, err)
+		}
 		return classify(err, &batchError{what: "apply batch", err: err})
 	}
 	return nil

@@ -3,8 +3,10 @@ package postgres_test
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 
@@ -103,44 +105,54 @@ func (p *cutProxy) accept() {
 	}
 }
 
-// commitQuery is how pgx sends COMMIT: the statement text, NUL-ended.
-var commitQuery = []byte("commit\x00")
+// commitFlight marks the client's message flight that carries a batch's
+// checkpoint (the parameter of its upsert into tide_checkpoints) and,
+// after it, the batch's COMMIT; a flight ends with a Sync message.
+var (
+	commitFlight = []byte(`{"source":`)
+	syncMessage  = []byte{'S', 0, 0, 0, 4}
+)
 
 func (p *cutProxy) forward(client net.Conn, server *net.TCPConn) {
 	buf := make([]byte, 64<<10)
+	inFlight, cutAfter := false, false
 	for {
 		n, err := client.Read(buf)
 		if n > 0 {
 			chunk := buf[:n]
-			cut, forward := false, true
-			if bytes.Contains(chunk, commitQuery) {
+			if !inFlight && bytes.Contains(chunk, commitFlight) {
+				inFlight = true
 				p.mu.Lock()
 				p.commits++
 				switch {
 				case p.after[p.commits]:
-					cut = true
-				case p.before[p.commits]:
-					cut, forward = true, false
-				}
-				if cut {
+					cutAfter = true
 					p.cuts++
+				case p.before[p.commits]:
+					// The server never sees the COMMIT: it rolls back
+					// when its input ends.
+					p.cuts++
+					p.mu.Unlock()
+					client.Close()
+					server.CloseWrite()
+					return
 				}
 				p.mu.Unlock()
 			}
-			if forward {
-				if _, err := server.Write(chunk); err != nil {
+			if _, err := server.Write(chunk); err != nil {
+				client.Close()
+				return
+			}
+			if inFlight && bytes.HasSuffix(chunk, syncMessage) {
+				inFlight = false
+				if cutAfter {
+					// The whole flight, COMMIT included, went through; the
+					// client loses its connection before any answer. The
+					// server commits, and its replies go nowhere.
 					client.Close()
+					server.CloseWrite()
 					return
 				}
-			}
-			if cut {
-				// The client loses its connection at once. The server
-				// gets a clean end of input after what was forwarded, so
-				// it runs a forwarded COMMIT and rolls back otherwise;
-				// its replies go nowhere.
-				client.Close()
-				server.CloseWrite()
-				return
 			}
 		}
 		if err != nil {
@@ -167,19 +179,26 @@ func TestConnectionCutAroundCommit(t *testing.T) {
 			dsn := testenv.Postgres(t)
 			c := connect(t, dsn)
 			u, _ := url.Parse(dsn)
-			// Commits 1 and 2 create tables and sessions; batches follow.
 			proxy := startCutProxy(t, u.Host, []int{3, 6, 7}, []int{10})
 			via := *u
 			via.Host = proxy.addr()
 
+			var logs syncBuffer
 			cfg := postgres.Config{DSN: via.String(), Table: "events", Mode: mode, CreateTable: true, SoftDelete: true,
-				Pipeline: "cut", CheckpointInSink: true, Logger: testLogger(t)}
+				Pipeline: "cut", CheckpointInSink: true,
+				Logger: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelInfo}))}
 			const n = 3000
 			if err := runGenerate(t, "cut", postgres.New(cfg).WithCheckpoint(), n, 30, 200); err != nil {
 				t.Fatalf("run: %v", err)
 			}
 			if got := proxy.cutCount(); got != 4 {
 				t.Fatalf("proxy cut %d connections, want 4: the test did not test", got)
+			}
+			// Both outcomes of a lost COMMIT were met and recognised.
+			for _, w := range []string{"lost commit had succeeded", "lost commit had not succeeded"} {
+				if !strings.Contains(logs.String(), w) {
+					t.Errorf("the sink never logged %q", w)
+				}
 			}
 			key := `(doc->>'seq')::bigint`
 			if mode == postgres.ModeAppend {
@@ -196,4 +215,22 @@ func TestConnectionCutAroundCommit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
