@@ -449,7 +449,7 @@ func (r *logRun) typed(path []string) []pathComp {
 			container = a.Type
 		}
 		out[i] = pathComp{field: c}
-		if n, err := strconv.Atoi(c); err == nil && container == bson.TypeArray && (bok || aok) {
+		if n, err := strconv.Atoi(c); err == nil && isNumeric(c) && container == bson.TypeArray && (bok || aok) {
 			out[i] = pathComp{index: n, isIdx: true}
 		}
 		if bok {
