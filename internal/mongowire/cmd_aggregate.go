@@ -43,8 +43,8 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 	if _, err := r.cmd.LookupErr("pipeline"); err != nil {
 		return nil, missingField("aggregate.pipeline")
 	}
-	if explain {
-		return nil, mongoerr.New(mongoerr.CommandNotSupported, "explain is not supported by this server")
+	if explain { // aggregate's explain: true is the queryPlanner verbosity
+		return s.explainAggregate(r, r.cmd, "queryPlanner")
 	}
 	if _, err := r.cmd.LookupErr("cursor"); err != nil {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")

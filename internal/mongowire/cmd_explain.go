@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
+	"github.com/tide-cdc/tide/internal/mongowire/mql"
 	"github.com/tide-cdc/tide/internal/mongowire/store"
 )
 
@@ -85,11 +86,13 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 		if a.err != nil {
 			return nil, a.err
 		}
+	case "aggregate":
+		return s.explainAggregate(sub, inner, verbosity)
 	default:
 		if _, known := s.commands[sub.name]; !known {
 			return nil, mongoerr.New(mongoerr.CommandNotFound, "Explain failed due to unknown command: %s", sub.name)
 		}
-		return nil, mongoerr.New(mongoerr.CommandNotSupported, "explain of %s is not supported by this server (find, count and distinct are)", sub.name)
+		return nil, mongoerr.New(mongoerr.CommandNotSupported, "explain of %s is not supported by this server (find, count, distinct and aggregate are)", sub.name)
 	}
 	if nsErr != nil {
 		return nil, nsErr
@@ -100,6 +103,17 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 		}
 	}
 
+	plan, err := s.explainFind(ns, spec, wrapping, verbosity)
+	if err != nil {
+		return nil, err
+	}
+	reply := append(bson.D{{Key: "explainVersion", Value: "1"}}, plan...)
+	return append(reply, s.explainTrailer(inner)...), nil
+}
+
+// explainFind is the queryPlanner (and executionStats unless verbosity is
+// queryPlanner) of a find-like read with the given stages above its scan.
+func (s *Server) explainFind(ns store.Namespace, spec store.FindSpec, wrapping []bson.E, verbosity string) (bson.D, error) {
 	start := time.Now()
 	plan, err := s.store.Explain(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort})
 	if err != nil {
@@ -115,7 +129,6 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 		winning = append(st, bson.E{Key: "inputStage", Value: winning})
 	}
 	reply := bson.D{
-		{Key: "explainVersion", Value: "1"},
 		{Key: "queryPlanner", Value: bson.D{
 			{Key: "namespace", Value: ns.String()},
 			{Key: "indexFilterSet", Value: false},
@@ -141,18 +154,66 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 			{Key: "executionStages", Value: winning},
 		}})
 	}
+	return reply, nil
+}
+
+// explainTrailer is the end of every explain reply: the command explained
+// and the server.
+func (s *Server) explainTrailer(inner bson.Raw) bson.D {
 	host, _ := os.Hostname()
 	_, portStr, _ := net.SplitHostPort(s.addr)
 	port, _ := strconv.Atoi(portStr)
-	return append(reply,
-		bson.E{Key: "command", Value: inner},
-		bson.E{Key: "serverInfo", Value: bson.D{
+	return bson.D{
+		{Key: "command", Value: inner},
+		{Key: "serverInfo", Value: bson.D{
 			{Key: "host", Value: host},
 			{Key: "port", Value: int32(port)},
 			{Key: "version", Value: serverVersion},
 			{Key: "gitVersion", Value: gitVersion},
 		}},
-	), nil
+	}
+}
+
+// explainAggregate explains an aggregate as mongod does when the pipeline
+// is not pushed down whole: {stages: [{$cursor: {queryPlanner...}}, the
+// other stages]}, the $cursor reading the collection with the filter of
+// a leading $match.
+func (s *Server) explainAggregate(sub *request, inner bson.Raw, verbosity string) (bson.D, error) {
+	ns, err := collNS(sub)
+	if err != nil {
+		return nil, mongoerr.New(mongoerr.CommandNotSupported, "explain of a database-level aggregate is not supported by this server")
+	}
+	if err := commandFields["aggregate"].check("aggregate", inner, true); err != nil {
+		return nil, err
+	}
+	a := newArgs(sub)
+	stages := a.docs("pipeline")
+	if a.err != nil {
+		return nil, a.err
+	}
+	if _, err := inner.LookupErr("pipeline"); err != nil {
+		return nil, missingField("aggregate.pipeline")
+	}
+	if _, err := mql.CompilePipeline(stages); err != nil {
+		return nil, err
+	}
+	var spec store.FindSpec
+	rest := stages
+	if len(stages) > 0 {
+		if m, ok := stages[0].Lookup("$match").DocumentOK(); ok {
+			spec.Filter, rest = m, stages[1:]
+		}
+	}
+	cur, err := s.explainFind(ns, spec, nil, verbosity)
+	if err != nil {
+		return nil, err
+	}
+	out := bson.A{bson.D{{Key: "$cursor", Value: cur}}}
+	for _, st := range rest {
+		out = append(out, st)
+	}
+	reply := bson.D{{Key: "explainVersion", Value: "1"}, {Key: "stages", Value: out}}
+	return append(reply, s.explainTrailer(inner)...), nil
 }
 
 // scanStage describes how the store reads the documents: IXSCAN under

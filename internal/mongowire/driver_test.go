@@ -869,6 +869,19 @@ func TestExplain(t *testing.T) {
 			}
 		})
 	}
+	for name, cmd := range map[string]bson.D{
+		"explain command": {{Key: "explain", Value: bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{
+			bson.D{{Key: "$match", Value: bson.D{{Key: "a", Value: 2}}}}, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$a"}}}}}}, {Key: "cursor", Value: bson.D{}}}}},
+		"explain option": {{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{
+			bson.D{{Key: "$match", Value: bson.D{{Key: "a", Value: 2}}}}, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$a"}}}}}}, {Key: "explain", Value: true}},
+	} {
+		r := run(t, db, cmd)
+		stages, _ := r.Lookup("stages").Array().Values()
+		if len(stages) != 2 || stages[0].Document().Lookup("$cursor", "queryPlanner", "winningPlan", "inputStage", "indexName").StringValue() != "a_1" ||
+			stages[1].Document().Index(0).Key() != "$group" {
+			t.Fatalf("%s: %v", name, r)
+		}
+	}
 	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "explain", Value: bson.D{{Key: "frob", Value: "c"}}}}).Err(), 59, "Explain failed due to unknown command: frob")
 	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "c"}}}, {Key: "verbosity", Value: "loud"}}).Err(), 2, "verbosity")
 }
