@@ -11,7 +11,9 @@
 // CompilePipeline and CompileExpr validate their input once and return
 // values that are safe for concurrent use. Documents stay bson.Raw: a
 // filter walks the bytes of the fields it needs, and an update re-encodes
-// only the embedded documents it changes (mdoc.go), so nothing is turned
+// only the embedded documents it changes (mdoc.go: opening a document
+// lists its elements as slices of the original bytes, and a child gets a
+// node of its own only when an update touches it), so nothing is turned
 // into maps.
 //
 // # Semantics worth knowing
@@ -26,7 +28,13 @@
 //     array indexes, and arrays at the end both whole and element by
 //     element. A path that runs into a scalar, an empty array or a
 //     document without the field reaches "missing", which {$eq: null}
-//     matches. Comparison operators stay within the bound's type bracket.
+//     matches. As in MongoDB 7.0 (8.0 changed it), null in $eq, $in,
+//     $gte/$lte and $lookup also matches undefined; undefined itself is
+//     refused as an operand ("cannot compare to undefined"). Comparison
+//     operators stay within the bound's type bracket.
+//   - Filter.Predicates reports only constraints an index can answer in
+//     full: an $in whose list holds null, an array or a regex is left out
+//     entirely rather than reported without those values.
 //   - Updates apply their paths in MongoDB's order (field by field, array
 //     indexes numerically), so new fields appear as mongod would place
 //     them. A no-op update returns the input bytes. Changing _id, conflicting
@@ -49,7 +57,8 @@
 // and filter_parse.go are queries; update.go parses updates and
 // update_apply.go applies them on mdoc.go's editable documents;
 // projection.go and sort.go shape results; pipeline.go and stages.go run
-// aggregation stages, accumulate.go the $group accumulators, and expr*.go
-// and convert.go the expressions; validate.go checks documents for
-// storage.
+// aggregation stages (stages_more.go $bucket and $sample), accumulate.go
+// the $group accumulators (accumulate_n.go those with a specification
+// document: $firstN ... $bottomN), and expr*.go and convert.go the
+// expressions; validate.go checks documents for storage.
 package mql
