@@ -283,7 +283,7 @@ func compileRegexOp(name string, arg bson.RawValue, vars scope) (expr, error) {
 		if in.Type != bson.TypeString {
 			return missing, mongoerr.New(51104, "%s needs 'input' to be of type string", name)
 		}
-		re, err := compileRegex(pattern, opts)
+		re, err := compileRegex(pattern, opts, name)
 		if err != nil {
 			return missing, err
 		}

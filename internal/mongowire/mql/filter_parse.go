@@ -134,7 +134,7 @@ func newEqOp(v bson.RawValue) *eqOp {
 }
 
 func newRegexOp(pattern, options string) (*regexOp, error) {
-	re, err := compileRegex(pattern, options)
+	re, err := compileRegex(pattern, options, "")
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +292,7 @@ func parseIn(name string, v bson.RawValue) (*inOp, error) {
 		switch {
 		case e.Type == bson.TypeRegex:
 			p, o, _ := e.RegexOK()
-			re, err := compileRegex(p, o)
+			re, err := compileRegex(p, o, "")
 			if err != nil {
 				return nil, err
 			}

@@ -9,8 +9,11 @@ import (
 
 // compileRegex compiles a MongoDB regular expression with its options
 // (i, m, s, x, u) into Go's RE2 syntax. PCRE-only constructs (lookaround,
-// backreferences) are refused with MongoDB's "invalid regex" code.
-func compileRegex(pattern, options string) (*regexp.Regexp, error) {
+// backreferences) are refused with MongoDB's "invalid regex" code. An
+// unknown option is refused (51108) as mongod's pcre_util::flagsToOptions
+// words it: opName, then " invalid flag in regex options: <flag>" (so a
+// query's message starts with a space, opName being empty there).
+func compileRegex(pattern, options, opName string) (*regexp.Regexp, error) {
 	var flags strings.Builder
 	extended := false
 	for _, c := range options {
@@ -23,7 +26,7 @@ func compileRegex(pattern, options string) (*regexp.Regexp, error) {
 			extended = true
 		case 'u':
 		default:
-			return nil, mongoerr.New(51108, "invalid flag in regex options: %c", c)
+			return nil, mongoerr.New(51108, "%s invalid flag in regex options: %c", opName, c)
 		}
 	}
 	if extended {
