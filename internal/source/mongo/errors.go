@@ -35,7 +35,7 @@ const (
 	codeChangeStreamFatal     = 280
 	codeChangeStreamHistory   = 286
 	codeBSONObjectTooLarge    = 10334
-	codeStandaloneChangeStrem = 40573
+	codeStandaloneChangeStream = 40573
 )
 
 // permanentCodes are server errors that retrying cannot fix.
@@ -43,7 +43,7 @@ var permanentCodes = []int{
 	2, 9, 14, 20, 72, 73, 40324, 40415, 40602, 50865, // bad command or pipeline
 	codeUnauthorized, codeAuthenticationFailed, codeNamespaceNotFound, codeNoMatchingDocument,
 	codeInvalidResumeToken, codeChangeStreamFatal, codeChangeStreamHistory,
-	codeBSONObjectTooLarge, codeStandaloneChangeStrem,
+	codeBSONObjectTooLarge, codeStandaloneChangeStream,
 }
 
 // transient reports whether err may go away by retrying: network errors,
