@@ -26,15 +26,15 @@ const resetHint = "to start over from now (with a new snapshot if snapshot is in
 
 // Server error codes this package tells apart.
 const (
-	codeUnauthorized          = 13
-	codeAuthenticationFailed  = 18
-	codeNamespaceNotFound     = 26
-	codeCursorNotFound        = 43
-	codeNoMatchingDocument    = 47
-	codeInvalidResumeToken    = 260
-	codeChangeStreamFatal     = 280
-	codeChangeStreamHistory   = 286
-	codeBSONObjectTooLarge    = 10334
+	codeUnauthorized           = 13
+	codeAuthenticationFailed   = 18
+	codeNamespaceNotFound      = 26
+	codeCursorNotFound         = 43
+	codeNoMatchingDocument     = 47
+	codeInvalidResumeToken     = 260
+	codeChangeStreamFatal      = 280
+	codeChangeStreamHistory    = 286
+	codeBSONObjectTooLarge     = 10334
 	codeStandaloneChangeStream = 40573
 )
 
