@@ -166,6 +166,8 @@ func TestPipelineUpdateDescription(t *testing.T) {
 		before, update string
 		op, want       string
 	}{
+		"the change-streams spec's array truncation": {`{"_id": 1, "a": 1, "array": ["foo", {"a": "bar"}, 1, 2, 3]}`, `[{"$set": {"array": ["foo", {"a": "bar"}]}}]`, "update",
+			`{"updatedFields": {}, "removedFields": [], "truncatedArrays": [{"f": "array", "n": 2}]}`},
 		"a small document is replaced": {`{"_id": 1, "a": 1}`, `[{"$set": {"a": 2}}]`, "replace", ""},
 		"a field of a large document": {`{"_id": 1, "s": "` + big + `", "a": 1}`, `[{"$set": {"a": 2}}]`, "update",
 			`{"updatedFields": {"a": 2}, "removedFields": [], "truncatedArrays": []}`},
