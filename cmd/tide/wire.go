@@ -146,19 +146,8 @@ func buildSink(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc.S
 
 // registerSourceMetrics exports the counters of sources that keep their own.
 func registerSourceMetrics(reg prometheus.Registerer, pipeline string, src cdc.Source) {
-	switch s := src.(type) {
-	case *mongosource.Source:
-		metrics.RegisterSource(reg, pipeline, func() metrics.SourceStats {
-			st := s.Stats()
-			byOp := make(map[string]int64, len(st.Events))
-			for op, n := range st.Events {
-				byOp[string(op)] = n
-			}
-			return metrics.SourceStats{
-				EventsByOp: byOp, BytesRead: st.BytesRead, Reconnects: st.Reconnects,
-				Errors: st.Errors, Lag: st.Lag(time.Now()),
-			}
-		})
+	if s, ok := src.(*mongosource.Source); ok {
+		reg.MustRegister(s.Collector(pipeline))
 	}
 }
 
