@@ -11,8 +11,8 @@ import (
 	"github.com/tide-cdc/tide/internal/mongowire/mql"
 )
 
-// An update statement compiled, with what the oplog needs to describe its
-// writes as MongoDB does.
+// compiledUpdate is an update statement compiled, with what the oplog needs
+// to describe its writes as MongoDB does.
 type compiledUpdate struct {
 	*mql.Update
 	log *updateLog // modifier-style updates; nil for replacements and pipelines
