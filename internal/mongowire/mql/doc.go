@@ -57,8 +57,9 @@
 // and filter_parse.go are queries; update.go parses updates and
 // update_apply.go applies them on mdoc.go's editable documents;
 // projection.go and sort.go shape results; pipeline.go and stages.go run
-// aggregation stages (stages_more.go $bucket and $sample), accumulate.go
-// the $group accumulators (accumulate_n.go those with a specification
-// document: $firstN ... $bottomN), and expr*.go and convert.go the
-// expressions; validate.go checks documents for storage.
+// aggregation stages (stages_more.go $bucket, $bucketAuto without
+// granularity, and $sample), accumulate.go the $group accumulators
+// (accumulate_n.go those with a specification document: $firstN ...
+// $bottomN), and expr*.go and convert.go the expressions; validate.go
+// checks documents for storage.
 package mql

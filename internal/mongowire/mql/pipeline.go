@@ -42,14 +42,14 @@ var (
 		"$match": true, "$project": true, "$addFields": true, "$set": true, "$unset": true,
 		"$sort": true, "$limit": true, "$skip": true, "$count": true, "$group": true,
 		"$unwind": true, "$replaceRoot": true, "$replaceWith": true, "$lookup": true,
-		"$facet": true, "$sortByCount": true, "$unionWith": true, "$bucket": true, "$sample": true,
+		"$facet": true, "$sortByCount": true, "$unionWith": true, "$bucket": true, "$bucketAuto": true, "$sample": true,
 	}
 	updateStages = map[string]bool{
 		"$addFields": true, "$set": true, "$project": true, "$unset": true,
 		"$replaceRoot": true, "$replaceWith": true,
 	}
 	knownStages = map[string]bool{
-		"$out": true, "$merge": true, "$bucketAuto": true,
+		"$out": true, "$merge": true,
 		"$graphLookup": true, "$densify": true, "$fill": true, "$redact": true,
 		"$geoNear": true, "$indexStats": true, "$collStats": true, "$changeStream": true,
 		"$currentOp": true, "$listSessions": true, "$planCacheStats": true, "$search": true,
@@ -255,6 +255,8 @@ func compileStage(name string, v bson.RawValue) (stage, error) {
 		return compileUnionWith(v)
 	case "$bucket":
 		return compileBucket(v)
+	case "$bucketAuto":
+		return compileBucketAuto(v)
 	case "$sample":
 		return compileSample(v)
 	}

@@ -1,7 +1,9 @@
 package mql
 
 import (
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -9,7 +11,7 @@ import (
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 )
 
-// $bucket and $sample, with the codes and messages of mongod's
+// $bucket, $bucketAuto and $sample, with the codes and messages of mongod's
 // document_source_bucket.cpp and document_source_sample.cpp.
 
 type bucketStage struct {
@@ -204,4 +206,165 @@ func (s sampleStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out[:k], nil
+}
+
+// bucketAutoStage is $bucketAuto without granularity: the documents
+// sorted by groupBy are cut into buckets of about len/buckets documents,
+// never splitting equal values, as DocumentSourceBucketAuto does.
+type bucketAutoStage struct {
+	groupBy *Expr
+	buckets int
+	accs    []groupAcc
+}
+
+func compileBucketAuto(v bson.RawValue) (stage, error) {
+	if v.Type != bson.TypeEmbeddedDocument {
+		return nil, mongoerr.New(40240, "The argument to $bucketAuto must be an object, but found type: %s", typeName(v.Type))
+	}
+	s := &bucketAutoStage{}
+	hasBuckets := false
+	it := iterDoc(v.Value)
+	for {
+		k, arg, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "groupBy":
+			isPath := arg.Type == bson.TypeString && strings.HasPrefix(str(arg), "$")
+			if !isPath && !isOperatorDoc(arg) {
+				return nil, mongoerr.New(40239, "The $bucketAuto 'groupBy' field must be defined as a $-prefixed path or an expression object, but found: %s", shortString(arg))
+			}
+			e, err := CompileExpr(arg)
+			if err != nil {
+				return nil, err
+			}
+			s.groupBy = e
+		case "buckets":
+			if !isNumeric(arg.Type) {
+				return nil, mongoerr.New(40241, "The $bucketAuto 'buckets' field must be a numeric value, but found type: %s", typeName(arg.Type))
+			}
+			n, ok := int32Value(arg)
+			if !ok {
+				return nil, mongoerr.New(40242, "The $bucketAuto 'buckets' field must be representable as a 32-bit integer, but found %s", cppDouble(asFloat(arg)))
+			}
+			s.buckets, hasBuckets = int(n), true
+		case "output":
+			if arg.Type != bson.TypeEmbeddedDocument {
+				return nil, mongoerr.New(40244, "The $bucketAuto 'output' field must be an object, but found type: %s", typeName(arg.Type))
+			}
+			oit := iterDoc(arg.Value)
+			for {
+				name, f, ok := oit.next()
+				if !ok {
+					break
+				}
+				a, err := compileAccField(string(name), f)
+				if err != nil {
+					return nil, err
+				}
+				s.accs = append(s.accs, a)
+			}
+		case "granularity":
+			if arg.Type != bson.TypeString {
+				return nil, mongoerr.New(40261, "The $bucketAuto 'granularity' field must be a string, but found type: %s", typeName(arg.Type))
+			}
+			return nil, mongoerr.New(mongoerr.CommandNotSupported, "$bucketAuto with a granularity is not supported by this server")
+		default:
+			return nil, mongoerr.New(40245, "Unrecognized option to $bucketAuto: %s", k)
+		}
+	}
+	if s.groupBy == nil || !hasBuckets {
+		return nil, mongoerr.New(40246, "$bucketAuto requires 'groupBy' and 'buckets' to be specified")
+	}
+	if s.buckets <= 0 {
+		return nil, mongoerr.New(40243, "The $bucketAuto 'buckets' field must be greater than 0, but found: %d", s.buckets)
+	}
+	if len(s.accs) == 0 {
+		s.accs = []groupAcc{{name: "count", op: "$sum", e: &Expr{e: literalExpr{vInt32(1)}}}}
+	}
+	return s, nil
+}
+
+func (s *bucketAutoStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
+	type keyed struct {
+		key bson.RawValue
+		doc bson.Raw
+	}
+	ec := &evalCtx{now: c.now}
+	items := make([]keyed, len(in))
+	for i, d := range in {
+		ec.root, ec.current = d, d
+		k, err := s.groupBy.evalIn(ec)
+		if err != nil {
+			return nil, err
+		}
+		if k.Type == 0 {
+			k = nullValue
+		}
+		items[i] = keyed{k, d}
+	}
+	slices.SortStableFunc(items, func(a, b keyed) int { return Compare(a.key, b.key) })
+	size := int(math.Round(float64(len(items)) / float64(s.buckets)))
+	size = max(size, 1)
+	type bucket struct {
+		min, max bson.RawValue
+		accs     []accumulator
+	}
+	var buckets []*bucket
+	add := func(b *bucket, it keyed) error {
+		b.max = it.key
+		ec.root, ec.current = it.doc, it.doc
+		for i, a := range s.accs {
+			v, err := a.e.evalIn(ec)
+			if err != nil {
+				return err
+			}
+			if da, ok := b.accs[i].(docAccumulator); ok {
+				da.addDoc(v, it.doc)
+				continue
+			}
+			b.accs[i].add(v)
+		}
+		return nil
+	}
+	next := 0
+	for i := 0; i < s.buckets && next < len(items); i++ {
+		accs, err := newAccs(s.accs, nullValue, c.now)
+		if err != nil {
+			return nil, err
+		}
+		b := &bucket{min: items[next].key, accs: accs}
+		end := len(items)
+		if i < s.buckets-1 {
+			end = min(next+size, len(items))
+			// Values equal to the last one taken join this bucket.
+			for end < len(items) && Compare(items[end].key, items[end-1].key) == 0 {
+				end++
+			}
+		}
+		for ; next < end; next++ {
+			if err := add(b, items[next]); err != nil {
+				return nil, err
+			}
+		}
+		if len(buckets) > 0 {
+			// Minimums are inclusive, maximums exclusive but the last.
+			buckets[len(buckets)-1].max = b.min
+		}
+		buckets = append(buckets, b)
+	}
+	out := make([]bson.Raw, 0, len(buckets))
+	for _, b := range buckets {
+		id := newDoc(len(b.min.Value) + len(b.max.Value) + 24)
+		id.add("min", b.min)
+		id.add("max", b.max)
+		d := newDoc(64)
+		d.add("_id", vDoc(id.done()))
+		for i, a := range s.accs {
+			d.add(a.name, b.accs[i].result())
+		}
+		out = append(out, d.done())
+	}
+	return out, nil
 }
