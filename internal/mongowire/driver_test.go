@@ -191,6 +191,7 @@ func TestCommandErrors(t *testing.T) {
 		"unknown find field":       {bson.D{{Key: "find", Value: "c"}, {Key: "frob", Value: 1}}, 40415, "BSON field 'find.frob' is an unknown field."},
 		"unknown insert field":     {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "let", Value: bson.D{}}}, 40415, "BSON field 'insert.let' is an unknown field."},
 		"unknown statement field":  {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{}}, {Key: "sort", Value: bson.D{}}}}}}, 40415, "BSON field 'update.updates.sort' is an unknown field."},
+		"unknown create option":    {bson.D{{Key: "create", Value: "new"}, {Key: "cappedd", Value: true}}, 40415, "BSON field 'create.cappedd' is an unknown field."},
 		"statement without u":      {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, 40414, "BSON field 'update.updates.u' is missing but a required field"},
 		"delete without limit":     {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, 40414, "BSON field 'delete.deletes.limit' is missing but a required field"},
 		"getMore without coll":     {bson.D{{Key: "getMore", Value: int64(1)}}, 40414, "BSON field 'getMore.collection' is missing but a required field"},
