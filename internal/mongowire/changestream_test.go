@@ -836,3 +836,49 @@ func TestChangeStreamResumeAcrossRestart(t *testing.T) {
 		t.Fatalf("after restart: got %v, want %v", got, want)
 	}
 }
+
+// A token whose history was trimmed before a restart still gets 286
+// ChangeStreamHistoryLost after it, and one still retained resumes.
+func TestChangeStreamHistoryLostAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	small := func(cfg *Config) { cfg.DataDir = dir; cfg.OplogBytes = 64 << 10 }
+	s, c := csServer(t, small)
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, cs)
+	lost := slices.Clone(cs.ResumeToken())
+	pad := make([]byte, 4096)
+	for i := range 100 {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "pad", Value: pad}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := watch(t, coll, nil)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, kept)
+	recent := slices.Clone(kept.ResumeToken())
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1001}}); err != nil {
+		t.Fatal(err)
+	}
+	cs.Close(ctx)
+	kept.Close(ctx)
+	c.Disconnect(ctx)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	_, c2 := csServer(t, small)
+	coll2 := c2.Database("d").Collection("c")
+	_, err := coll2.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(lost))
+	requireCode(t, err, 286, "NonResumableChangeStreamError")
+	resumed := watch(t, coll2, nil, options.ChangeStream().SetResumeAfter(recent))
+	if id := next(t, resumed).Lookup("documentKey", "_id").Int32(); id != 1001 {
+		t.Fatalf("resumed at _id %d, want 1001", id)
+	}
+}
