@@ -97,13 +97,18 @@ func (s *Sink) lockPipeline(ctx context.Context) error {
 	}
 }
 
-// awaitGone terminates the server process pid, a session of ours whose
-// connection broke, and waits until it has exited.
+// terminateAfter is how long a lost session is given to end by itself
+// (finishing what it received, then finding its client gone) before it is
+// terminated: a session cut off by a network fault may otherwise wait for
+// TCP timeouts.
+const terminateAfter = time.Second
+
+// awaitGone waits until the server process pid, a session of ours whose
+// connection broke, has exited, terminating it if it lingers.
 func (s *Sink) awaitGone(ctx context.Context, pid uint32) error {
-	if _, err := s.conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, int32(pid)); err != nil {
-		s.log.Warn("terminate lost session; waiting for it to end", "pid", pid, "err", err)
-	}
-	wait := 5 * time.Millisecond
+	start := time.Now()
+	terminated := false
+	wait := 2 * time.Millisecond
 	for {
 		var alive bool
 		err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, int32(pid)).Scan(&alive)
@@ -113,10 +118,16 @@ func (s *Sink) awaitGone(ctx context.Context, pid uint32) error {
 		if !alive {
 			return nil
 		}
+		if !terminated && time.Since(start) > terminateAfter {
+			terminated = true
+			if _, err := s.conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, int32(pid)); err != nil {
+				s.log.Warn("terminate lost session; waiting for it to end", "pid", pid, "err", err)
+			}
+		}
 		if err := sleep(ctx, wait); err != nil {
 			return err
 		}
-		wait = min(2*wait, 500*time.Millisecond)
+		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
 

@@ -44,7 +44,7 @@
 // the session of a killed one has ended (and with it, its last
 // transaction) before it reads the checkpoint. If the
 // connection breaks after COMMIT was sent, the sink reconnects, waits until
-// the old server session is gone (terminating it), and reads the
+// the old server session is gone (terminating it if it lingers), and reads the
 // checkpoint row: if it is the batch's checkpoint the batch committed and
 // is not applied again; otherwise it is retried.
 //
