@@ -65,6 +65,14 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 			return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 		}
 	}
+	if out, err := hasOut(stages); err != nil {
+		return nil, err
+	} else if out && ns.Coll != "" {
+		if err := s.runOut(ns, stages); err != nil {
+			return nil, err
+		}
+		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
+	}
 	docs, err := s.store.Aggregate(ns, stages)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -921,4 +922,64 @@ func TestDuplicateKeyMessage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// $out replaces its target in one step, keeping the target's indexes; a
+// failing $out leaves the target as it was and no temporary collection.
+func TestAggregateOut(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("out")
+	ctx := t.Context()
+	if _, err := db.Collection("c").InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}, {Key: "g", Value: 1}}, bson.D{{Key: "_id", Value: 2}, {Key: "g", Value: 1}}, bson.D{{Key: "_id", Value: 3}, {Key: "g", Value: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	target := db.Collection("t")
+	if _, err := target.InsertOne(ctx, bson.D{{Key: "_id", Value: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := target.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "n", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	contents := func() string {
+		cur, err := target.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []bson.Raw
+		if err := cur.All(ctx, &docs); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(docs)
+	}
+	group := mongo.Pipeline{{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$g"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}}, {{Key: "$out", Value: "t"}}}
+	cur, err := db.Collection("c").Aggregate(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Next(ctx) {
+		t.Fatalf("$out returned %v", cur.Current)
+	}
+	want := `[{"_id": {"$numberInt":"1"},"n": {"$numberInt":"2"}} {"_id": {"$numberInt":"2"},"n": {"$numberInt":"1"}}]`
+	if got := contents(); got != want {
+		t.Fatalf("target %s, want %s", got, want)
+	}
+	// Two results with the same _id: the target keeps its contents.
+	_, err = db.Collection("c").Aggregate(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "_id", Value: "$g"}}}}, {{Key: "$out", Value: "t"}}})
+	wantCode(t, err, 11000, "E11000")
+	if got := contents(); got != want {
+		t.Fatalf("target after a failed $out %s, want %s", got, want)
+	}
+	names, err := db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Sort(names); strings.Join(names, ",") != "c,t" {
+		t.Fatalf("collections %v, want c and t only", names)
+	}
+	specs, err := target.Indexes().ListSpecifications(ctx)
+	if err != nil || len(specs) != 2 || specs[1].Name != "n_1" {
+		t.Fatalf("target indexes %v (%v), want _id_ and n_1", specs, err)
+	}
+	_, err = db.Collection("c").Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "t"}}, {{Key: "$match", Value: bson.D{}}}})
+	wantCode(t, err, 40601, "$out can only be the final stage in the pipeline")
 }
