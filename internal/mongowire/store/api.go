@@ -20,7 +20,13 @@ type Config struct {
 	Dir               string        // "" = in memory; otherwise data persists here across restarts
 	OplogBytes        int64         // oplog bound in bytes; 0 = 256 MiB
 	OplogMinRetention time.Duration // keep entries at least this long even past OplogBytes; 0 = none
-	Logger            *slog.Logger
+	// NoopInterval is how long the cluster time may stand still: after
+	// that long without a write, the clock advances and change-stream
+	// waiters wake, as a replica set's periodic no-op writer does, so that
+	// an idle change stream's postBatchResumeToken keeps moving. 0 means
+	// 10 s (MongoDB's periodicNoopIntervalSecs); negative disables it.
+	NoopInterval time.Duration
+	Logger       *slog.Logger
 }
 
 // CollectionInfo describes a collection.

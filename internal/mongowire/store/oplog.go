@@ -147,6 +147,20 @@ func (o *Oplog) ReadAfter(ts bson.Timestamp, max int, maxBytes int) (entries []O
 	return entries, scannedUpTo, lost
 }
 
+// advance moves the newest scanned time to ts without an entry, and wakes
+// waiters, as a no-op oplog write would. The caller holds the store's write
+// lock, so no entry with an earlier time can follow.
+func (o *Oplog) advance(ts bson.Timestamp) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !tsLess(o.newest, ts) {
+		return
+	}
+	o.newest = ts
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
 // Changed returns a channel that is closed by the next append.
 func (o *Oplog) Changed() <-chan struct{} {
 	o.mu.Lock()

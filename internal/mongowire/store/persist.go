@@ -491,34 +491,56 @@ func (s *Store) apply(e *OplogEntry) error {
 	return nil
 }
 
-// syncLoop syncs the journal every syncInterval and compacts it when it
-// has grown past the last snapshot's size. It returns when stop closes.
-func (s *Store) syncLoop() {
+// background is the store's one goroutine, started by Open and stopped by
+// Close. With a data directory it syncs the journal every syncInterval and
+// compacts it when it has grown; in every store it advances an idle
+// cluster clock every noop interval.
+func (s *Store) background() {
 	defer close(s.done)
-	t := time.NewTicker(syncInterval)
-	defer t.Stop()
+	var syncC, noopC <-chan time.Time
+	if s.jr != nil {
+		t := time.NewTicker(syncInterval)
+		defer t.Stop()
+		syncC = t.C
+	}
+	iv := s.noopInterval()
+	if iv > 0 {
+		t := time.NewTicker(iv)
+		defer t.Stop()
+		noopC = t.C
+	}
 	for {
 		select {
 		case <-s.stop:
 			return
-		case <-t.C:
+		case now := <-noopC:
+			s.noop(now, iv)
+		case <-syncC:
+			s.syncJournal()
 		}
-		s.mu.RLock()
-		jr := s.jr
-		s.mu.RUnlock()
-		// Syncing outside the lock lets writes go on; compact, the only
-		// other closer of a journal, runs on this goroutine or is
-		// serialized with it by compactMu.
-		s.compactMu.Lock()
-		if err := jr.sync(); err != nil {
-			s.log.Error("sync journal", "err", err)
-		}
-		s.compactMu.Unlock()
-		if jr.size.Load() > s.compactAt.Load() {
-			if err := s.compact(); err != nil {
-				s.log.Error("compact journal", "err", err)
-				s.compactAt.Store(jr.size.Load() * 2)
-			}
+	}
+}
+
+// syncJournal syncs the journal and compacts it when it has grown.
+func (s *Store) syncJournal() {
+	s.mu.RLock()
+	jr := s.jr
+	s.mu.RUnlock()
+	if jr == nil {
+		return
+	}
+	// Syncing outside the lock lets writes go on; compact, the only
+	// other closer of a journal, runs on this goroutine or is
+	// serialized with it by compactMu.
+	s.compactMu.Lock()
+	if err := jr.sync(); err != nil {
+		s.log.Error("sync journal", "err", err)
+	}
+	s.compactMu.Unlock()
+	if jr.size.Load() > s.compactAt.Load() {
+		if err := s.compact(); err != nil {
+			s.log.Error("compact journal", "err", err)
+			s.compactAt.Store(jr.size.Load() * 2)
 		}
 	}
 }

@@ -35,8 +35,8 @@ type Store struct {
 	compactMu sync.Mutex   // serializes compactions and journal syncs
 	compactAt atomic.Int64 // journal size that triggers a compaction
 
-	stop chan struct{} // closed by Close: stops the syncer
-	done chan struct{} // closed when the syncer has returned
+	stop chan struct{} // closed by Close: stops the background goroutine
+	done chan struct{} // closed when the background goroutine has returned
 }
 
 // Open opens a store. With cfg.Dir set it loads the data kept there (and
@@ -57,9 +57,7 @@ func Open(cfg Config) (*Store, error) {
 	s.observe(bson.Timestamp{T: uint32(time.Now().Unix())})
 	if cfg.Dir == "" {
 		s.rsID = bson.NewObjectID()
-		return s, nil
-	}
-	if err := s.load(); err != nil {
+	} else if err := s.load(); err != nil {
 		if s.jr != nil {
 			s.jr.close()
 		}
@@ -67,7 +65,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.stop = make(chan struct{})
 	s.done = make(chan struct{})
-	go s.syncLoop()
+	go s.background()
 	return s, nil
 }
 
@@ -81,10 +79,8 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	if s.stop != nil {
-		close(s.stop)
-		<-s.done
-	}
+	close(s.stop)
+	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.jr != nil {
@@ -105,6 +101,35 @@ func (s *Store) ClusterTime() bson.Timestamp {
 	s.clockMu.Lock()
 	defer s.clockMu.Unlock()
 	return s.clock
+}
+
+// noopInterval returns the configured idle interval, 0 if disabled.
+func (s *Store) noopInterval() time.Duration {
+	switch iv := s.cfg.NoopInterval; {
+	case iv < 0:
+		return 0
+	case iv == 0:
+		return 10 * time.Second
+	default:
+		return iv
+	}
+}
+
+// noop advances the cluster time if nothing was written for a whole
+// interval. It runs under the write lock, so every write that takes an
+// earlier time is already in the oplog: a change stream may report the
+// new time as scanned, with nothing missed.
+func (s *Store) noop(now time.Time, iv time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	last := s.oplog.Newest()
+	if now.Sub(time.Unix(int64(last.T), 0)) < iv {
+		return
+	}
+	s.oplog.advance(s.tick(now))
 }
 
 // Now advances the cluster clock and returns the fresh time.
