@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -161,76 +163,79 @@ func sameStart(have, want jetstream.ConsumerConfig) error {
 }
 
 // readJetStream pulls messages into the queue until Close or a fatal
-// error. It uses the client's pull iterator: pull requests of FetchBatch
-// messages, each held open by the server for FetchMaxWait (at least 1s),
-// the next one sent when half of the current one arrived, all answered on
-// one subscription, so that the round trips overlap and the messages
-// arrive in the order the server sent them. An error stops the iterator;
-// the reader backs off and starts a new one. Idle pulls are not errors.
+// error, with the client's Consume: pull requests of FetchBatch messages,
+// each held open by the server for FetchMaxWait (at least 1s), the next
+// one sent when half of the current one arrived, all answered on one
+// subscription, so that the round trips overlap and the messages arrive in
+// the order the server sent them. The client calls deliver for each
+// message on its own goroutine; deliver blocks while the queue is full,
+// and the client then sends no further pull requests. An error reported by
+// the client stops the consumption; the reader backs off and starts a new
+// one. Idle pulls are not errors.
 func (s *Source) readJetStream() {
 	defer s.wg.Done()
 	defer s.wake()
 	defer close(s.queue)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { // ends when readJetStream returns, at the latest
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-
 	closed := fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
-	format := s.format()
+	d := &deliverer{s: s, format: s.format(), fatal: make(chan struct{})}
 	expiry := max(s.cfg.FetchMaxWait, time.Second)
 	errs := 0
-	var pos []byte
 	for {
-		it, err := s.cons.Messages(
+		failed := make(chan error, 1)
+		before := d.count.Load()
+		cc, err := s.cons.Consume(d.deliver,
 			jetstream.PullMaxMessages(s.cfg.FetchBatch),
 			jetstream.PullExpiry(expiry),
-			jetstream.WithMessagesErrOnMissingHeartbeat(true),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				select {
+				case failed <- err:
+				default:
+				}
+			}),
 		)
 		for err == nil {
-			var msg jetstream.Msg
-			msg, err = it.Next(jetstream.NextContext(ctx))
-			if err != nil {
-				break
-			}
-			errs = 0 // progress
-			item, ok := s.handle(msg, format, &pos)
-			if !ok {
-				continue
-			}
 			select {
-			case s.queue <- item:
-				s.wake()
 			case <-s.stop:
-				err = ctx.Err()
+			case err = <-failed:
+				if errors.Is(err, jetstream.ErrNoHeartbeat) {
+					// The client resets its pull on its own.
+					s.log.Debug("missed heartbeat", "consumer", s.cfg.Consumer)
+					err = nil
+					continue
+				}
+			case <-cc.Closed():
+				err = errors.New("consumption ended")
+			case <-d.fatal:
 			}
-			if item.err != nil {
-				it.Stop()
-				s.endErr = item.err
-				return
-			}
+			break
 		}
-		if it != nil {
-			it.Stop()
+		if cc != nil {
+			cc.Stop()
+			<-cc.Closed()
+			d.wait() // deliver has returned and will not send again
 		}
-		if ctx.Err() != nil {
+		if d.err != nil {
+			s.endErr = d.err
+			return
+		}
+		select {
+		case <-s.stop:
 			s.endErr = closed
 			return
+		default:
 		}
-		if errors.Is(err, nats.ErrConnectionClosed) {
-			s.endErr = fmt.Errorf("read from consumer %s: %w", s.cfg.Consumer, err)
+		if s.nc.IsClosed() {
+			s.endErr = fmt.Errorf("read from consumer %s: %w", s.cfg.Consumer, nats.ErrConnectionClosed)
 			return
 		}
+		if d.count.Load() > before {
+			errs = 0 // progress
+		}
 		errs++
-		d := backoff(errs, jitter())
-		s.log.Warn("pull from consumer; backing off", "consumer", s.cfg.Consumer, "attempt", errs, "wait", d, "err", err)
-		t := time.NewTimer(d)
+		wait := backoff(errs, jitter())
+		s.log.Warn("pull from consumer; backing off", "consumer", s.cfg.Consumer, "attempt", errs, "wait", wait, "err", err)
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-s.stop:
@@ -238,7 +243,62 @@ func (s *Source) readJetStream() {
 			s.endErr = closed
 			return
 		}
+		d.resume()
 	}
+}
+
+// deliverer hands messages from the client's consume goroutine to the
+// queue. The reader stops it (wait) before it closes the queue.
+type deliverer struct {
+	s      *Source
+	format cdc.PayloadFormat
+	pos    []byte // the consume goroutine's only
+	count  atomic.Uint64
+
+	fatal     chan struct{} // closed once err is set
+	fatalOnce sync.Once
+	err       error // a message without metadata; read after wait
+
+	mu      sync.Mutex // guards stopped, and is held while a message is delivered
+	stopped bool
+}
+
+func (d *deliverer) deliver(msg jetstream.Msg) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return // a late message of a stopped consumption: redelivered later
+	}
+	d.count.Add(1)
+	it, ok := d.s.handle(msg, d.format, &d.pos)
+	if !ok {
+		return
+	}
+	select {
+	case d.s.queue <- it:
+		d.s.wake()
+	case <-d.s.stop:
+		return
+	}
+	if it.err != nil {
+		d.err = it.err
+		d.stopped = true
+		d.fatalOnce.Do(func() { close(d.fatal) })
+	}
+}
+
+// wait waits for a delivery in progress to finish and stops further ones.
+func (d *deliverer) wait() {
+	d.mu.Lock()
+	d.stopped = true
+	d.mu.Unlock()
+}
+
+// resume allows deliveries again, for a new consumption.
+func (d *deliverer) resume() {
+	d.mu.Lock()
+	d.stopped = false
+	d.mu.Unlock()
 }
 
 // handle turns a fetched message into a queue item and tracks it until
