@@ -65,8 +65,9 @@ type Sink struct {
 	log *slog.Logger
 	sql statements
 
-	conn    *pgx.Conn
-	lostPID uint32 // server process of a connection lost mid-batch; 0 if none
+	conn       *pgx.Conn
+	lostPID    uint32 // server process of a connection lost mid-batch; 0 if none
+	stageDirty bool   // the session's staging table may hold rows
 
 	opened bool
 	stage  stage
