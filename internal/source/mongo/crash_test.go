@@ -3,6 +3,7 @@ package mongosource
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -18,7 +19,7 @@ import (
 	"github.com/tide-cdc/tide/internal/checkpoint"
 )
 
-var crashBinaryChanges = flag.Int("mongo.sigkill.changes", 20000, "changes written by TestTideRunSIGKILL (CI: 100000)")
+var crashBinaryChanges = flag.Int("mongo.sigkill.changes", 10000, "changes written by TestTideRunSIGKILL")
 
 // buildTide builds cmd/tide into a temporary directory.
 func buildTide(t *testing.T) string {
@@ -100,6 +101,26 @@ sink:
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-exited
 
+	// The ten kills are placed by the writer's progress, not by the clock, so
+	// that each lands while changes are being written however fast or slow
+	// the machine is: kill i waits for a random point in the (i+1)th eleventh
+	// of the workload, then for the run to have appended to the file.
+	n := *crashBinaryChanges
+	seg := n / 11
+	rng := rand.New(rand.NewPCG(5, 6))
+	marks := make([]int, 10)
+	reached := make([]chan struct{}, 10)
+	for i := range marks {
+		marks[i] = (i+1)*seg + rng.IntN(seg/2+1)
+		reached[i] = make(chan struct{})
+	}
+	next := 0
+	progress := func(written int) {
+		for next < len(marks) && written >= marks[next] {
+			close(reached[next])
+			next++
+		}
+	}
 	wctx, stop := context.WithCancel(t.Context())
 	defer stop()
 	type result struct {
@@ -108,13 +129,17 @@ sink:
 	}
 	wrote := make(chan result, 1)
 	go func() {
-		ch, err := workload(wctx, e.coll, *crashBinaryChanges, 11)
+		ch, err := workload(wctx, e.coll, n, 11, progress)
 		wrote <- result{ch, err}
 	}()
-	rng := rand.New(rand.NewPCG(5, 6))
 	for i := range 10 {
+		before := fileSize(t, out)
 		cmd, stderr := start()
-		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond) // a random moment to kill at
+		<-reached[i]
+		grew := time.Now().Add(5 * time.Second)
+		for fileSize(t, out) <= before && time.Now().Before(grew) {
+			time.Sleep(5 * time.Millisecond) // polling another process's output
+		}
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -148,6 +173,19 @@ sink:
 			t.Fatalf("change %d: file has %v, want %v (lost, duplicated or reordered)", i, got[i], want)
 		}
 	}
+}
+
+// fileSize returns the size of the file at path, 0 if it does not exist.
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }
 
 func isClosed(c chan struct{}) bool {

@@ -34,7 +34,10 @@ type change struct {
 
 // workload writes n changes (inserts, updates, deletes) one after the
 // other and returns them in order. It stops early when ctx is done.
-func workload(ctx context.Context, coll *mongo.Collection, n int, seed uint64) ([]change, error) {
+//
+// progress, when not nil, is called with the number of changes written so far
+// after each one.
+func workload(ctx context.Context, coll *mongo.Collection, n int, seed uint64, progress func(written int)) ([]change, error) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var live []int64
 	var out []change
@@ -67,6 +70,9 @@ func workload(ctx context.Context, coll *mongo.Collection, n int, seed uint64) (
 				return out, fmt.Errorf("delete %d: %w", id, err)
 			}
 			out = append(out, change{cdc.OpDelete, id})
+		}
+		if progress != nil {
+			progress(len(out))
 		}
 	}
 	return out, nil
@@ -149,7 +155,7 @@ func TestPipelineHardStops(t *testing.T) {
 	wrote := make(chan []change, 1)
 	werr := make(chan error, 1)
 	go func() {
-		ch, err := workload(wctx, e.coll, n, 7)
+		ch, err := workload(wctx, e.coll, n, 7, nil)
 		wrote <- ch
 		werr <- err
 	}()
@@ -202,7 +208,7 @@ func TestPipelineHistoryLostKeepsCheckpoint(t *testing.T) {
 	<-done
 	before, _ := store.Load(context.Background(), "orders")
 
-	if _, err := workload(context.Background(), e.coll, 400, 1); err != nil {
+	if _, err := workload(context.Background(), e.coll, 400, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	p, _ = newPipeline(t, e.config(t), out, &store)
