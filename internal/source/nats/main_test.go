@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tide-cdc/tide/internal/cdc"
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -169,7 +168,5 @@ func openSource(t testing.TB, cfg Config, restored *cdc.Checkpoint) *Source {
 	t.Cleanup(func() { src.Close() })
 	return src
 }
-
-var _ = testenv.NATS
 
 func itoa(i int) string { return strconv.Itoa(i) }
