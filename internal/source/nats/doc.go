@@ -6,16 +6,17 @@
 // # JetStream
 //
 // Open creates or updates the durable pull consumer from the Config, then a
-// reader goroutine pulls messages into a bounded queue that Poll empties.
-// It uses the client's pull iterator: requests for FetchBatch messages,
-// each held open by the server for FetchMaxWait (at least 1s), the next
-// sent when half of the current one arrived, all answered on one
-// subscription, so that round trips overlap and messages keep the order
-// the server sent them in (two Fetch calls in flight would interleave). A
-// pull error backs off 500ms, 1s, 2s, 4s, then 5s (each ±20%, jittered
-// from a randomly seeded generator); idle pulls are not errors and any
-// progress resets the count. Payloads are validated in Poll, so that the
-// network reader and the validation run on two cores.
+// reader pulls messages into a bounded queue that Poll empties. It uses the
+// client's Consume: requests for FetchBatch messages, each held open by the
+// server for FetchMaxWait (at least 1s), the next sent when half of the
+// current one arrived, all answered on one subscription, so that round
+// trips overlap and messages keep the order the server sent them in (two
+// Fetch calls in flight would interleave). An error the client reports
+// stops the consumption, and the reader starts a new one after a backoff
+// of 500ms, 1s, 2s, 4s, then 5s (each ±20%, jittered from a randomly
+// seeded generator); idle pulls are not errors and any progress resets the
+// count. Payloads are validated in Poll, so that the network reader and
+// the validation run on two cores.
 //
 // A message is acknowledged only through Ack, which the runtime calls after
 // the sink committed the batch and the checkpoint naming it was saved. Ack
