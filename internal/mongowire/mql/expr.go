@@ -334,6 +334,7 @@ func init() {
 		"$stdDevPop": {-1, evalArrayAccumulator}, "$stdDevSamp": {-1, evalArrayAccumulator},
 		"$first": {1, evalFirstLast}, "$last": {1, evalFirstLast},
 		"$strLenBytes": {1, evalStrLen}, "$strLenCP": {1, evalStrLen},
+		"$indexOfBytes": {-1, evalIndexOf}, "$indexOfCP": {-1, evalIndexOf},
 	}
 	addMoreOperators(operators)
 }
@@ -368,6 +369,8 @@ func compileOperator(name string, arg bson.RawValue, vars scope) (expr, error) {
 		return compileTrim(name, arg, vars)
 	case "$firstN", "$lastN", "$maxN", "$minN":
 		return compileNExpr(name, arg, vars)
+	case "$replaceOne", "$replaceAll":
+		return compileReplace(name, arg, vars)
 	}
 	op, ok := operators[name]
 	if !ok {
