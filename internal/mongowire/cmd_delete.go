@@ -49,7 +49,10 @@ func (s *Server) cmdDelete(_ context.Context, _ *conn, r *request) (bson.D, erro
 		writeErrs bson.A
 	)
 	for i, st := range parsed {
-		k, err := s.store.Delete(ns, st.q, st.limit)
+		k, err := 0, s.statementHint(ns, stmts[i])
+		if err == nil {
+			k, err = s.store.Delete(ns, st.q, st.limit)
+		}
 		if err == nil {
 			n += k
 			continue

@@ -35,17 +35,21 @@ func (s *Server) cmdUpdate(_ context.Context, _ *conn, r *request) (bson.D, erro
 		writeErrs   bson.A
 	)
 	for i, spec := range specs {
-		var res store.UpdateResult
-		if spec.Multi && spec.Update.Type == bson.TypeEmbeddedDocument && isReplacement(spec.Update.Document()) {
+		switch err = s.statementHint(ns, stmts[i]); {
+		case err != nil:
+		case spec.Multi && spec.Update.Type == bson.TypeEmbeddedDocument && isReplacement(spec.Update.Document()):
 			err = mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
-		} else if res, err = s.store.Update(ns, spec); err == nil {
-			n += res.Matched
-			modified += res.Modified
-			if res.UpsertedID.Type != 0 {
-				n++
-				upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: res.UpsertedID}})
+		default:
+			var res store.UpdateResult
+			if res, err = s.store.Update(ns, spec); err == nil {
+				n += res.Matched
+				modified += res.Modified
+				if res.UpsertedID.Type != 0 {
+					n++
+					upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: res.UpsertedID}})
+				}
+				continue
 			}
-			continue
 		}
 		writeErrs = append(writeErrs, writeErrorDoc(i, asMongoErr(err)))
 		if ordered {

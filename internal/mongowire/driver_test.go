@@ -193,6 +193,9 @@ func TestCommandErrors(t *testing.T) {
 		"unknown insert field":     {bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "let", Value: bson.D{}}}, 40415, "BSON field 'insert.let' is an unknown field."},
 		"unknown statement field":  {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{}}, {Key: "sort", Value: bson.D{}}}}}}, 40415, "BSON field 'update.updates.sort' is an unknown field."},
 		"unknown create option":    {bson.D{{Key: "create", Value: "new"}, {Key: "cappedd", Value: true}}, 40415, "BSON field 'create.cappedd' is an unknown field."},
+		"unknown hint":             {bson.D{{Key: "find", Value: "c"}, {Key: "hint", Value: bson.D{{Key: "zz", Value: 1}}}}, 2, "hint provided does not correspond to an existing index"},
+		"unknown hint name":        {bson.D{{Key: "count", Value: "c"}, {Key: "hint", Value: "zz_1"}}, 2, "hint provided does not correspond to an existing index"},
+		"unknown statement hint":   {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 1}, {Key: "hint", Value: "zz_1"}}}}}, 0, "hint provided does not correspond to an existing index"},
 		"statement without u":      {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, 40414, "BSON field 'update.updates.u' is missing but a required field"},
 		"delete without limit":     {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, 40414, "BSON field 'delete.deletes.limit' is missing but a required field"},
 		"getMore without coll":     {bson.D{{Key: "getMore", Value: int64(1)}}, 40414, "BSON field 'getMore.collection' is missing but a required field"},
@@ -982,4 +985,31 @@ func TestAggregateOut(t *testing.T) {
 	}
 	_, err = db.Collection("c").Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "t"}}, {{Key: "$match", Value: bson.D{}}}})
 	wantCode(t, err, 40601, "$out can only be the final stage in the pipeline")
+}
+
+// A hint naming an existing index (by name or key pattern, any numeric
+// direction type) or $natural is accepted.
+func TestValidHints(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("hints")
+	coll := db.Collection("c")
+	if _, err := coll.InsertOne(t.Context(), bson.D{{Key: "a", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.Indexes().CreateOne(t.Context(), mongo.IndexModel{Keys: bson.D{{Key: "a", Value: -1}}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, hint := range map[string]any{
+		"name": "a_-1", "key": bson.D{{Key: "a", Value: -1}}, "key as double": bson.D{{Key: "a", Value: -1.0}},
+		"id": bson.D{{Key: "_id", Value: 1}}, "natural": bson.D{{Key: "$natural", Value: -1}},
+	} {
+		n, err := coll.CountDocuments(t.Context(), bson.D{{Key: "a", Value: 1}}, options.Count().SetHint(hint))
+		if err != nil || n != 1 {
+			t.Errorf("hint %s: %d, %v", name, n, err)
+		}
+	}
+	// A missing collection answers empty whatever the hint, as mongod.
+	if err := db.Collection("nope").FindOne(t.Context(), bson.D{}, options.FindOne().SetHint("zz")).Err(); !errors.Is(err, mongo.ErrNoDocuments) {
+		t.Fatalf("hint on a missing collection: %v", err)
+	}
 }
