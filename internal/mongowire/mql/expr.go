@@ -511,12 +511,17 @@ func compileLet(arg bson.RawValue, vars scope) (expr, error) {
 	if arg.Type != bson.TypeEmbeddedDocument {
 		return nil, mongoerr.New(16874, "$let only supports an object as its argument")
 	}
-	varsDoc, in := lookup(arg.Value, "vars"), lookup(arg.Value, "in")
-	if varsDoc.Type != bson.TypeEmbeddedDocument {
-		return nil, mongoerr.New(16876, "Missing 'vars' parameter to $let")
+	if err := checkParams("$let", arg.Value, 16875, "vars", "in"); err != nil {
+		return nil, err
 	}
-	if in.Type == 0 {
+	varsDoc, in := lookup(arg.Value, "vars"), lookup(arg.Value, "in")
+	switch {
+	case varsDoc.Type == 0:
+		return nil, mongoerr.New(16876, "Missing 'vars' parameter to $let")
+	case in.Type == 0:
 		return nil, mongoerr.New(16877, "Missing 'in' parameter to $let")
+	case varsDoc.Type != bson.TypeEmbeddedDocument:
+		return nil, mongoerr.New(10065, "invalid parameter: expected an object (vars)")
 	}
 	var names []string
 	var vals []expr
@@ -553,9 +558,38 @@ func compileLet(arg bson.RawValue, vars scope) (expr, error) {
 	}}, nil
 }
 
+// checkParams refuses a field of an operator's argument document that is
+// not one of allowed: "Unrecognized parameter to $op: name".
+func checkParams(op string, doc bson.Raw, code int32, allowed ...string) error {
+	it := iterDoc(doc)
+	for {
+		k, _, ok := it.next()
+		if !ok {
+			return nil
+		}
+		known := false
+		for _, a := range allowed {
+			known = known || string(k) == a
+		}
+		if !known {
+			return mongoerr.New(code, "Unrecognized parameter to %s: %s", op, k)
+		}
+	}
+}
+
 func compileMapFilter(name string, arg bson.RawValue, vars scope) (expr, error) {
+	// mongod's codes: $map 16878-16883, $filter 28646-28651.
+	notObject, unknown, noInput, noBody, notArray := int32(16878), int32(16879), int32(16880), int32(16882), int32(16883)
+	allowed := []string{"input", "as", "in"}
+	if name == "$filter" {
+		notObject, unknown, noInput, noBody, notArray = 28646, 28647, 28648, 28650, 28651
+		allowed = []string{"input", "as", "cond", "limit"}
+	}
 	if arg.Type != bson.TypeEmbeddedDocument {
-		return nil, mongoerr.New(16878, "%s only supports an object as its argument", name)
+		return nil, mongoerr.New(notObject, "%s only supports an object as its argument", name)
+	}
+	if err := checkParams(name, arg.Value, unknown, allowed...); err != nil {
+		return nil, err
 	}
 	input := lookup(arg.Value, "input")
 	as := "this"
@@ -568,14 +602,20 @@ func compileMapFilter(name string, arg bson.RawValue, vars scope) (expr, error) 
 	}
 	body := lookup(arg.Value, bodyKey)
 	if input.Type == 0 {
-		return nil, mongoerr.New(16880, "Missing 'input' parameter to %s", name)
+		return nil, mongoerr.New(noInput, "Missing 'input' parameter to %s", name)
 	}
 	if body.Type == 0 {
-		return nil, mongoerr.New(16882, "Missing '%s' parameter to %s", bodyKey, name)
+		return nil, mongoerr.New(noBody, "Missing '%s' parameter to %s", bodyKey, name)
 	}
 	inE, err := compileExpr(input, vars)
 	if err != nil {
 		return nil, err
+	}
+	var limitE expr
+	if l := lookup(arg.Value, "limit"); l.Type != 0 {
+		if limitE, err = compileExpr(l, vars); err != nil {
+			return nil, err
+		}
 	}
 	bodyE, err := compileExpr(body, append(append(scope{}, vars...), as))
 	if err != nil {
@@ -591,10 +631,31 @@ func compileMapFilter(name string, arg bson.RawValue, vars scope) (expr, error) 
 			return nullValue, nil
 		case bson.TypeArray:
 		default:
-			return missing, mongoerr.New(28651, "input to %s must be an array not %s", name, typeName(in.Type))
+			return missing, mongoerr.New(notArray, "input to %s must be an array not %s", name, typeName(in.Type))
+		}
+		limit := -1
+		if limitE != nil {
+			l, err := limitE.eval(c)
+			if err != nil {
+				return missing, err
+			}
+			// A null limit is no limit (ExpressionFilter::evaluate).
+			if !isNullish(l) {
+				n, ok := int32Value(l)
+				if !ok {
+					return missing, mongoerr.New(327391, "$filter: limit must be represented as a 32-bit integral value: %s", shortString(l))
+				}
+				if n < 1 {
+					return missing, mongoerr.New(327392, "$filter: limit must be greater than 0: %d", n)
+				}
+				limit = int(n)
+			}
 		}
 		var out []bson.RawValue
 		for _, e := range arrayValues(in.Value) {
+			if limit >= 0 && len(out) == limit {
+				break
+			}
 			r, err := bodyE.eval(c.with(as, e))
 			if err != nil {
 				return missing, err

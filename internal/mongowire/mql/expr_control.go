@@ -11,10 +11,30 @@ import (
 // Expressions taking a document of named arguments: $convert, $switch,
 // $reduce, $regexMatch/$regexFind/$regexFindAll and $trim.
 
+// namedArgErrors are mongod's codes for an argument that is not a
+// document and for an unknown field, by operator; $convert uses
+// FailedToParse for both.
+var namedArgErrors = map[string]struct {
+	notObject, unknown int32
+	format             string // of the not-object message: op, type name
+}{
+	"$trim":         {50696, 50694, "%s only supports an object as an argument, found %s"},
+	"$ltrim":        {50696, 50694, "%s only supports an object as an argument, found %s"},
+	"$rtrim":        {50696, 50694, "%s only supports an object as an argument, found %s"},
+	"$regexMatch":   {51103, 31024, "%s expects an object of named arguments but found: %s"},
+	"$regexFind":    {51103, 31024, "%s expects an object of named arguments but found: %s"},
+	"$regexFindAll": {51103, 31024, "%s expects an object of named arguments but found: %s"},
+}
+
 // namedArgs compiles the fields of an operator's argument document.
 func namedArgs(op string, arg bson.RawValue, vars scope, allowed ...string) (map[string]expr, error) {
+	codes, ok := namedArgErrors[op]
+	if !ok {
+		codes.notObject, codes.unknown = mongoerr.FailedToParse, mongoerr.FailedToParse
+		codes.format = "%s expects an object of named arguments but found: %s"
+	}
 	if arg.Type != bson.TypeEmbeddedDocument {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "%s expects an object of named arguments but found: %s", op, typeName(arg.Type))
+		return nil, mongoerr.New(codes.notObject, codes.format, op, typeName(arg.Type))
 	}
 	out := map[string]expr{}
 	it := iterDoc(arg.Value)
@@ -29,7 +49,7 @@ func namedArgs(op string, arg bson.RawValue, vars scope, allowed ...string) (map
 			known = known || a == name
 		}
 		if !known {
-			return nil, mongoerr.New(mongoerr.FailedToParse, "%s found an unknown argument: %s", op, name)
+			return nil, mongoerr.New(codes.unknown, "%s found an unknown argument: %s", op, name)
 		}
 		e, err := compileExpr(v, vars)
 		if err != nil {
@@ -188,6 +208,16 @@ func compileSwitch(arg bson.RawValue, vars scope) (expr, error) {
 func compileReduce(arg bson.RawValue, vars scope) (expr, error) {
 	if arg.Type != bson.TypeEmbeddedDocument {
 		return nil, mongoerr.New(40075, "$reduce requires an object as an argument, found: %s", typeName(arg.Type))
+	}
+	it := iterDoc(arg.Value)
+	for {
+		k, _, ok := it.next()
+		if !ok {
+			break
+		}
+		if f := string(k); f != "input" && f != "initialValue" && f != "in" {
+			return nil, mongoerr.New(40076, "$reduce found an unknown argument: %s", f)
+		}
 	}
 	input, init, in := lookup(arg.Value, "input"), lookup(arg.Value, "initialValue"), lookup(arg.Value, "in")
 	switch {
