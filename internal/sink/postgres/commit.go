@@ -46,7 +46,6 @@ func (s *Sink) connect(ctx context.Context) error {
 		}
 	}
 	s.conn = conn
-	s.stageDirty = false // a new session has a new, empty staging table
 	if err := s.settle(ctx); err != nil {
 		// Without the lock, or unsure the lost session ended, the
 		// connection must not be used: the next try connects afresh.
@@ -252,13 +251,16 @@ func (s *Sink) attempt(ctx context.Context, ckpt []byte, uncertain bool) error {
 		s.log.Warn("lost commit may have succeeded; applying the batch again (at-least-once without checkpoint: sink)", "rows", s.stage.live)
 	}
 
+	if _, err := s.conn.Exec(ctx, "begin"); err != nil {
+		return s.failed(fmt.Errorf("begin: %w", err))
+	}
 	if err := s.apply(ctx, ckpt); err != nil {
 		if errors.Is(err, errUncertain) {
 			return s.failed(err)
 		}
 		if s.conn != nil && !s.conn.IsClosed() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_, _ = s.conn.Exec(rctx, "rollback") // outside a transaction, only a warning
+			_, _ = s.conn.Exec(rctx, "rollback") // on a broken connection the server rolls back
 			cancel()
 		}
 		var be *batchError
@@ -270,34 +272,24 @@ func (s *Sink) attempt(ctx context.Context, ckpt []byte, uncertain bool) error {
 	return nil
 }
 
-// apply writes the batch in two round trips. First COPY into the
-// session's staging table, outside any transaction: the table is the
-// session's own, and nothing outside it sees it. Then one flight of
-// statements: BEGIN, one statement per kind of operation, the checkpoint,
-// COMMIT, and the emptying of the staging table. An error from PostgreSQL
-// means that nothing after the failing statement ran, COMMIT included; a
-// connection lost once the flight was sent leaves the outcome unknown
-// (errUncertain).
+// apply writes the batch in the transaction begun: COPY into the staging
+// table, then, in one round trip, one statement per kind of operation, the
+// checkpoint, and COMMIT. An error from PostgreSQL means nothing after the
+// failing statement ran, COMMIT included; a connection lost once the
+// statements were sent leaves the outcome unknown (errUncertain).
 func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	st := &s.stage
-	if s.stageDirty { // an earlier try staged rows and did not get to empty the table
-		if _, err := s.conn.Exec(ctx, s.sql.truncateStage); err != nil {
-			return fmt.Errorf("empty staging table: %w", err)
-		}
-		s.stageDirty = false
-	}
 	cols := mirrorStageColumns
 	if !st.mirror {
 		cols = appendStageColumns
 	}
 	if st.live > 0 {
-		s.stageDirty = true
 		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", stageTable}, cols, st.source()); err != nil {
 			return classify(err, &batchError{what: "copy into staging table", err: err, key: s.copyErrorKey(err)})
 		}
 	}
 	type stmt struct{ what, sql string }
-	stmts := []stmt{{"begin", "begin"}}
+	var stmts []stmt
 	switch {
 	case st.mirror:
 		if st.upsert > 0 {
@@ -318,36 +310,28 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 		stmts = append(stmts, stmt{"save checkpoint in " + s.sql.checkpoints, s.sql.saveCheckpoint})
 	}
 	b.Queue("commit")
-	stmts = append(stmts, stmt{"commit", "commit"})
-	if st.live > 0 {
-		b.Queue(s.sql.truncateStage)
-	}
+	stmts = append(stmts, stmt{"commit", ""})
 
 	br := s.conn.SendBatch(ctx, b)
-	defer br.Close()
 	for _, q := range stmts {
 		tag, err := br.Exec()
+		if err == nil && q.sql == "" && tag.String() != "COMMIT" {
+			br.Close()
+			return fmt.Errorf("commit: PostgreSQL rolled the transaction back (%s)", tag) // retried
+		}
 		if err != nil {
+			br.Close()
 			if !isServerError(err) && ctx.Err() == nil {
 				return fmt.Errorf("%s: %w: %w", q.what, errUncertain, err)
 			}
-			if q.what == "begin" {
-				return err // a transaction left open: retried on a new connection
-			}
 			return classify(err, &batchError{what: q.what, sql: q.sql, err: err})
 		}
-		if q.what == "commit" && tag.String() != "COMMIT" {
-			return fmt.Errorf("commit: PostgreSQL rolled the transaction back (%s)", tag) // retried
-		}
 	}
-	// Committed. Emptying the staging table is housekeeping: if it
-	// failed, the next batch empties it first.
-	if st.live > 0 {
-		if _, err := br.Exec(); err == nil {
-			s.stageDirty = false
-		} else if !isServerError(err) {
-			s.dropConn()
+	if err := br.Close(); err != nil {
+		if !isServerError(err) && ctx.Err() == nil {
+			return fmt.Errorf("apply batch: %w: %w", errUncertain, err)
 		}
+		return classify(err, &batchError{what: "apply batch", err: err})
 	}
 	return nil
 }
@@ -453,8 +437,13 @@ func (s *Sink) diagnose(ctx context.Context, be *batchError) string {
 		return ""
 	}
 	defer tx.Rollback(context.WithoutCancel(dctx))
-	// The staging table still holds the batch: COPY ran outside the
-	// failed transaction.
+	cols := mirrorStageColumns
+	if !st.mirror {
+		cols = appendStageColumns
+	}
+	if _, err := tx.CopyFrom(dctx, pgx.Identifier{"pg_temp", stageTable}, cols, st.source()); err != nil {
+		return ""
+	}
 	tried := 0
 	for i := range st.rows {
 		r := &st.rows[i]

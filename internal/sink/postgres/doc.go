@@ -25,13 +25,12 @@
 // # Batches
 //
 // Put only copies the batch into the sink's own buffers, so that a batch
-// can be retried after a lost connection. Commit writes it in two round
-// trips: COPY into the session's temporary staging table, then one flight
-// of BEGIN; one set-based statement per kind of operation (mirror: upsert,
-// then delete; append: one insert in event order); the checkpoint row;
-// COMMIT; and the emptying of the staging table. In mirror mode only the
-// last event of a batch for each document key is staged, so it alone
-// decides the row.
+// can be retried after a lost connection. Commit writes it: BEGIN; COPY
+// into a temporary staging table; one set-based statement per kind of
+// operation (mirror: upsert, then delete; append: one insert in event
+// order); the checkpoint row; COMMIT. In mirror mode only the last event
+// of a batch for each document key is staged, so it alone decides the
+// row.
 //
 // # Guarantees
 //

@@ -65,9 +65,8 @@ type Sink struct {
 	log *slog.Logger
 	sql statements
 
-	conn       *pgx.Conn
-	lostPID    uint32 // server process of a connection lost mid-batch; 0 if none
-	stageDirty bool   // the session's staging table may hold rows
+	conn    *pgx.Conn
+	lostPID uint32 // server process of a connection lost mid-batch; 0 if none
 
 	opened bool
 	stage  stage

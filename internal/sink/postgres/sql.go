@@ -6,8 +6,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// stageTable is the session's temporary staging table, emptied after
-// every batch.
+// stageTable is the session's temporary staging table; rows vanish at
+// every commit.
 const stageTable = "tide_stage"
 
 // checkpointTable holds one checkpoint row per pipeline.
@@ -59,7 +59,6 @@ type statements struct {
 	createTable       string
 	createCheckpoints string
 	createStage       string
-	truncateStage     string
 
 	// Applying a staged batch. Each applies every staged row of its
 	// kind; the ...One variant applies the row with _id (mirror) or n
@@ -88,7 +87,6 @@ func newStatements(cfg Config) statements {
 	s.checkCheckpoint = `SELECT coalesce((SELECT checkpoint = $2::jsonb FROM ` + s.checkpoints + ` WHERE pipeline = $1), false)`
 
 	stage := "pg_temp." + stageTable
-	s.truncateStage = "TRUNCATE " + stage
 	if cfg.Mode == ModeAppend {
 		s.createTable = `CREATE TABLE IF NOT EXISTS ` + s.table + ` (
 	id bigserial PRIMARY KEY,
@@ -105,7 +103,7 @@ func newStatements(cfg Config) statements {
 	_headers jsonb,
 	_resume_token jsonb,
 	_tide_synced_at timestamptz NOT NULL DEFAULT now())`
-		s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (n bigint, rec jsonb)`
+		s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (n bigint, rec jsonb) ON COMMIT DELETE ROWS`
 		// A JSON null becomes SQL NULL; absent fields are NULL anyway.
 		sel := `SELECT rec->>'_namespace', rec->>'_op', nullif(rec->'_document_key', 'null'),
 	(rec->>'_cluster_time_s')::bigint, (rec->>'_cluster_time_i')::bigint, (rec->>'_wall_time_ms')::bigint,
@@ -126,7 +124,7 @@ func newStatements(cfg Config) statements {
 	_tide_cluster_time bigint NOT NULL,
 	_tide_deleted boolean NOT NULL DEFAULT false,
 	_tide_synced_at timestamptz NOT NULL DEFAULT now())`
-	s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (_id text, doc jsonb, op text, ct bigint, del boolean)`
+	s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (_id text, doc jsonb, op text, ct bigint, del boolean) ON COMMIT DELETE ROWS`
 
 	// The guard: a row is only replaced by an event at least as recent.
 	// Equal cluster times replace, so that a replayed batch, or events of
