@@ -371,6 +371,10 @@ func compileOperator(name string, arg bson.RawValue, vars scope) (expr, error) {
 		return compileNExpr(name, arg, vars)
 	case "$replaceOne", "$replaceAll":
 		return compileReplace(name, arg, vars)
+	case "$sortArray":
+		return compileSortArray(arg, vars)
+	case "$zip":
+		return compileZip(arg, vars)
 	}
 	op, ok := operators[name]
 	if !ok {
