@@ -65,6 +65,12 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 			return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 		}
 	}
+	if len(stages) > 0 && stages[0].Index(0).Key() == "$currentOp" { // db.currentOp(): nothing to list
+		if r.db != "admin" || ns.Coll != "" {
+			return nil, mongoerr.New(mongoerr.InvalidNamespace, "$currentOp must be run against the 'admin' database with {aggregate: 1}")
+		}
+		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
+	}
 	if out, err := hasOut(stages); err != nil {
 		return nil, err
 	} else if out && ns.Coll != "" {

@@ -1013,3 +1013,42 @@ func TestValidHints(t *testing.T) {
 		t.Fatalf("hint on a missing collection: %v", err)
 	}
 }
+
+// The diagnostic commands mongosh helpers call answer in mongod's shape.
+func TestDiagnosticCommands(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("diag")
+	if _, err := db.Collection("c").InsertOne(t.Context(), bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	admin := c.Database("admin")
+	r := run(t, db, bson.D{{Key: "validate", Value: "c"}})
+	if !r.Lookup("valid").Boolean() || r.Lookup("nrecords").Int32() != 1 || r.Lookup("keysPerIndex", "_id_").Int32() != 1 {
+		t.Fatalf("validate %v", r)
+	}
+	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "validate", Value: "nope"}}).Err(), 26, "does not exist")
+	if r := run(t, db, bson.D{{Key: "profile", Value: -1}}); r.Lookup("was").Int32() != 0 {
+		t.Fatalf("profile %v", r)
+	}
+	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "profile", Value: 2}}).Err(), 115, "profiling level 2")
+	if r := run(t, db, bson.D{{Key: "usersInfo", Value: 1}}); len(r.Lookup("users").Array()) != 5 { // the empty array
+		t.Fatalf("usersInfo %v", r)
+	}
+	if r := run(t, admin, bson.D{{Key: "currentOp", Value: 1}}); r.Lookup("inprog").Type != bson.TypeArray {
+		t.Fatalf("currentOp %v", r)
+	}
+	cur, err := admin.Aggregate(t.Context(), mongo.Pipeline{{{Key: "$currentOp", Value: bson.D{}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Next(t.Context()) {
+		t.Fatalf("$currentOp listed %v", cur.Current)
+	}
+	cur.Close(t.Context())
+	_, err = db.Aggregate(t.Context(), mongo.Pipeline{{{Key: "$currentOp", Value: bson.D{}}}})
+	wantCode(t, err, 73, "$currentOp must be run against the 'admin' database")
+	if r := run(t, db, bson.D{{Key: "listCommands", Value: 1}}); r.Lookup("commands", "find", "adminOnly").Boolean() ||
+		!r.Lookup("commands", "listDatabases", "adminOnly").Boolean() {
+		t.Fatalf("listCommands %v", r)
+	}
+}
