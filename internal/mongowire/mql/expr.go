@@ -376,6 +376,9 @@ func compileOperator(name string, arg bson.RawValue, vars scope) (expr, error) {
 	case "$zip":
 		return compileZip(arg, vars)
 	}
+	if datePartNames[name] {
+		return compileDatePart(name, arg, vars)
+	}
 	op, ok := operators[name]
 	if !ok {
 		return nil, mongoerr.New(mongoerr.InvalidPipelineOperator, "Unrecognized expression '%s'", name)

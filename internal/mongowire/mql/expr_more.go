@@ -36,10 +36,7 @@ func addMoreOperators(m map[string]struct {
 		"$range": {-1, evalRange}, "$indexOfArray": {-1, evalIndexOfArray},
 		"$mergeObjects": {-1, evalMergeObjects}, "$objectToArray": {1, evalObjectToArray},
 		"$arrayToObject": {1, evalArrayToObject},
-		"$year":          {1, evalDatePart}, "$month": {1, evalDatePart}, "$dayOfMonth": {1, evalDatePart},
-		"$hour": {1, evalDatePart}, "$minute": {1, evalDatePart}, "$second": {1, evalDatePart},
-		"$millisecond": {1, evalDatePart}, "$dayOfWeek": {1, evalDatePart}, "$dayOfYear": {1, evalDatePart},
-		"$rand": {-1, evalRand}, "$isNumber": {1, evalIsNumber},
+		"$rand":          {-1, evalRand}, "$isNumber": {1, evalIsNumber},
 		"$setUnion": {-1, evalSetOp}, "$setIntersection": {-1, evalSetOp},
 		"$setDifference": {2, evalSetOp}, "$setEquals": {-1, evalSetOp}, "$setIsSubset": {2, evalSetOp},
 		"$anyElementTrue": {1, evalElementsTrue}, "$allElementsTrue": {1, evalElementsTrue},
@@ -547,46 +544,6 @@ func evalArrayToObject(_ string, args []bson.RawValue) (bson.RawValue, error) {
 		m.add(vDoc(d.done()))
 	}
 	return m.result(), nil
-}
-
-func evalDatePart(name string, args []bson.RawValue) (bson.RawValue, error) {
-	v := args[0]
-	var t time.Time
-	switch v.Type {
-	case 0, bson.TypeNull, bson.TypeUndefined:
-		return nullValue, nil
-	case bson.TypeDateTime:
-		t = time.UnixMilli(asInt64(v)).UTC()
-	case bson.TypeTimestamp:
-		s, _ := v.Timestamp()
-		t = time.Unix(int64(s), 0).UTC()
-	case bson.TypeObjectID:
-		t = v.ObjectID().Timestamp().UTC()
-	default:
-		return missing, mongoerr.New(16006, "can't convert from BSON type %s to Date", typeName(v.Type))
-	}
-	var n int
-	switch name {
-	case "$year":
-		n = t.Year()
-	case "$month":
-		n = int(t.Month())
-	case "$dayOfMonth":
-		n = t.Day()
-	case "$hour":
-		n = t.Hour()
-	case "$minute":
-		n = t.Minute()
-	case "$second":
-		n = t.Second()
-	case "$millisecond":
-		n = t.Nanosecond() / 1e6
-	case "$dayOfWeek":
-		n = int(t.Weekday()) + 1
-	case "$dayOfYear":
-		n = t.YearDay()
-	}
-	return vInt32(int32(n)), nil
 }
 
 // compileDateToString compiles {$dateToString: {date, format, timezone, onNull}}.
