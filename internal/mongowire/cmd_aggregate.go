@@ -71,10 +71,14 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
 	}
-	if out, err := hasOut(stages); err != nil {
+	if stage, err := writeStage(stages); err != nil {
 		return nil, err
-	} else if out && ns.Coll != "" {
-		if err := s.runOut(ns, stages); err != nil {
+	} else if stage != "" && ns.Coll != "" {
+		run := s.runOut
+		if stage == "$merge" {
+			run = s.runMerge
+		}
+		if err := run(ns, stages); err != nil {
 			return nil, err
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})

@@ -11,18 +11,18 @@ import (
 	"github.com/tide-cdc/tide/internal/mongowire/store"
 )
 
-// hasOut reports whether a pipeline holds a $out stage, and refuses one
-// that is not the last stage (40601), as mongod does.
-func hasOut(stages []bson.Raw) (bool, error) {
+// writeStage returns the name of a pipeline's $out or $merge stage ("" if
+// none), and refuses one that is not the last stage (40601), as mongod.
+func writeStage(stages []bson.Raw) (string, error) {
 	for i, st := range stages {
-		if e, err := st.IndexErr(0); err == nil && e.Key() == "$out" {
+		if e, err := st.IndexErr(0); err == nil && (e.Key() == "$out" || e.Key() == "$merge") {
 			if i != len(stages)-1 {
-				return false, mongoerr.New(40601, "$out can only be the final stage in the pipeline")
+				return "", mongoerr.New(40601, "%s can only be the final stage in the pipeline", e.Key())
 			}
-			return true, nil
+			return e.Key(), nil
 		}
 	}
-	return false, nil
+	return "", nil
 }
 
 // outTarget reads $out's target: a collection name in the source's

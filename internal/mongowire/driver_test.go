@@ -1052,3 +1052,64 @@ func TestDiagnosticCommands(t *testing.T) {
 		t.Fatalf("listCommands %v", r)
 	}
 }
+
+// $merge writes each result as whenMatched and whenNotMatched say.
+func TestAggregateMerge(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("merge")
+	ctx := t.Context()
+	src, dst := db.Collection("src"), db.Collection("dst")
+	if _, err := src.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: "new1"}}, bson.D{{Key: "_id", Value: 2}, {Key: "v", Value: "new2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	reset := func() {
+		dst.Drop(ctx)
+		if _, err := dst.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: "old"}, {Key: "keep", Value: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	merge := func(spec bson.D) error {
+		_, err := src.Aggregate(ctx, mongo.Pipeline{{{Key: "$merge", Value: append(bson.D{{Key: "into", Value: "dst"}}, spec...)}}})
+		return err
+	}
+	contents := func() string {
+		cur, err := dst.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetProjection(bson.D{{Key: "_id", Value: 0}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []bson.M
+		if err := cur.All(ctx, &docs); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(docs)
+	}
+	tests := map[string]struct {
+		spec bson.D
+		want string
+		code int32
+	}{
+		"defaults":        {nil, `[{"v":"new1","keep":true} {"v":"new2"}]`, 0},
+		"replace":         {bson.D{{Key: "whenMatched", Value: "replace"}}, `[{"v":"new1"} {"v":"new2"}]`, 0},
+		"keepExisting":    {bson.D{{Key: "whenMatched", Value: "keepExisting"}}, `[{"v":"old","keep":true} {"v":"new2"}]`, 0},
+		"discard":         {bson.D{{Key: "whenNotMatched", Value: "discard"}}, `[{"v":"new1","keep":true}]`, 0},
+		"fail unmatched":  {bson.D{{Key: "whenNotMatched", Value: "fail"}}, "", 13113},
+		"fail matched":    {bson.D{{Key: "whenMatched", Value: "fail"}}, "", 11000},
+		"no unique index": {bson.D{{Key: "on", Value: "v"}}, "", 51183},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			reset()
+			err := merge(tc.spec)
+			if tc.code != 0 {
+				wantCode(t, err, tc.code, "")
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := contents(); got != tc.want {
+				t.Fatalf("target %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
