@@ -11,8 +11,10 @@ import (
 )
 
 // cmdAggregate: {aggregate: "c" | 1, pipeline, cursor: {batchSize}} ->
-// {cursor: {firstBatch, id, ns}}. A pipeline whose first stage is
-// $changeStream goes to the change-stream engine.
+// {cursor: {firstBatch, id, ns}}. A pipeline holding $changeStream (first
+// or not: a misplaced one gets its error there) goes to the change-stream
+// engine; $collStats, $currentOp, $out and $merge are served here; the
+// rest is the store's.
 func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	if err := validDB(r.db); err != nil {
 		return nil, err

@@ -10,7 +10,7 @@
 //
 // Cursors hold a CursorSource, so that sources other than a materialised
 // result (change streams) plug into find/aggregate/getMore unchanged: an
-// aggregate whose first stage is $changeStream goes to Server.openChangeStream.
+// aggregate holding a $changeStream stage goes to Server.openChangeStream.
 package mongowire
 
 import (
@@ -67,7 +67,7 @@ type Server struct {
 	commands map[string]command
 
 	// openChangeStream opens the source of a change-stream cursor for an
-	// aggregate whose first stage is $changeStream: cmd is the whole
+	// aggregate holding a $changeStream stage: cmd is the whole
 	// aggregate command, coll is "" for a database or cluster stream. The
 	// returned extras go into the first reply's cursor document (e.g.
 	// postBatchResumeToken). Nil means change streams are not supported.
