@@ -371,6 +371,10 @@ func compileOperator(name string, arg bson.RawValue, vars scope) (expr, error) {
 		return compileNExpr(name, arg, vars)
 	case "$replaceOne", "$replaceAll":
 		return compileReplace(name, arg, vars)
+	case "$dateAdd", "$dateSubtract":
+		return compileDateAdd(name, arg, vars)
+	case "$dateDiff":
+		return compileDateDiff(arg, vars)
 	case "$sortArray":
 		return compileSortArray(arg, vars)
 	case "$zip":

@@ -66,3 +66,83 @@ func TestDateParts(t *testing.T) {
 		})
 	}
 }
+
+// $dateAdd, $dateSubtract and $dateDiff, with answers from the MongoDB
+// 7.0 manual's examples (month ends clamp; $dateDiff counts boundaries).
+func TestDateArithmetic(t *testing.T) {
+	t.Parallel()
+	root := doc(t, `{"jan31": {"$date": "2021-01-31T10:00:00Z"}, "feb29": {"$date": "2020-02-29T00:00:00Z"}, "a": {"$date": "2020-12-31T23:59:59Z"}, "b": {"$date": "2021-01-01T00:00:01Z"}, "sat": {"$date": "2021-01-02T12:00:00Z"}, "mon": {"$date": "2021-01-04T12:00:00Z"}}`)
+	tests := map[string]struct{ expr, want string }{
+		"add month clamps":   {`{"$dateAdd": {"startDate": "$jan31", "unit": "month", "amount": 1}}`, `{"$date": "2021-02-28T10:00:00Z"}`},
+		"add year leap":      {`{"$dateAdd": {"startDate": "$feb29", "unit": "year", "amount": 1}}`, `{"$date": "2021-02-28T00:00:00Z"}`},
+		"add quarter":        {`{"$dateAdd": {"startDate": "$jan31", "unit": "quarter", "amount": 1}}`, `{"$date": "2021-04-30T10:00:00Z"}`},
+		"add hours":          {`{"$dateAdd": {"startDate": "$jan31", "unit": "hour", "amount": 15}}`, `{"$date": "2021-02-01T01:00:00Z"}`},
+		"add week":           {`{"$dateAdd": {"startDate": "$jan31", "unit": "week", "amount": 2}}`, `{"$date": "2021-02-14T10:00:00Z"}`},
+		"add millis long":    {`{"$dateAdd": {"startDate": "$b", "unit": "millisecond", "amount": {"$numberLong": "-1000"}}}`, `{"$date": "2021-01-01T00:00:00Z"}`},
+		"add day in zone":    {`{"$dateAdd": {"startDate": "$jan31", "unit": "day", "amount": 1, "timezone": "+05:00"}}`, `{"$date": "2021-02-01T10:00:00Z"}`},
+		"subtract month":     {`{"$dateSubtract": {"startDate": "$jan31", "unit": "month", "amount": 2}}`, `{"$date": "2020-11-30T10:00:00Z"}`},
+		"subtract over year": {`{"$dateSubtract": {"startDate": "$jan31", "unit": "month", "amount": 13}}`, `{"$date": "2019-12-31T10:00:00Z"}`},
+		"add null amount":    {`{"$dateAdd": {"startDate": "$jan31", "unit": "day", "amount": null}}`, `null`},
+		"add missing start":  {`{"$dateAdd": {"startDate": "$nope", "unit": "day", "amount": 1}}`, `null`},
+		"diff year":          {`{"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "year"}}`, `{"$numberLong": "1"}`},
+		"diff second":        {`{"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "second"}}`, `{"$numberLong": "2"}`},
+		"diff millisecond":   {`{"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "millisecond"}}`, `{"$numberLong": "2000"}`},
+		"diff day negative":  {`{"$dateDiff": {"startDate": "$b", "endDate": "$a", "unit": "day"}}`, `{"$numberLong": "-1"}`},
+		"diff day in zone":   {`{"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "day", "timezone": "+05:00"}}`, `{"$numberLong": "0"}`},
+		"diff month":         {`{"$dateDiff": {"startDate": "$feb29", "endDate": "$jan31", "unit": "month"}}`, `{"$numberLong": "11"}`},
+		"diff quarter":       {`{"$dateDiff": {"startDate": "$feb29", "endDate": "$jan31", "unit": "quarter"}}`, `{"$numberLong": "4"}`},
+		"diff week sunday":   {`{"$dateDiff": {"startDate": "$sat", "endDate": "$mon", "unit": "week"}}`, `{"$numberLong": "1"}`},
+		"diff week monday":   {`{"$dateDiff": {"startDate": "$sat", "endDate": "$mon", "unit": "week", "startOfWeek": "MON"}}`, `{"$numberLong": "1"}`},
+		"diff week friday":   {`{"$dateDiff": {"startDate": "$sat", "endDate": "$mon", "unit": "week", "startOfWeek": "friday"}}`, `{"$numberLong": "0"}`},
+		"diff null unit":     {`{"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": null}}`, `null`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, err := CompileExpr(val(t, tt.expr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Eval(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := val(t, tt.want); got.Type != w.Type || !Equal(got, w) {
+				t.Fatalf("got %s, want %s", got, w)
+			}
+		})
+	}
+	errs := map[string]struct {
+		expr string
+		code int32
+		msg  string
+	}{
+		"add not object":    {`{"$dateAdd": 1}`, 5166400, "$dateAdd expects an object as its argument"},
+		"add unknown":       {`{"$dateAdd": {"startDate": "$a", "unit": "day", "amount": 1, "x": 1}}`, 5166401, "Unrecognized argument to $dateAdd: x"},
+		"add missing":       {`{"$dateSubtract": {"startDate": "$a", "unit": "day"}}`, 5166402, "$dateSubtract requires startDate, unit, and amount to be present"},
+		"add not date":      {`{"$dateAdd": {"startDate": 5, "unit": "day", "amount": 1}}`, 5166403, "$dateAdd requires startDate to be convertible to a date"},
+		"add unit type":     {`{"$dateAdd": {"startDate": "$a", "unit": 1, "amount": 1}}`, 5166404, "$dateAdd expects string defining the time unit"},
+		"add unit unknown":  {`{"$dateAdd": {"startDate": "$a", "unit": "days", "amount": 1}}`, 9, "unknown time unit value: days"},
+		"add amount frac":   {`{"$dateAdd": {"startDate": "$a", "unit": "day", "amount": 1.5}}`, 5166405, "$dateAdd expects integer amount of time units"},
+		"diff not object":   {`{"$dateDiff": "x"}`, 5166301, "$dateDiff only supports an object as its argument"},
+		"diff unknown":      {`{"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "day", "x": 1}}`, 5166302, "Unrecognized argument to $dateDiff: x"},
+		"diff no start":     {`{"$dateDiff": {"endDate": "$b", "unit": "day"}}`, 5166303, "Missing 'startDate' parameter to $dateDiff"},
+		"diff no end":       {`{"$dateDiff": {"startDate": "$b", "unit": "day"}}`, 5166304, "Missing 'endDate' parameter to $dateDiff"},
+		"diff no unit":      {`{"$dateDiff": {"startDate": "$a", "endDate": "$b"}}`, 5166305, "Missing 'unit' parameter to $dateDiff"},
+		"diff not date":     {`{"$dateDiff": {"startDate": "$a", "endDate": "x", "unit": "day"}}`, 5166307, "$dateDiff requires 'endDate' to be a date, but got string"},
+		"diff unit type":    {`{"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": 3}}`, 5439013, "$dateDiff requires 'unit' to be a string, but got int"},
+		"diff week day":     {`{"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "week", "startOfWeek": "funday"}}`, 5439016, "$dateDiff parameter 'startOfWeek' value cannot be recognized as a day of a week: funday"},
+		"diff week type":    {`{"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "week", "startOfWeek": 1}}`, 5439015, "$dateDiff requires 'startOfWeek' to be a string, but got int"},
+		"diff bad timezone": {`{"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "day", "timezone": "Nowhere/Land"}}`, 40485, ""},
+	}
+	for name, tt := range errs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, err := CompileExpr(val(t, tt.expr))
+			if err == nil {
+				_, err = e.Eval(root)
+			}
+			wantCode(t, err, tt.code, tt.msg)
+		})
+	}
+}
