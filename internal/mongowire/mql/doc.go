@@ -60,6 +60,8 @@
 // aggregation stages (stages_more.go $bucket, $bucketAuto without
 // granularity, and $sample), accumulate.go the $group accumulators
 // (accumulate_n.go those with a specification document: $firstN ...
-// $bottomN), and expr*.go and convert.go the expressions; validate.go
-// checks documents for storage.
+// $bottomN), and expr*.go and convert.go the expressions (expr_string.go
+// $replaceOne/$replaceAll and $indexOf*, expr_array.go $sortArray and $zip,
+// expr_date.go the date parts and $dateAdd/$dateSubtract/$dateDiff);
+// validate.go checks documents for storage.
 package mql
