@@ -196,6 +196,7 @@ func TestCommandErrors(t *testing.T) {
 		"unknown hint":             {bson.D{{Key: "find", Value: "c"}, {Key: "hint", Value: bson.D{{Key: "zz", Value: 1}}}}, 2, "hint provided does not correspond to an existing index"},
 		"unknown hint name":        {bson.D{{Key: "count", Value: "c"}, {Key: "hint", Value: "zz_1"}}, 2, "hint provided does not correspond to an existing index"},
 		"unknown statement hint":   {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 1}, {Key: "hint", Value: "zz_1"}}}}}, 0, "hint provided does not correspond to an existing index"},
+		"system collection write":  {bson.D{{Key: "insert", Value: "system.foo"}, {Key: "documents", Value: bson.A{bson.D{}}}}, 73, "cannot write to 'errs.system.foo'"},
 		"statement without u":      {bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, 40414, "BSON field 'update.updates.u' is missing but a required field"},
 		"delete without limit":     {bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}}}}}, 40414, "BSON field 'delete.deletes.limit' is missing but a required field"},
 		"getMore without coll":     {bson.D{{Key: "getMore", Value: int64(1)}}, 40414, "BSON field 'getMore.collection' is missing but a required field"},

@@ -1,6 +1,8 @@
 package mongowire
 
 import (
+	"strings"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
@@ -36,4 +38,22 @@ func writeErrorDoc(index int, e *mongoerr.Error) bson.D {
 		{Key: "errmsg", Value: e.Message},
 	}
 	return append(d, e.Info...)
+}
+
+// systemWriteCommands are the document writes refused on system
+// collections.
+var systemWriteCommands = map[string]bool{"insert": true, "update": true, "delete": true, "findAndModify": true}
+
+// refuseSystemWrite refuses a document write to a system collection
+// (system.js aside), as mongod's userAllowedWriteNS: 73 "cannot write to
+// 'db.system.x'".
+func refuseSystemWrite(r *request) error {
+	if !systemWriteCommands[r.name] {
+		return nil
+	}
+	coll, ok := r.cmd.Index(0).Value().StringValueOK()
+	if !ok || !strings.HasPrefix(coll, "system.") || coll == "system.js" {
+		return nil
+	}
+	return mongoerr.New(mongoerr.InvalidNamespace, "cannot write to '%s.%s'", r.db, coll)
 }
