@@ -62,6 +62,6 @@
 // (accumulate_n.go those with a specification document: $firstN ...
 // $bottomN), and expr*.go and convert.go the expressions (expr_string.go
 // $replaceOne/$replaceAll and $indexOf*, expr_array.go $sortArray and $zip,
-// expr_date.go the date parts and $dateAdd/$dateSubtract/$dateDiff);
+// expr_date.go the date parts, $dateAdd/$dateSubtract/$dateDiff/$dateTrunc);
 // validate.go checks documents for storage.
 package mql

@@ -375,6 +375,8 @@ func compileOperator(name string, arg bson.RawValue, vars scope) (expr, error) {
 		return compileDateAdd(name, arg, vars)
 	case "$dateDiff":
 		return compileDateDiff(arg, vars)
+	case "$dateTrunc":
+		return compileDateTrunc(arg, vars)
 	case "$sortArray":
 		return compileSortArray(arg, vars)
 	case "$zip":

@@ -393,3 +393,100 @@ func parseWeekday(s string) (time.Weekday, bool) {
 	}
 	return 0, false
 }
+
+// compileDateTrunc compiles {$dateTrunc: {date, unit, binSize, timezone,
+// startOfWeek}}: the start of the bin of binSize units holding date, bins
+// counted in the timezone from 2000-01-01 (weeks from the first
+// startOfWeek on or after it).
+func compileDateTrunc(arg bson.RawValue, vars scope) (expr, error) {
+	const name = "$dateTrunc"
+	if arg.Type != bson.TypeEmbeddedDocument {
+		return nil, mongoerr.New(5439007, "$dateTrunc only supports an object as its argument")
+	}
+	args, err := dateArgs(name, arg, vars, 5439008, "date", "unit", "binSize", "timezone", "startOfWeek")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case args["date"] == nil:
+		return nil, mongoerr.New(5439009, "Missing 'date' parameter to $dateTrunc")
+	case args["unit"] == nil:
+		return nil, mongoerr.New(5439010, "Missing 'unit' parameter to $dateTrunc")
+	}
+	return lazyExpr{func(c *evalCtx) (bson.RawValue, error) {
+		vals, null, err := evalArgs(c, args, "date", "unit", "binSize", "timezone", "startOfWeek")
+		if err != nil || null {
+			return nullValue, err
+		}
+		t, err := toTime(vals["date"])
+		if err != nil {
+			return missing, mongoerr.New(5439012, "$dateTrunc requires 'date' to be a date, but got %s", typeName(vals["date"].Type))
+		}
+		unit, err := parseTimeUnit(name, vals["unit"])
+		if err != nil {
+			return missing, err
+		}
+		bin := int64(1)
+		if v, ok := vals["binSize"]; ok {
+			n, ok := integral(v)
+			if !ok || (v.Type == bson.TypeDouble || v.Type == bson.TypeDecimal128) && math.Abs(asFloat(v)) >= 0x1p63 {
+				return missing, mongoerr.New(5439017, "$dateTrunc requires 'binSize' to be a 64-bit integer, but got value '%s' of type %s", shortString(v), typeName(v.Type))
+			}
+			if n <= 0 {
+				return missing, mongoerr.New(5439018, "$dateTrunc requires 'binSize' to be greater than 0, but got value %d", n)
+			}
+			bin = n
+		}
+		loc := time.UTC
+		if tz, ok := vals["timezone"]; ok {
+			if loc, err = parseTimezone(tz); err != nil {
+				return missing, err
+			}
+		}
+		weekStart := time.Sunday
+		if v, ok := vals["startOfWeek"]; ok && unit == "week" {
+			if v.Type != bson.TypeString {
+				return missing, mongoerr.New(5439015, "$dateTrunc requires 'startOfWeek' to be a string, but got %s", typeName(v.Type))
+			}
+			d, ok := parseWeekday(str(v))
+			if !ok {
+				return missing, mongoerr.New(5439016, "$dateTrunc parameter 'startOfWeek' value cannot be recognized as a day of a week: %s", str(v))
+			}
+			weekStart = d
+		}
+		return vTime(truncTime(t.In(loc), unit, bin, weekStart)), nil
+	}}, nil
+}
+
+func truncTime(t time.Time, unit string, bin int64, weekStart time.Weekday) time.Time {
+	loc := t.Location()
+	y, m, d := t.Date()
+	switch unit {
+	case "year", "quarter", "month":
+		per := map[string]int64{"year": 12, "quarter": 3, "month": 1}[unit] * bin
+		months := floorDiv(int64(y-2000)*12+int64(m-1), per) * per
+		years := floorDiv(months, 12)
+		return time.Date(2000+int(years), time.Month(months-years*12+1), 1, 0, 0, 0, 0, loc)
+	case "week", "day":
+		days := time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix()/86400 - 10957 // days since 2000-01-01
+		per := bin
+		if unit == "week" {
+			// 2000-01-01 was a Saturday: weeks start on the first
+			// weekStart on or after it.
+			days -= (int64(weekStart) - int64(time.Saturday) + 7) % 7
+			per = 7 * bin
+		}
+		start := floorDiv(days, per) * per
+		if unit == "week" {
+			start += (int64(weekStart) - int64(time.Saturday) + 7) % 7
+		}
+		return time.Date(2000, 1, 1+int(start), 0, 0, 0, 0, loc)
+	}
+	ms := map[string]int64{"hour": 3_600_000, "minute": 60_000, "second": 1000, "millisecond": 1}[unit] * bin
+	// Whole units of the local wall clock, counted from 2000-01-01 there.
+	_, off := t.Zone()
+	ref := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	local := t.UnixMilli() + int64(off)*1000 - ref
+	trunc := floorDiv(local, ms)*ms + ref - int64(off)*1000
+	return time.UnixMilli(trunc).In(loc)
+}

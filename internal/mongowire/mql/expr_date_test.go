@@ -146,3 +146,65 @@ func TestDateArithmetic(t *testing.T) {
 		})
 	}
 }
+
+// $dateTrunc: the manual's example (2020-05-18T14:10:30Z in two-week bins
+// starting on Mondays, Los Angeles time, is 2020-05-11T07:00:00Z) with a
+// fixed offset for that day, and bins counted from 2000-01-01.
+func TestDateTrunc(t *testing.T) {
+	t.Parallel()
+	root := doc(t, `{"d": {"$date": "2020-05-18T14:10:30.250Z"}}`)
+	tests := map[string]struct{ expr, want string }{
+		"two weeks monday": {`{"$dateTrunc": {"date": "$d", "unit": "week", "binSize": 2, "timezone": "-07:00", "startOfWeek": "Monday"}}`, `{"$date": "2020-05-11T07:00:00Z"}`},
+		"week sunday":      {`{"$dateTrunc": {"date": "$d", "unit": "week"}}`, `{"$date": "2020-05-17T00:00:00Z"}`},
+		"month":            {`{"$dateTrunc": {"date": "$d", "unit": "month"}}`, `{"$date": "2020-05-01T00:00:00Z"}`},
+		"quarter":          {`{"$dateTrunc": {"date": "$d", "unit": "quarter"}}`, `{"$date": "2020-04-01T00:00:00Z"}`},
+		"two years":        {`{"$dateTrunc": {"date": "$d", "unit": "year", "binSize": 2}}`, `{"$date": "2020-01-01T00:00:00Z"}`},
+		"three years":      {`{"$dateTrunc": {"date": "$d", "unit": "year", "binSize": 3}}`, `{"$date": "2018-01-01T00:00:00Z"}`},
+		"day":              {`{"$dateTrunc": {"date": "$d", "unit": "day", "timezone": "+05:00"}}`, `{"$date": "2020-05-17T19:00:00Z"}`},
+		"two hours offset": {`{"$dateTrunc": {"date": "$d", "unit": "hour", "binSize": 2, "timezone": "+05:30"}}`, `{"$date": "2020-05-18T12:30:00Z"}`},
+		"15 minutes":       {`{"$dateTrunc": {"date": "$d", "unit": "minute", "binSize": 15}}`, `{"$date": "2020-05-18T14:00:00Z"}`},
+		"second":           {`{"$dateTrunc": {"date": "$d", "unit": "second"}}`, `{"$date": "2020-05-18T14:10:30Z"}`},
+		"null binSize":     {`{"$dateTrunc": {"date": "$d", "unit": "day", "binSize": null}}`, `null`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, err := CompileExpr(val(t, tt.expr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := e.Eval(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := val(t, tt.want); got.Type != w.Type || !Equal(got, w) {
+				t.Fatalf("got %s, want %s", got, w)
+			}
+		})
+	}
+	errs := map[string]struct {
+		expr string
+		code int32
+		msg  string
+	}{
+		"not object":   {`{"$dateTrunc": 1}`, 5439007, "$dateTrunc only supports an object as its argument"},
+		"unknown":      {`{"$dateTrunc": {"date": "$d", "unit": "day", "x": 1}}`, 5439008, "Unrecognized argument to $dateTrunc: x"},
+		"no date":      {`{"$dateTrunc": {"unit": "day"}}`, 5439009, "Missing 'date' parameter to $dateTrunc"},
+		"no unit":      {`{"$dateTrunc": {"date": "$d"}}`, 5439010, "Missing 'unit' parameter to $dateTrunc"},
+		"not date":     {`{"$dateTrunc": {"date": 1, "unit": "day"}}`, 5439012, "$dateTrunc requires 'date' to be a date, but got int"},
+		"unit type":    {`{"$dateTrunc": {"date": "$d", "unit": 1}}`, 5439013, "$dateTrunc requires 'unit' to be a string, but got int"},
+		"binSize frac": {`{"$dateTrunc": {"date": "$d", "unit": "day", "binSize": 1.5}}`, 5439017, "$dateTrunc requires 'binSize' to be a 64-bit integer, but got value '1.5' of type double"},
+		"binSize zero": {`{"$dateTrunc": {"date": "$d", "unit": "day", "binSize": 0}}`, 5439018, "$dateTrunc requires 'binSize' to be greater than 0, but got value 0"},
+		"weekday":      {`{"$dateTrunc": {"date": "$d", "unit": "week", "startOfWeek": "x"}}`, 5439016, ""},
+	}
+	for name, tt := range errs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, err := CompileExpr(val(t, tt.expr))
+			if err == nil {
+				_, err = e.Eval(root)
+			}
+			wantCode(t, err, tt.code, tt.msg)
+		})
+	}
+}
