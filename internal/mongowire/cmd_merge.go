@@ -123,7 +123,8 @@ func (s *Server) runMerge(ns store.Namespace, stages []bson.Raw) error {
 					return errs[0].Err
 				}
 			case "fail":
-				return mongoerr.New(13113, "$merge could not find a matching document in the target collection for at least one document in the source collection")
+				return &mongoerr.Error{Code: 13113, CodeName: "MergeStageNoMatchingDocument",
+					Message: "$merge could not find a matching document in the target collection for at least one document in the source collection"}
 			}
 			continue
 		}
