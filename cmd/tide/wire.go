@@ -122,7 +122,7 @@ func buildSource(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc
 			Logger:           log,
 		}), nil
 	case s.NATS != nil:
-		return nil, errors.New("source.nats: not available in this build yet")
+		return newNATSSource(cfg.Name, s.NATS, log), nil
 	}
 	return nil, errors.New("source: none configured")
 }
@@ -135,7 +135,7 @@ func buildSink(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc.S
 	case s.Stdout != nil:
 		return stdout.New(stdout.Config{}), nil
 	case s.NATS != nil:
-		return nil, errors.New("sink.nats: not available in this build yet")
+		return newNATSSink(cfg.Name, s.NATS, log), nil
 	case s.Postgres != nil:
 		return nil, errors.New("sink.postgres: not available in this build yet")
 	case s.Mongo != nil:
