@@ -257,6 +257,11 @@ func FuzzPipeline(f *testing.F) {
 		`{"$facet": {"a": [{"$sortByCount": "$a"}], "b": [{"$count": "n"}]}}`,
 		`{"$sort": {"a": -1, "b.c": 1}}`,
 		`{"$replaceWith": {"$mergeObjects": ["$$ROOT", {"z": {"$dateToString": {"date": "$$NOW"}}}]}}`,
+		`{"$group": {"_id": null, "t": {"$topN": {"n": 2, "sortBy": {"a": -1}, "output": "$b"}}, "m": {"$minN": {"n": 2, "input": "$a"}}, "s": {"$stdDevSamp": "$b"}}}`,
+		`{"$bucket": {"groupBy": "$b", "boundaries": [0, 2, 5], "default": "x", "output": {"l": {"$lastN": {"n": 1, "input": "$a"}}}}}`,
+		`{"$bucketAuto": {"groupBy": "$a", "buckets": 2}}`,
+		`{"$sample": {"size": 2}}`,
+		`{"$project": {"z": {"$zip": {"inputs": ["$arr", [1]], "useLongestLength": true}}, "d": {"$dateTrunc": {"date": "$$NOW", "unit": "week", "binSize": 3}}}}`,
 	}
 	for _, s := range seeds {
 		var d bson.Raw
