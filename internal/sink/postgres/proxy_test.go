@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tide-cdc/tide/internal/sink/postgres"
 	"github.com/tide-cdc/tide/internal/testenv"
@@ -82,6 +83,16 @@ func (p *cutProxy) accept() {
 		if err != nil {
 			return
 		}
+		// A cut connection stays cut: the cancel request that pgx sends
+		// for a connection it lost does not get through either, so the
+		// server finishes what it received.
+		head := make([]byte, 8)
+		client.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(client, head); err != nil || bytes.Equal(head[4:], cancelRequestCode) {
+			client.Close()
+			continue
+		}
+		client.SetReadDeadline(time.Time{})
 		server, err := net.Dial("tcp", p.upstream)
 		if err != nil {
 			client.Close()
@@ -91,6 +102,11 @@ func (p *cutProxy) accept() {
 			client.Close()
 			server.Close()
 			return
+		}
+		if _, err := server.Write(head); err != nil {
+			client.Close()
+			server.Close()
+			continue
 		}
 		p.wg.Add(2)
 		go func() { // server -> client
@@ -104,6 +120,9 @@ func (p *cutProxy) accept() {
 		}()
 	}
 }
+
+// cancelRequestCode follows the length of a CancelRequest packet.
+var cancelRequestCode = []byte{0x04, 0xd2, 0x16, 0x2e}
 
 // commitFlight marks the client's message flight that carries a batch's
 // checkpoint (the parameter of its upsert into tide_checkpoints) and,
