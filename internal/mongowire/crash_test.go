@@ -115,7 +115,8 @@ func replicaSetID(t *testing.T, c *mongo.Client) bson.ObjectID {
 // TestSIGKILLKeepsAcknowledgedWrites kills a server process with SIGKILL
 // at random moments while clients insert and update, restarting it on the
 // same data directory each time: every acknowledged write is there after
-// the restart, no unacknowledged increment appears twice, the replica set
+// the restart (documents, increments, created collections and indexes), no
+// increment appears twice, the replica set
 // id stays, and a change stream resumes across all the restarts from a
 // token taken before the first kill and sees every acknowledged insert.
 func TestSIGKILLKeepsAcknowledgedWrites(t *testing.T) {
@@ -132,6 +133,7 @@ func TestSIGKILLKeepsAcknowledgedWrites(t *testing.T) {
 		rsID      bson.ObjectID
 		token     bson.Raw // taken before the first kill
 		acked     []string // ids of acknowledged inserts, all rounds
+		ackedDDL  []string // collections whose index creation was acknowledged
 		ackedIncs int64
 		triedIncs int64
 	)
@@ -180,6 +182,12 @@ func TestSIGKILLKeepsAcknowledgedWrites(t *testing.T) {
 				t.Fatalf("round %d: acknowledged insert %s lost (of %d acknowledged)", round, k, len(acked))
 			}
 		}
+		for _, name := range ackedDDL {
+			specs, err := c.Database("d").Collection(name).Indexes().ListSpecifications(ctx)
+			if err != nil || len(specs) != 2 || specs[1].Name != "k_1" {
+				t.Fatalf("round %d: acknowledged index on %s lost: %v, %v", round, name, specs, err)
+			}
+		}
 		if n < ackedIncs || n > triedIncs {
 			t.Fatalf("round %d: counter %d, want between %d acknowledged and %d tried increments", round, n, ackedIncs, triedIncs)
 		}
@@ -220,6 +228,18 @@ func TestSIGKILLKeepsAcknowledgedWrites(t *testing.T) {
 				}
 			})
 		}
+		wg.Go(func() { // DDL: collections with an index, acknowledged one by one
+			for i := 0; ; i++ {
+				name := fmt.Sprintf("ddl_r%d_%d", round, i)
+				_, err := c.Database("d").Collection(name).Indexes().CreateOne(wctx, mongo.IndexModel{Keys: bson.D{{Key: "k", Value: 1}}})
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				ackedDDL = append(ackedDDL, name)
+				mu.Unlock()
+			}
+		})
 		// Kill at a random moment once writes are flowing.
 		deadline := time.Now().Add(20 * time.Second)
 		for count.Load() < 20 && time.Now().Before(deadline) {
@@ -235,7 +255,7 @@ func TestSIGKILLKeepsAcknowledgedWrites(t *testing.T) {
 		}
 		ackedIncs += incs.Load()
 		triedIncs += tried.Load()
-		t.Logf("round %d: killed after %d acknowledged inserts", round, count.Load())
+		t.Logf("round %d: killed after %d acknowledged inserts, %d collections created in all", round, count.Load(), len(ackedDDL))
 	}
 }
 
