@@ -882,3 +882,50 @@ func TestChangeStreamHistoryLostAcrossRestart(t *testing.T) {
 		t.Fatalf("resumed at _id %d, want 1001", id)
 	}
 }
+
+// A driver's change stream lives through a server restart on the same
+// address and data directory: the driver resumes with its cached token
+// and misses nothing written before or after the restart.
+func TestChangeStreamSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := New(Config{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr()
+	c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + addr + "/?directConnection=true").SetTimeout(20 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(context.Background())
+	ctx := t.Context()
+	coll := c.Database("d").Collection("c")
+	cs := watch(t, coll, nil, options.ChangeStream().SetMaxAwaitTime(100*time.Millisecond))
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, cs)
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := New(Config{Addr: addr, DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err := s2.Start(); err != nil {
+		t.Fatalf("restart on %s: %v", addr, err)
+	}
+	defer s2.Close()
+	var got []int32
+	for len(got) < 2 {
+		got = append(got, next(t, cs).Lookup("documentKey", "_id").Int32())
+		if len(got) == 1 {
+			if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 3}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !slices.Equal(got, []int32{2, 3}) {
+		t.Fatalf("after the restart the stream gave %v, want [2 3]", got)
+	}
+}
