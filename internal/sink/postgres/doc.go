@@ -25,12 +25,12 @@
 // # Batches
 //
 // Put only copies the batch into the sink's own buffers, so that a batch
-// can be retried after a lost connection. Commit writes it: BEGIN; COPY
-// into a temporary staging table; one set-based statement per kind of
-// operation (mirror: upsert, then delete; append: one insert in event
-// order); the checkpoint row; COMMIT. In mirror mode only the last event
-// of a batch for each document key is staged, so it alone decides the
-// row.
+// can be retried after a lost connection. Commit writes it in three round
+// trips: BEGIN; COPY into the session's temporary staging table; and one
+// flight of one set-based statement per kind of operation (mirror: upsert,
+// then delete; append: one insert in event order), the checkpoint row and
+// COMMIT. In mirror mode only the last event of a batch for each document
+// key is staged, so it alone decides the row.
 //
 // # Guarantees
 //
@@ -42,11 +42,11 @@
 // holds an advisory lock on the pipeline's checkpoint, so a second tide
 // running the same pipeline is refused, and a restarted one waits until
 // the session of a killed one has ended (and with it, its last
-// transaction) before it reads the checkpoint. If the
-// connection breaks after COMMIT was sent, the sink reconnects, waits until
-// the old server session is gone (terminating it if it lingers), and reads the
-// checkpoint row: if it is the batch's checkpoint the batch committed and
-// is not applied again; otherwise it is retried.
+// transaction) before it reads the checkpoint. If the connection breaks
+// after COMMIT was sent, the sink reconnects, waits until the old server
+// session is gone (terminating it if it lingers), and reads the checkpoint
+// row: if it is the batch's checkpoint the batch committed and is not
+// applied again; otherwise it is retried.
 //
 // With any other checkpoint store the sink is at-least-once: after a crash
 // between the sink's COMMIT and the checkpoint save, the batch is written
@@ -64,8 +64,8 @@
 //
 // # Schema
 //
-// With Config.CreateTable the table (and tide_checkpoints) are created if
-// missing. An existing table is checked: missing columns, columns of
+// With Config.CreateTable the table is created if missing;
+// tide_checkpoints, tide's own, is created whenever CheckpointInSink is set. An existing table is checked: missing columns, columns of
 // another type, a missing primary key on _id (mirror), and extra NOT NULL
 // columns without a default are listed in one error. Identifiers are
 // quoted and data only ever travels as COPY values or parameters.
