@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/tide-cdc/tide/internal/cdc"
 )
 
@@ -12,12 +14,49 @@ import (
 // stop so that the sink releases its transaction.
 const abortTimeout = 10 * time.Second
 
-// commitLoop receives encoded chunks in source order and commits each batch
-// once its last chunk arrived. It is the only goroutine that calls Put,
-// Commit, Save and Ack, so at most one batch is committed at a time, in
-// order.
+// commitLoop receives encoded chunks in source order and delivers each
+// batch once its last chunk arrived. Two goroutines share the work, so that
+// the checkpoint of one batch is saved while the next one is written:
+//
+//   - the committer (this goroutine) is the only one that calls Begin, Put
+//     and Commit, so at most one batch is written at a time, in order;
+//   - the saver, which commitLoop starts and waits for, is the only one
+//     that calls Save and Ack, in the same order.
+//
+// A batch's checkpoint reaches the saver only after its Commit returned,
+// and at most one committed batch waits for its save, so the saves trail
+// the commits by at most two batches and never run ahead of them.
 func (p *Pipeline) commitLoop(ctx context.Context, in <-chan *Chunk) error {
+	g, ctx := errgroup.WithContext(ctx)
+	jobs := make(chan saveJob, 1)
+	g.Go(func() error { return p.saveLoop(ctx, jobs) })
+	g.Go(func() error {
+		defer close(jobs) // the saver finishes what it was given, then returns
+		return p.commitChunks(ctx, in, jobs)
+	})
+	return g.Wait()
+}
+
+// saveJob is a committed batch whose checkpoint is still to be saved, or a
+// pause barrier that every earlier save has to reach first.
+type saveJob struct {
+	next    cdc.Checkpoint
+	n       int
+	nbytes  int
+	started time.Time
+	barrier *pause
+}
+
+func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *Chunk, jobs chan<- saveJob) error {
 	var chunks []*Chunk
+	send := func(j saveJob) error {
+		select {
+		case jobs <- j:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for {
 		var c *Chunk
 		select {
@@ -30,14 +69,17 @@ func (p *Pipeline) commitLoop(ctx context.Context, in <-chan *Chunk) error {
 			return ctx.Err()
 		}
 		if c.barrier != nil {
-			p.pauseReached(c.barrier)
+			if err := send(saveJob{barrier: c.barrier}); err != nil {
+				return err
+			}
 			continue
 		}
 		chunks = append(chunks, c)
 		if !c.last {
 			continue
 		}
-		if err := p.commitBatch(ctx, chunks); err != nil {
+		job, err := p.commitBatch(ctx, chunks)
+		if err != nil {
 			return err
 		}
 		b := c.batch
@@ -50,11 +92,14 @@ func (p *Pipeline) commitLoop(ctx context.Context, in <-chan *Chunk) error {
 		clear(b.events)
 		b.events = b.events[:0]
 		p.free <- b // never blocks: only batchesInFlight buffers exist
+		if err := send(job); err != nil {
+			return err
+		}
 	}
 }
 
-// commitBatch delivers one batch: put, commit, save the checkpoint,
-// acknowledge the source.
+// commitBatch writes one batch: begin, put, commit. It returns the
+// checkpoint that now names the batch, for the saver.
 //
 // Markers are not put but their positions are committed. For a batch of
 // markers only, a non-transactional sink gets a Commit with no Put; a
@@ -62,9 +107,9 @@ func (p *Pipeline) commitLoop(ctx context.Context, in <-chan *Chunk) error {
 // to the store), unless it is also a CheckpointStore, which gets Begin and
 // Commit with no Put so that its checkpoint advances in its own
 // transaction.
-func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
+func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, error) {
 	if err := ctx.Err(); err != nil {
-		return err // hard stop: nothing further is committed
+		return saveJob{}, err // hard stop: nothing further is committed
 	}
 	// Gather the records: each chunk wrote its own into the batch's
 	// records at its events' offset, so they are already in place unless
@@ -97,7 +142,7 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
 		if transactional {
 			if err := tx.Begin(ctx); err != nil {
 				p.failed(ctx, "put", err)
-				return fmt.Errorf("begin transaction for %d records: %w", n, err)
+				return saveJob{}, fmt.Errorf("begin transaction for %d records: %w", n, err)
 			}
 			began = true
 		}
@@ -106,7 +151,7 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
 		if err := p.sink.Put(ctx, recs); err != nil {
 			p.abort(ctx, tx, began, n, err)
 			p.failed(ctx, "put", err)
-			return fmt.Errorf("put %d records: %w", n, err)
+			return saveJob{}, fmt.Errorf("put %d records: %w", n, err)
 		}
 	}
 
@@ -121,21 +166,44 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
 		if err := p.sink.Commit(ctx, next); err != nil {
 			p.abort(ctx, tx, began, n, err)
 			p.failed(ctx, "commit", err)
-			return fmt.Errorf("commit %d records: %w", n, err)
+			return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
 		}
 	}
+	return saveJob{next: next, n: n, nbytes: nbytes, started: start}, nil
+}
 
+// saveLoop saves the checkpoint of each committed batch and then
+// acknowledges the source, in commit order, until jobs is closed.
+func (p *Pipeline) saveLoop(ctx context.Context, jobs <-chan saveJob) error {
+	for j := range jobs {
+		if j.barrier != nil {
+			p.pauseReached(j.barrier) // every batch before it is committed and saved
+			continue
+		}
+		if err := p.saveAndAck(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// saveAndAck records that a committed batch is durable.
+func (p *Pipeline) saveAndAck(ctx context.Context, j saveJob) error {
+	if err := ctx.Err(); err != nil {
+		return err // hard stop: the batch is read again after a restart
+	}
+	pos := j.next.Source
 	// The invariant: the sink has made every event up to pos durable, so
 	// only now is the checkpoint naming pos saved, and only once it is
 	// saved is the source told it may forget those events. A failed save
 	// fails the pipeline with no acknowledgement.
-	if !ownStore && p.store != nil {
-		if err := p.store.Save(ctx, p.cfg.Name, next); err != nil {
+	if _, ownStore := p.sink.(cdc.CheckpointStore); !ownStore && p.store != nil {
+		if err := p.store.Save(ctx, p.cfg.Name, j.next); err != nil {
 			p.failed(ctx, "save", err)
 			return fmt.Errorf("save checkpoint at %s: %w", pos, err)
 		}
 	}
-	took := time.Since(start)
+	took := time.Since(j.started)
 	if a, ok := p.src.(cdc.Acker); ok {
 		if err := a.Ack(ctx, pos); err != nil {
 			p.failed(ctx, "ack", err)
@@ -144,13 +212,13 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) error {
 	}
 
 	p.statsMu.Lock()
-	p.stats.EventsOut += int64(n)
-	p.stats.BytesOut += int64(nbytes)
+	p.stats.EventsOut += int64(j.n)
+	p.stats.BytesOut += int64(j.nbytes)
 	p.stats.Batches++
-	p.stats.LastCheckpoint = next
+	p.stats.LastCheckpoint = j.next
 	p.stats.LastCommit = time.Now()
 	p.statsMu.Unlock()
-	p.obs.Committed(n, nbytes, took, next)
+	p.obs.Committed(j.n, j.nbytes, took, j.next)
 	return nil
 }
 

@@ -839,3 +839,65 @@ func TestResumeBeforePauseTookEffectReleasesPause(t *testing.T) {
 		<-errc
 	})
 }
+
+// gatedStore blocks every Save until the test lets it through.
+type gatedStore struct {
+	*memStore
+	entered chan cdc.Position
+	release chan struct{}
+}
+
+func (g *gatedStore) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error {
+	g.entered <- cp.Source
+	<-g.release
+	return g.memStore.Save(ctx, pipeline, cp)
+}
+
+// TestSaveOverlapsNextCommit: while one batch's checkpoint is being saved,
+// the next batch is written and committed, but nothing is acknowledged
+// before its own save returns, saves keep commit order, and the committer
+// runs at most two batches ahead of the saves.
+func TestSaveOverlapsNextCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 10))
+		src.end = true
+		sink := newSink(log)
+		store := &gatedStore{memStore: newStore(log), entered: make(chan cdc.Position), release: make(chan struct{})}
+		p := New(Config{Name: "p", MaxRecords: 2, Logger: discard()}, src, testEncode, sink, store)
+		errc := run(t.Context(), p)
+
+		if got := <-store.entered; string(got) != "1" {
+			t.Fatalf("first save at %s, want 1", got)
+		}
+		synctest.Wait() // the first save is held; everything else is as far as it can get
+		committed := sink.committedList()
+		if len(committed) != 6 { // batches 0-1 (saving), 2-3 (queued for save), 4-5 (committed, waiting to queue)
+			t.Fatalf("with the first save held, committed %q; want three batches (six events)", committed)
+		}
+		if acked := src.ackedList(); len(acked) != 0 {
+			t.Fatalf("acknowledged %q before any save returned", acked)
+		}
+		go func() { // let the remaining saves through
+			for range store.entered {
+			}
+		}()
+		close(store.release)
+		if err := <-errc; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		close(store.entered)
+		var saved []string
+		for _, c := range log.list() {
+			if strings.HasPrefix(c, "save ") {
+				saved = append(saved, strings.TrimPrefix(c, "save "))
+			}
+		}
+		if want := []string{"1", "3", "5", "7", "9"}; !slices.Equal(saved, want) {
+			t.Fatalf("saves %q, want %q in commit order", saved, want)
+		}
+		if acked := src.ackedList(); !slices.Equal(acked, []string{"1", "3", "5", "7", "9"}) {
+			t.Fatalf("acks %q, want one per saved batch, in order", acked)
+		}
+	})
+}
