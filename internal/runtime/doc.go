@@ -2,7 +2,7 @@
 // checkpoint save → acknowledge.
 //
 // A Pipeline owns a source, an encode function, a sink and a checkpoint
-// store. Run has three stages, each one goroutine with one job:
+// store. Run has four stages, each one goroutine with one job:
 //
 //   - the reader (read.go) polls the source and cuts what it reads into
 //     batches, and batches into chunks. A batch closes when it holds
@@ -12,13 +12,16 @@
 //     the source's Ready channel, never on a timer.
 //   - the encode pool (encode.go, EncodeOrdered) encodes chunks on
 //     Config.Workers goroutines and hands them on in input order.
-//   - the committer (commit.go) puts each batch, commits it, saves the
-//     checkpoint and acknowledges the source, one batch at a time, in
-//     order.
+//   - the committer (commit.go) puts each batch and commits it, one batch
+//     at a time, in order.
+//   - the saver (commit.go) saves the checkpoint of each committed batch
+//     and then acknowledges the source, in the same order.
 //
 // The loop is pipelined: while the sink commits one batch, the next is read
-// and encoded. At most two batches are in flight, so memory is bounded by
-// about twice MaxRecords and MaxBytes.
+// and encoded, and while a checkpoint is saved, the next batch is written.
+// At most two batches are in flight, so memory is bounded by about twice
+// MaxRecords and MaxBytes, and the saves trail the commits by at most two
+// batches.
 //
 // The invariant, enforced in commit.go: a checkpoint names only events the
 // sink has made durable (it is saved after Sink.Commit returns), and the
