@@ -1078,7 +1078,7 @@ func TestAggregateMerge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var docs []bson.M
+		var docs []bson.Raw
 		if err := cur.All(ctx, &docs); err != nil {
 			t.Fatal(err)
 		}
@@ -1089,10 +1089,10 @@ func TestAggregateMerge(t *testing.T) {
 		want string
 		code int32
 	}{
-		"defaults":        {nil, `[{"v":"new1","keep":true} {"v":"new2"}]`, 0},
-		"replace":         {bson.D{{Key: "whenMatched", Value: "replace"}}, `[{"v":"new1"} {"v":"new2"}]`, 0},
-		"keepExisting":    {bson.D{{Key: "whenMatched", Value: "keepExisting"}}, `[{"v":"old","keep":true} {"v":"new2"}]`, 0},
-		"discard":         {bson.D{{Key: "whenNotMatched", Value: "discard"}}, `[{"v":"new1","keep":true}]`, 0},
+		"defaults":        {nil, `[{"v": "new1","keep": true} {"v": "new2"}]`, 0},
+		"replace":         {bson.D{{Key: "whenMatched", Value: "replace"}}, `[{"v": "new1"} {"v": "new2"}]`, 0},
+		"keepExisting":    {bson.D{{Key: "whenMatched", Value: "keepExisting"}}, `[{"v": "old","keep": true} {"v": "new2"}]`, 0},
+		"discard":         {bson.D{{Key: "whenNotMatched", Value: "discard"}}, `[{"v": "new1","keep": true}]`, 0},
 		"fail unmatched":  {bson.D{{Key: "whenNotMatched", Value: "fail"}}, "", 13113},
 		"fail matched":    {bson.D{{Key: "whenMatched", Value: "fail"}}, "", 11000},
 		"no unique index": {bson.D{{Key: "on", Value: "v"}}, "", 51183},
