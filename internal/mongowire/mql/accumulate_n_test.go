@@ -127,6 +127,9 @@ func TestNAccumulatorErrors(t *testing.T) {
 		"array argument":      {`{"$push": ["$a", "$b"]}`, 40237, "The $push accumulator is a unary operator"},
 		"stdDev array":        {`{"$stdDevPop": ["$a"]}`, 40237, "The $stdDevPop accumulator is a unary operator"},
 		"unknown":             {`{"$median": "$a"}`, 15952, "unknown group operator '$median'"},
+		"not an operator":     {`{"sum": 1}`, 40234, "The field 'r' must be an accumulator object"},
+		"empty object":        {`{}`, 40234, "The field 'r' must be an accumulator object"},
+		"two accumulators":    {`{"$sum": 1, "$max": 1}`, 40238, "The field 'r' must specify one accumulator"},
 		"n sees only the key": {`{"$firstN": {"n": "$a", "input": "$a"}}`, 5787902, ""},
 	}
 	for name, tt := range tests {

@@ -58,13 +58,14 @@ func compileGroup(v bson.RawValue) (stage, error) {
 // compileAccField compiles one output field of $group (or of $bucket's
 // output): {name: {$accumulator: argument}}.
 func compileAccField(name string, f bson.RawValue) (groupAcc, error) {
+	// In mongod's order (AccumulationStatement::parseAccumulationStatement).
 	switch {
+	case f.Type != bson.TypeEmbeddedDocument || !isOperatorDoc(f):
+		return groupAcc{}, mongoerr.New(40234, "The field '%s' must be an accumulator object", name)
 	case strings.Contains(name, "."):
 		return groupAcc{}, mongoerr.New(40235, "The field name '%s' cannot contain '.'", name)
 	case strings.HasPrefix(name, "$"):
 		return groupAcc{}, mongoerr.New(40236, "The field name '%s' cannot be an operator name", name)
-	case f.Type != bson.TypeEmbeddedDocument:
-		return groupAcc{}, mongoerr.New(40234, "The field '%s' must be an accumulator object", name)
 	case arrayLen(f.Value) != 1:
 		return groupAcc{}, mongoerr.New(40238, "The field '%s' must specify one accumulator", name)
 	}
