@@ -20,6 +20,7 @@ import (
 	"github.com/tide-cdc/tide/internal/metrics"
 	"github.com/tide-cdc/tide/internal/runtime"
 	"github.com/tide-cdc/tide/internal/sink/file"
+	"github.com/tide-cdc/tide/internal/sink/postgres"
 	"github.com/tide-cdc/tide/internal/sink/stdout"
 	"github.com/tide-cdc/tide/internal/source/generate"
 	mongosource "github.com/tide-cdc/tide/internal/source/mongo"
@@ -137,7 +138,17 @@ func buildSink(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc.S
 	case s.NATS != nil:
 		return newNATSSink(cfg.Name, s.NATS, log), nil
 	case s.Postgres != nil:
-		return nil, errors.New("sink.postgres: not available in this build yet")
+		pg := s.Postgres
+		inSink := cfg.Checkpoint == "sink"
+		ps := postgres.New(postgres.Config{
+			DSN: pg.DSN, Schema: pg.Schema, Table: cfg.PostgresTable(), Mode: pg.Mode,
+			CreateTable: pg.CreateTable, SoftDelete: pg.SoftDelete,
+			Pipeline: cfg.Name, CheckpointInSink: inSink, Logger: log,
+		})
+		if inSink {
+			return ps.WithCheckpoint(), nil // also a cdc.CheckpointStore: rows and checkpoint in one transaction
+		}
+		return ps, nil
 	case s.Mongo != nil:
 		return nil, errors.New("sink.mongo: not available in this build yet")
 	}

@@ -39,6 +39,7 @@ func (p *Pipeline) Validate() error {
 
 	errs = append(errs, p.section("source", reflect.ValueOf(&p.Source).Elem())...)
 	errs = append(errs, p.section("sink", reflect.ValueOf(&p.Sink).Elem())...)
+	errs = append(errs, p.postgresErrors()...)
 
 	if strings.TrimSpace(p.DataDir) == "" {
 		bad("data_dir", "must not be empty (default %s)", DefaultDataDir)
