@@ -48,6 +48,9 @@ func newCheckpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cfg.Checkpoint == "sink" {
+				return showSinkCheckpoint(cmd, cfg)
+			}
 			store, err := checkpoint.Open(cfg.DataDir, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
@@ -98,6 +101,10 @@ to append to it.`,
 			if err != nil {
 				return err
 			}
+			if cfg.Checkpoint == "sink" {
+				return fmt.Errorf("pipeline %q keeps its checkpoint in the sink's own table, in the same transaction as its rows; "+
+					"to start over, delete the row yourself (DELETE FROM tide_checkpoints WHERE pipeline = '%s') together with the rows it covers", cfg.Name, cfg.Name)
+			}
 			store, err := checkpoint.Open(cfg.DataDir, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
@@ -136,4 +143,32 @@ func showable(name string, cp *cdc.Checkpoint) map[string]any {
 		"meta":     cp.Meta,
 		"sink":     raw(cp.Sink),
 	}
+}
+
+// showSinkCheckpoint prints the checkpoint a sink keeps in its own
+// transaction (checkpoint: sink).
+func showSinkCheckpoint(cmd *cobra.Command, cfg *config.Pipeline) error {
+	sink, err := buildSink(cmd.Context(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+	cs, ok := sink.(cdc.CheckpointStore)
+	if !ok {
+		return fmt.Errorf("sink of pipeline %q does not keep checkpoints", cfg.Name)
+	}
+	cp, err := cs.LoadCheckpoint(cmd.Context(), cfg.Name)
+	if err != nil {
+		return err
+	}
+	if cp == nil {
+		fmt.Fprintf(cmd.OutOrStdout(), "pipeline %q has no checkpoint: the next run starts fresh\n", cfg.Name)
+		return nil
+	}
+	out, err := json.MarshalIndent(showable(cfg.Name, cp), "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s\n", out)
+	return nil
 }

@@ -150,7 +150,7 @@ func buildSink(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc.S
 		}
 		return ps, nil
 	case s.Mongo != nil:
-		return nil, errors.New("sink.mongo: not available in this build yet")
+		return nil, errors.New("sink.mongo: the MongoDB sink is not part of this release; use file, stdout, nats or postgres")
 	}
 	return nil, errors.New("sink: none configured")
 }

@@ -1,0 +1,509 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tide-cdc/tide/internal/cdc"
+	"github.com/tide-cdc/tide/internal/checkpoint"
+	"github.com/tide-cdc/tide/internal/encode"
+	"github.com/tide-cdc/tide/internal/runtime"
+	"github.com/tide-cdc/tide/internal/sink/file"
+	natssource "github.com/tide-cdc/tide/internal/source/nats"
+)
+
+// The NATS demo's fixed names.
+const (
+	natsDemoStream   = "ORDERS"
+	natsDemoSubjects = "orders.>"
+	natsDemoConsumer = "tide-demo"
+	natsDemoPipeline = "demo-nats"
+)
+
+// natsDemoKinds are the subjects, in the order the summary lists them.
+var natsDemoKinds = []string{"orders.created", "orders.paid", "orders.shipped", "orders.cancelled"}
+
+// natsDemoSubject is the subject of the order message with sequence number
+// seq. It is a function of seq so that the check can tell a message on the
+// wrong subject: half are created, 3 in 10 paid, 1 in 10 shipped or
+// cancelled.
+func natsDemoSubject(seq int64) string {
+	switch r := seq % 10; {
+	case r < 5:
+		return natsDemoKinds[0]
+	case r < 8:
+		return natsDemoKinds[1]
+	case r < 9:
+		return natsDemoKinds[2]
+	default:
+		return natsDemoKinds[3]
+	}
+}
+
+// natsOrder is the payload of a demo message.
+type natsOrder struct {
+	Seq         int64  `json:"seq"` // 1, 2, ... across runs; equal to the stream sequence
+	Order       string `json:"order"`
+	Customer    string `json:"customer"`
+	AmountCents int    `json:"amount_cents"`
+	At          string `json:"at"`
+}
+
+// runNATSDemo is `tide demo --nats`: an embedded JetStream server, a
+// publisher of order messages, and Tide's JetStream source streaming them
+// through the runtime into a JSON-lines file.
+func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
+	if f.events <= 0 {
+		return fmt.Errorf("--events %d: want a positive number", f.events)
+	}
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The checkpoint store's lock makes this demo's files single-owner.
+	store, err := checkpoint.Open(filepath.Join(f.dir, ".tide-nats"), log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	srv, err := startDemoNATS(filepath.Join(f.dir, "nats"))
+	if err != nil {
+		return err
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	url := srv.ClientURL()
+
+	nc, err := nats.Connect(url, nats.Name("tide demo publisher"))
+	if err != nil {
+		return fmt.Errorf("connect to the embedded nats-server: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	stream, err := demoStream(ctx, js)
+	if err != nil {
+		return err
+	}
+	published, lastStreamSeq, err := natsDemoPublished(ctx, stream, f.dir)
+	if err != nil {
+		return err
+	}
+
+	out := filepath.Join(f.dir, "orders-nats.jsonl")
+	before, err := countLines(out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "tide demo: embedded NATS JetStream at %s; publishing %d orders to stream %s (%s) at %s; streaming into %s\n",
+		url, f.events, natsDemoStream, natsDemoSubjects, rateString(f.rate), out)
+	if before > 0 || published > 0 {
+		fmt.Fprintf(stdout, "resuming from the checkpoint: %d messages already in the file, %d in the stream\n", before, published)
+	}
+
+	src := natssource.New(natssource.Config{
+		Name: natsDemoPipeline, Servers: []string{url},
+		Stream: natsDemoStream, Consumer: natsDemoConsumer, FilterSubjects: []string{natsDemoSubjects},
+		Deliver: "all", Ack: "explicit",
+		// A short ack wait: a run after a crash waits it out once, so that
+		// the unacknowledged messages come back first, in order.
+		AckWait: 5 * time.Second,
+		// Above two batches plus the source's queue: delivery never waits
+		// for a commit.
+		MaxAckPending:   2*runtime.DefaultMaxRecords + 4*500 + 1000,
+		LagPollInterval: 500 * time.Millisecond,
+		Logger:          log,
+	})
+	sink := &subjectCounter{Sink: file.New(file.Config{Path: out, Logger: log}), put: map[string]int64{}, committed: map[string]int64{}}
+	p := runtime.New(runtime.Config{Name: natsDemoPipeline, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
+
+	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	runCtx, hardStop := context.WithCancel(ctx)
+	began := time.Now()
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = p.Run(runCtx)
+	}()
+	// Every return below waits for the pipeline: it closes the source's
+	// connection before the server shuts down.
+	defer func() { hardStop(); <-done }()
+
+	// Publish only once the source is open: a checkpoint or a consumer
+	// that does not match stops the demo before it adds to the stream.
+	for p.State() == runtime.Starting {
+		select {
+		case <-done:
+			return runErr
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+
+	pubCtx, stopPublisher := context.WithCancel(sigCtx)
+	defer stopPublisher()
+	pub := &natsPublisher{js: js, seq: published, streamSeq: lastStreamSeq, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))}
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- pub.run(pubCtx, f.events, f.rate) }()
+	// Declared after the pipeline's wait, so it runs first: no return
+	// leaves the publisher running.
+	defer func() {
+		if pubDone != nil {
+			stopPublisher()
+			<-pubDone
+		}
+	}()
+
+	statusCtx, stopStatus := context.WithCancel(ctx)
+	statusDone := make(chan struct{})
+	go func() {
+		defer close(statusDone)
+		if showProgress(f.progress, stderr) {
+			natsDemoStatus(statusCtx, stderr, p, src)
+		}
+	}()
+	defer func() { stopStatus(); <-statusDone }()
+
+	// Wait for the publisher (stopping it if the pipeline fails), then for
+	// the pipeline to commit every message in the stream (or for a
+	// signal), then drain.
+	var pErr error
+	select {
+	case pErr = <-pubDone:
+	case <-done:
+		stopPublisher()
+		pErr = <-pubDone
+	}
+	pubDone = nil
+	interrupted := sigCtx.Err() != nil
+	for !interrupted && committedStreamSeq(p.Stats()) < pub.streamSeq {
+		select {
+		case <-done:
+			interrupted = true
+		case <-sigCtx.Done():
+			interrupted = true
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	drainErr := p.Drain(dctx)
+	cancel()
+	<-done
+	stopStatus()
+	<-statusDone
+	took := time.Since(began)
+	if pErr != nil && !errors.Is(pErr, context.Canceled) {
+		return fmt.Errorf("demo publisher: %w", pErr)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if drainErr != nil {
+		return drainErr
+	}
+	if showProgress(f.progress, stderr) {
+		fmt.Fprintln(stderr)
+	}
+
+	st := p.Stats()
+	fmt.Fprintf(stdout, "\npublished %d orders; streamed %d messages in %s (%.0f messages/s):", pub.published, st.EventsOut,
+		took.Round(time.Millisecond), float64(st.EventsOut)/took.Seconds())
+	for _, subj := range natsDemoKinds {
+		fmt.Fprintf(stdout, " %s %d", subj, sink.committed[subj])
+	}
+	fmt.Fprintln(stdout)
+
+	// The source has closed: every ack it sent has been confirmed or
+	// abandoned, so the consumer's state is final for this run.
+	info, err := natsDemoConsumerInfo(ctx, js)
+	if err != nil {
+		return err
+	}
+	total, streamSeq, err := natsDemoPublished(ctx, stream, f.dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "consumer %s: ack floor at stream sequence %d of %d; %d pending, %d delivered and not acknowledged\n",
+		natsDemoConsumer, info.AckFloor.Stream, streamSeq, info.NumPending, info.NumAckPending)
+	settled := info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream == streamSeq
+	if !settled && !interrupted {
+		return fmt.Errorf("demo consumer check failed: consumer %s acknowledged up to stream sequence %d of %d with %d pending and %d unacknowledged after the drain; "+
+			"every message must be acknowledged once it is in %s", natsDemoConsumer, info.AckFloor.Stream, streamSeq, info.NumPending, info.NumAckPending, out)
+	}
+
+	n, err := verifyNATSDemoFile(out, total)
+	if err != nil {
+		return fmt.Errorf("demo output check failed: %w", err)
+	}
+	switch {
+	case n == total:
+		fmt.Fprintf(stdout, "checked %s: it holds exactly the %d published messages, in stream order (seq 1..%d), each line valid JSON\n", out, n, n)
+	default:
+		fmt.Fprintf(stdout, "checked %s: it holds the first %d of the %d published messages, in stream order; run tide demo --nats again to resume from the checkpoint\n", out, n, total)
+	}
+	if interrupted {
+		fmt.Fprintln(stdout, "interrupted: run tide demo --nats again to resume")
+	}
+	return nil
+}
+
+// startDemoNATS starts an in-process nats-server with JetStream on a free
+// port of 127.0.0.1, storing its streams under storeDir. It logs nothing
+// and leaves the signals to the demo.
+func startDemoNATS(storeDir string) (*server.Server, error) {
+	srv, err := server.NewServer(&server.Options{
+		ServerName: "tide-demo",
+		Host:       "127.0.0.1", Port: server.RANDOM_PORT,
+		JetStream: true, StoreDir: storeDir,
+		NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats-server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("embedded nats-server with store %s not ready for connections after 10s", storeDir)
+	}
+	return srv, nil
+}
+
+// demoStream returns the ORDERS stream, creating it if it is missing.
+func demoStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, natsDemoStream)
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("look up stream %s: %w", natsDemoStream, err)
+	}
+	s, err = js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: natsDemoStream, Subjects: []string{natsDemoSubjects}, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s on %s: %w", natsDemoStream, natsDemoSubjects, err)
+	}
+	return s, nil
+}
+
+// natsDemoPublished returns the seq of the last order in the stream and
+// its stream sequence. The demo publishes order seq at stream sequence seq,
+// so the two are equal; a stream where they are not holds messages the
+// demo did not publish, and the check could not say what the file must
+// hold.
+func natsDemoPublished(ctx context.Context, s jetstream.Stream, dir string) (seq int64, streamSeq uint64, err error) {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("stream %s info: %w", natsDemoStream, err)
+	}
+	last := info.State.LastSeq
+	if last == 0 {
+		return 0, 0, nil
+	}
+	msg, err := s.GetMsg(ctx, last)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read message %d of stream %s: %w", last, natsDemoStream, err)
+	}
+	var o natsOrder
+	if err := json.Unmarshal(msg.Data, &o); err != nil || o.Seq != int64(last) || info.State.Msgs != last {
+		return 0, 0, fmt.Errorf("stream %s holds messages the demo did not publish (%d messages, the last at sequence %d on %s: %.80q); remove %s to start over",
+			natsDemoStream, info.State.Msgs, last, msg.Subject, msg.Data, dir)
+	}
+	return o.Seq, last, nil
+}
+
+func natsDemoConsumerInfo(ctx context.Context, js jetstream.JetStream) (*jetstream.ConsumerInfo, error) {
+	c, err := js.Consumer(ctx, natsDemoStream, natsDemoConsumer)
+	if err != nil {
+		return nil, fmt.Errorf("look up consumer %s on stream %s: %w", natsDemoConsumer, natsDemoStream, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s info: %w", natsDemoConsumer, err)
+	}
+	return info, nil
+}
+
+// committedStreamSeq is the stream sequence of the last message the sink
+// committed. The JetStream source's positions are documented JSON,
+// {"stream_seq":N,"consumer_seq":M}.
+func committedStreamSeq(st runtime.Stats) uint64 {
+	var pos struct {
+		StreamSeq uint64 `json:"stream_seq"`
+	}
+	if json.Unmarshal(st.LastCheckpoint.Source, &pos) != nil {
+		return 0
+	}
+	return pos.StreamSeq
+}
+
+// natsPublisher publishes order messages one at a time, each with a
+// Nats-Msg-Id, and waits for each PubAck: a message is published when the
+// stream says so, and a retry after a lost PubAck is a duplicate the
+// stream drops.
+type natsPublisher struct {
+	js        jetstream.JetStream
+	seq       int64  // the last order published
+	streamSeq uint64 // the stream sequence of the last PubAck
+	rng       *rand.Rand
+	published int
+}
+
+func (p *natsPublisher) run(ctx context.Context, n int, rate float64) error {
+	var tick *time.Ticker
+	if rate > 0 {
+		tick = time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer tick.Stop()
+	}
+	for p.published < n {
+		if tick != nil {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		} else if err := ctx.Err(); err != nil {
+			return err
+		}
+		// A publish runs to completion even if a signal arrives meanwhile,
+		// so that the count printed is what the stream holds.
+		if err := p.publish(context.WithoutCancel(ctx), p.seq+1); err != nil {
+			return err
+		}
+		p.seq++
+		p.published++
+	}
+	return nil
+}
+
+func (p *natsPublisher) publish(ctx context.Context, seq int64) error {
+	subject := natsDemoSubject(seq)
+	data, err := json.Marshal(natsOrder{
+		Seq: seq, Order: fmt.Sprintf("o%07d", (seq+1)/2), Customer: fmt.Sprintf("c%03d", p.rng.IntN(500)),
+		AmountCents: 100 + p.rng.IntN(99900), At: time.Now().UTC().Format(time.RFC3339Nano),
+	})
+	if err != nil {
+		return err
+	}
+	id := "tide-demo-order-" + strconv.FormatInt(seq, 10)
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ack, err := p.js.Publish(actx, subject, data, jetstream.WithMsgID(id), jetstream.WithExpectStream(natsDemoStream))
+		cancel()
+		if err == nil {
+			if ack.Sequence != uint64(seq) {
+				return fmt.Errorf("stream %s stored order %d at sequence %d: it holds messages the demo did not publish", natsDemoStream, seq, ack.Sequence)
+			}
+			p.streamSeq = ack.Sequence
+			return nil
+		}
+		if attempt == attempts || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse)) {
+			return fmt.Errorf("publish order %d to %s (attempt %d): %w", seq, subject, attempt, err)
+		}
+	}
+}
+
+// subjectCounter is the file sink, counting the records it committed by
+// subject. Put and Commit are called from one goroutine; the counts are
+// read after the pipeline's Run returned.
+type subjectCounter struct {
+	*file.Sink                  // State is promoted: the committed length stays in the checkpoint
+	put        map[string]int64 // put since the last commit
+	committed  map[string]int64
+}
+
+func (s *subjectCounter) Put(ctx context.Context, batch []cdc.Record) error {
+	if err := s.Sink.Put(ctx, batch); err != nil {
+		return err
+	}
+	for i := range batch {
+		s.put[batch[i].Namespace]++
+	}
+	return nil
+}
+
+func (s *subjectCounter) Commit(ctx context.Context, next cdc.Checkpoint) error {
+	if err := s.Sink.Commit(ctx, next); err != nil {
+		return err
+	}
+	for subj, n := range s.put {
+		s.committed[subj] += n
+	}
+	clear(s.put)
+	return nil
+}
+
+// verifyNATSDemoFile checks the output the way a user would: every line is
+// a JSON envelope, line i holds order seq i on its subject, and there are
+// no more lines than orders published. It returns how many lines it read.
+func verifyNATSDemoFile(path string, published int64) (int64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	var n int64
+	for sc.Scan() {
+		var line struct {
+			Namespace string    `json:"_namespace"`
+			Op        string    `json:"_op"`
+			Doc       natsOrder `json:"_full_document"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			return n, fmt.Errorf("line %d: %w", n+1, err)
+		}
+		seq := n + 1
+		if seq > published {
+			return n, fmt.Errorf("line %d: order seq %d on %s, but only %d orders were published", seq, line.Doc.Seq, line.Namespace, published)
+		}
+		if want := natsDemoSubject(seq); line.Doc.Seq != seq || line.Namespace != want || line.Op != string(cdc.OpInsert) {
+			return n, fmt.Errorf("line %d: got %s of order seq %d on %s, want insert of order seq %d on %s", seq, line.Op, line.Doc.Seq, line.Namespace, seq, want)
+		}
+		n++
+	}
+	return n, sc.Err()
+}
+
+// natsDemoStatus rewrites one status line every half second.
+func natsDemoStatus(ctx context.Context, w io.Writer, p *runtime.Pipeline, src *natssource.Source) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	var lastN int64
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			st := p.Stats()
+			rate := float64(st.EventsOut-lastN) / now.Sub(last).Seconds()
+			lastN, last = st.EventsOut, now
+			ss := src.Stats()
+			fmt.Fprintf(w, "\r\033[K%d messages  %.0f messages/s  consumer pending %d  acked %d  %s", st.EventsOut, rate,
+				ss.Lag, ss.Acked, describeCheckpoint(st))
+		}
+	}
+}
