@@ -37,6 +37,7 @@ type demoFlags struct {
 	events   int
 	rate     float64
 	progress string
+	nats     bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -61,6 +62,7 @@ checkpoint.`,
 	cmd.Flags().IntVar(&f.events, "events", 20000, "changes the writer makes in this run")
 	cmd.Flags().Float64Var(&f.rate, "rate", 5000, "changes per second (0 = as fast as possible)")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live status line: auto (on a terminal), always, never")
+	cmd.Flags().BoolVar(&f.nats, "nats", false, "stream NATS JetStream messages instead, from an embedded nats-server, into orders-nats.jsonl")
 	return cmd
 }
 
@@ -71,6 +73,9 @@ type demoChange struct {
 }
 
 func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
+	if f.nats {
+		return runNATSDemo(ctx, f, stdout, stderr)
+	}
 	if f.events <= 0 {
 		return fmt.Errorf("--events %d: want a positive number", f.events)
 	}

@@ -220,9 +220,6 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 	if drainErr != nil {
 		return drainErr
 	}
-	if showProgress(f.progress, stderr) {
-		fmt.Fprintln(stderr)
-	}
 
 	st := p.Stats()
 	fmt.Fprintf(stdout, "\npublished %d orders; streamed %d messages in %s (%.0f messages/s):", pub.published, st.EventsOut,
