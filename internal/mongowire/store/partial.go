@@ -187,3 +187,15 @@ func (ix *index) answers(preds []mql.Predicate) bool {
 	}
 	return true
 }
+
+// indexable reports whether a value in a partial filter is one the clause
+// logic can reason about: values whose matching rules reach beyond equal
+// keys (null matches missing fields, arrays match whole arrays, regexes
+// match strings) make the filter too complex to imply.
+func indexable(v bson.RawValue) bool {
+	switch v.Type {
+	case bson.TypeNull, bson.TypeUndefined, bson.TypeArray, bson.TypeRegex, bson.TypeMinKey, bson.TypeMaxKey, 0:
+		return false
+	}
+	return true
+}

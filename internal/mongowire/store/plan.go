@@ -59,18 +59,6 @@ func bracket(t bson.Type) int {
 	return 50
 }
 
-// indexable reports whether an index lookup for v finds every document the
-// filter can match: values whose matching rules reach beyond equal keys
-// (null matches missing fields, arrays match whole arrays, regexes match
-// strings) are left to a collection scan.
-func indexable(v bson.RawValue) bool {
-	switch v.Type {
-	case bson.TypeNull, bson.TypeUndefined, bson.TypeArray, bson.TypeRegex, bson.TypeMinKey, bson.TypeMaxKey, 0:
-		return false
-	}
-	return true
-}
-
 // access is one way to find candidates through an index.
 type access struct {
 	ix     *index
@@ -104,15 +92,13 @@ func (c *collection) choose(preds []mql.Predicate) *access {
 		}
 		switch p.Op {
 		case "$eq":
-			if len(p.Values) == 1 && indexable(p.Values[0]) {
+			if len(p.Values) == 1 {
 				consider(&access{ix: ix, points: p.Values, rank: rank})
 			}
-		case "$in":
-			if len(p.Values) > 0 && !slices.ContainsFunc(p.Values, func(v bson.RawValue) bool { return !indexable(v) }) {
-				consider(&access{ix: ix, points: p.Values, rank: rank + 1})
-			}
+		case "$in": // an empty list matches nothing: no points to look up
+			consider(&access{ix: ix, points: append([]bson.RawValue{}, p.Values...), rank: rank + 1})
 		case "$gt", "$gte", "$lt", "$lte":
-			if len(p.Values) != 1 || !indexable(p.Values[0]) || ix.dirs[0] < 0 {
+			if len(p.Values) != 1 || ix.dirs[0] < 0 {
 				continue
 			}
 			a := ranges[p.Path]
@@ -259,52 +245,13 @@ type query struct {
 	preds []mql.Predicate
 }
 
+// compileQuery compiles a filter; its index predicates are mql's
+// Predicates, which leave out every constraint an index cannot answer
+// alone (null, arrays, regexes, and $in lists holding them).
 func compileQuery(filter bson.Raw) (*query, error) {
 	f, err := mql.CompileFilter(filter)
 	if err != nil {
 		return nil, err
 	}
-	q := &query{Filter: f}
-	unsafe := map[string]bool{}
-	unsafeIn(filter, unsafe)
-	for _, p := range f.Predicates() {
-		if p.Op == "$in" && unsafe[p.Path] {
-			continue
-		}
-		q.preds = append(q.preds, p)
-	}
-	return q, nil
-}
-
-// unsafeIn marks the paths with an $in list holding a value an index
-// lookup cannot answer (null also matches a missing field), looking at the
-// top level and inside $and, as Predicates does. Predicates leaves null out
-// of the $in values it reports, so the store checks the filter itself.
-func unsafeIn(filter bson.Raw, unsafe map[string]bool) {
-	elems, _ := filter.Elements()
-	for _, e := range elems {
-		v := e.Value()
-		if e.Key() == "$and" && v.Type == bson.TypeArray {
-			vals, _ := v.Array().Values()
-			for _, c := range vals {
-				if c.Type == bson.TypeEmbeddedDocument {
-					unsafeIn(c.Document(), unsafe)
-				}
-			}
-			continue
-		}
-		if v.Type != bson.TypeEmbeddedDocument {
-			continue
-		}
-		in, err := v.Document().LookupErr("$in")
-		if err != nil || in.Type != bson.TypeArray {
-			continue
-		}
-		vals, _ := in.Array().Values()
-		for _, x := range vals {
-			if !indexable(x) {
-				unsafe[e.Key()] = true
-			}
-		}
-	}
+	return &query{Filter: f, preds: f.Predicates()}, nil
 }

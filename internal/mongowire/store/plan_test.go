@@ -12,7 +12,7 @@ import (
 
 // genValue draws a value of one of the types an index must order.
 func genValue(t *rapid.T, label string, depth int) any {
-	kinds := []string{"int", "long", "double", "string", "null", "bool", "doc", "date", "oid", "minkey"}
+	kinds := []string{"int", "long", "double", "string", "null", "bool", "doc", "date", "oid", "minkey", "regex"}
 	if depth == 0 {
 		kinds = append(kinds, "array")
 	}
@@ -37,6 +37,8 @@ func genValue(t *rapid.T, label string, depth int) any {
 		return bson.ObjectID{11: byte(rapid.IntRange(0, 2).Draw(t, label))}
 	case "minkey":
 		return bson.MinKey{}
+	case "regex":
+		return bson.Regex{Pattern: rapid.SampledFrom([]string{"^a", "b", "^$"}).Draw(t, label), Options: ""}
 	}
 	n := rapid.IntRange(0, 3).Draw(t, label+"len")
 	a := bson.A{}
@@ -90,9 +92,22 @@ func TestIndexMatchesScan(t *testing.T) {
 		v := genValue(t, "v", 0)
 		w := genValue(t, "w", 1)
 		var filter bson.D
-		switch op := rapid.SampledFrom([]string{"$eq", "$in", "$gt", "$gte", "$lt", "$lte", "range"}).Draw(t, "op"); op {
+		switch op := rapid.SampledFrom([]string{"$eq", "$in", "$gt", "$gte", "$lt", "$lte", "range", "literal", "$and"}).Draw(t, "op"); op {
 		case "$in":
-			filter = bson.D{{Key: path, Value: bson.D{{Key: "$in", Value: bson.A{v, w}}}}}
+			// Lists mixing indexable values with null (which also
+			// matches a missing field), arrays and regexes.
+			list := bson.A{}
+			for i := range rapid.IntRange(0, 4).Draw(t, "in len") {
+				list = append(list, genValue(t, fmt.Sprintf("in%d", i), 0))
+			}
+			filter = bson.D{{Key: path, Value: bson.D{{Key: "$in", Value: list}}}}
+		case "literal": // {a: v}: a regex matches strings, an array itself or an element
+			filter = bson.D{{Key: path, Value: v}}
+		case "$and": // an indexable predicate next to one that is not
+			filter = bson.D{{Key: "$and", Value: bson.A{
+				bson.D{{Key: path, Value: bson.D{{Key: "$in", Value: bson.A{v, nil}}}}},
+				bson.D{{Key: path, Value: bson.D{{Key: "$gte", Value: w}}}},
+			}}}
 		case "range":
 			filter = bson.D{{Key: path, Value: bson.D{{Key: "$gte", Value: v}, {Key: "$lt", Value: w}}}}
 		default:
