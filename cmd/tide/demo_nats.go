@@ -34,6 +34,7 @@ const (
 	natsDemoSubjects = "orders.>"
 	natsDemoConsumer = "tide-demo"
 	natsDemoPipeline = "demo-nats"
+	natsDemoAckWait  = 5 * time.Second
 )
 
 // natsDemoKinds are the subjects, in the order the summary lists them.
@@ -118,6 +119,12 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 	if before > 0 || published > 0 {
 		fmt.Fprintf(stdout, "resuming from the checkpoint: %d messages already in the file, %d in the stream\n", before, published)
 	}
+	if info, err := natsDemoConsumerInfo(ctx, js); err == nil && info.NumAckPending > 0 {
+		fmt.Fprintf(stdout, "the last run left %d messages delivered and not acknowledged: waiting %s (the ack wait) for the server to redeliver them first, in order\n",
+			info.NumAckPending, natsDemoAckWait)
+	} else if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return err
+	}
 
 	src := natssource.New(natssource.Config{
 		Name: natsDemoPipeline, Servers: []string{url},
@@ -125,7 +132,7 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		Deliver: "all", Ack: "explicit",
 		// A short ack wait: a run after a crash waits it out once, so that
 		// the unacknowledged messages come back first, in order.
-		AckWait: 5 * time.Second,
+		AckWait: natsDemoAckWait,
 		// Above two batches plus the source's queue: delivery never waits
 		// for a commit.
 		MaxAckPending:   2*runtime.DefaultMaxRecords + 4*500 + 1000,
@@ -138,7 +145,6 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	runCtx, hardStop := context.WithCancel(ctx)
-	began := time.Now()
 	done := make(chan struct{})
 	var runErr error
 	go func() {
@@ -159,6 +165,7 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		}
 	}
 
+	began := time.Now() // once the source is open: the throughput is the pipeline's, not the wait for redelivery
 	pubCtx, stopPublisher := context.WithCancel(sigCtx)
 	defer stopPublisher()
 	pub := &natsPublisher{js: js, seq: published, streamSeq: lastStreamSeq, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))}
