@@ -290,3 +290,30 @@ func checkResumeSeesAll(t *testing.T, coll *mongo.Collection, token bson.Raw, ac
 		}
 	}
 }
+
+// Two servers never share a data directory: the second is refused while
+// the first runs, and starts once it has closed.
+func TestDataDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)}
+	first := New(cfg)
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	second := New(cfg)
+	err := second.Start()
+	if err == nil || !strings.Contains(err.Error(), "in use by another server") {
+		second.Close()
+		t.Fatalf("second server on the same data directory: %v, want it refused", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	third := New(cfg)
+	if err := third.Start(); err != nil {
+		t.Fatalf("start after the first closed: %v", err)
+	}
+	if err := third.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

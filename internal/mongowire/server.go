@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,7 @@ type Server struct {
 	openChangeStream func(ctx context.Context, db, coll string, cmd bson.Raw) (CursorSource, bson.D, error)
 
 	store     *store.Store
+	dirLock   *os.File // held while serving DataDir
 	ln        net.Listener
 	addr      string // actual listen address
 	advertise string
@@ -144,6 +146,13 @@ func New(cfg Config) *Server {
 // Start opens the store, listens, and serves in goroutines it owns until
 // Close. It returns once the listener is ready.
 func (s *Server) Start() error {
+	if s.cfg.DataDir != "" {
+		lock, err := lockDataDir(s.cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		s.dirLock = lock
+	}
 	st, err := store.Open(store.Config{
 		Dir:               s.cfg.DataDir,
 		OplogBytes:        s.cfg.OplogBytes,
@@ -151,11 +160,13 @@ func (s *Server) Start() error {
 		Logger:            s.log,
 	})
 	if err != nil {
+		s.unlockDataDir()
 		return fmt.Errorf("open store: %w", err)
 	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		st.Close()
+		s.unlockDataDir()
 		return fmt.Errorf("listen: %w", err)
 	}
 	s.store = st
@@ -208,8 +219,17 @@ func (s *Server) Close() error {
 		s.wg.Wait()
 		s.cursors.closeAll()
 		s.closeErr = errors.Join(ignoreClosed(lnErr), s.store.Close())
+		s.unlockDataDir()
 	})
 	return s.closeErr
+}
+
+// unlockDataDir releases the data directory's lock, if held.
+func (s *Server) unlockDataDir() {
+	if s.dirLock != nil {
+		s.dirLock.Close()
+		s.dirLock = nil
+	}
 }
 
 func ignoreClosed(err error) error {
