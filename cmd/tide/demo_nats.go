@@ -96,7 +96,7 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		return fmt.Errorf("connect to the embedded nats-server: %w", err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(5*time.Second), jetstream.WithPublishAsyncMaxPending(2*natsDemoWindow))
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -361,10 +361,18 @@ func committedStreamSeq(st runtime.Stats) uint64 {
 	return pos.StreamSeq
 }
 
-// natsPublisher publishes order messages one at a time, each with a
-// Nats-Msg-Id, and waits for each PubAck: a message is published when the
-// stream says so, and a retry after a lost PubAck is a duplicate the
-// stream drops.
+// natsDemoWindow is how many publishes the publisher has in flight: enough
+// that it is not the demo's bottleneck, few enough that a signal stops it
+// at once.
+const natsDemoWindow = 256
+
+// natsPublisher publishes order messages in windows of asynchronous
+// publishes, each with a Nats-Msg-Id, and waits for every PubAck of a
+// window before the next: a message counts as published when the stream
+// says so. One connection's publishes are stored in the order sent, and
+// each PubAck's sequence is checked against the order's seq, so the
+// stream holds seq 1..N in order. A publish whose PubAck is lost is sent
+// again with its id, and the stream drops it if it already has it.
 type natsPublisher struct {
 	js        jetstream.JetStream
 	seq       int64  // the last order published
@@ -374,58 +382,102 @@ type natsPublisher struct {
 }
 
 func (p *natsPublisher) run(ctx context.Context, n int, rate float64) error {
+	began := time.Now()
 	var tick *time.Ticker
 	if rate > 0 {
-		tick = time.NewTicker(time.Duration(float64(time.Second) / rate))
+		tick = time.NewTicker(max(time.Duration(float64(time.Second)/rate), time.Millisecond))
 		defer tick.Stop()
 	}
 	for p.published < n {
-		if tick != nil {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				return ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		due := n - p.published
+		if rate > 0 {
+			due = min(due, int(time.Since(began).Seconds()*rate)+1-p.published)
+			if due <= 0 {
+				select {
+				case <-tick.C:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				continue
 			}
-		} else if err := ctx.Err(); err != nil {
-			return err
 		}
-		// A publish runs to completion even if a signal arrives meanwhile,
+		// A window runs to completion even if a signal arrives meanwhile,
 		// so that the count printed is what the stream holds.
-		if err := p.publish(context.WithoutCancel(ctx), p.seq+1); err != nil {
+		if err := p.publishWindow(context.WithoutCancel(ctx), min(due, natsDemoWindow)); err != nil {
 			return err
 		}
-		p.seq++
-		p.published++
 	}
 	return nil
 }
 
-func (p *natsPublisher) publish(ctx context.Context, seq int64) error {
-	subject := natsDemoSubject(seq)
-	data, err := json.Marshal(natsOrder{
+// publishWindow publishes the next k orders and waits for their PubAcks.
+func (p *natsPublisher) publishWindow(ctx context.Context, k int) error {
+	futures := make([]jetstream.PubAckFuture, 0, k)
+	var sendErr error
+	for i := range k {
+		f, err := p.js.PublishMsgAsync(p.message(p.seq+1+int64(i)), jetstream.WithExpectStream(natsDemoStream))
+		if err != nil {
+			sendErr = err
+			break
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		seq := p.seq + 1
+		var ack *jetstream.PubAck
+		select {
+		case ack = <-f.Ok():
+		case err := <-f.Err():
+			if ack, err = p.republish(ctx, f.Msg(), seq, err); err != nil {
+				return err
+			}
+		}
+		if ack.Sequence != uint64(seq) {
+			return fmt.Errorf("stream %s stored order %d at sequence %d: it holds messages the demo did not publish", natsDemoStream, seq, ack.Sequence)
+		}
+		p.seq, p.streamSeq = seq, ack.Sequence
+		p.published++
+	}
+	if len(futures) == 0 {
+		return fmt.Errorf("publish order %d: %w", p.seq+1, sendErr)
+	}
+	return nil // a window cut short by sendErr is continued by the next
+}
+
+// message builds the message of order seq.
+func (p *natsPublisher) message(seq int64) *nats.Msg {
+	data, _ := json.Marshal(natsOrder{ // a struct of strings and numbers always marshals
 		Seq: seq, Order: fmt.Sprintf("o%07d", (seq+1)/2), Customer: fmt.Sprintf("c%03d", p.rng.IntN(500)),
 		AmountCents: 100 + p.rng.IntN(99900), At: time.Now().UTC().Format(time.RFC3339Nano),
 	})
-	if err != nil {
-		return err
-	}
-	id := "tide-demo-order-" + strconv.FormatInt(seq, 10)
+	m := nats.NewMsg(natsDemoSubject(seq))
+	m.Data = data
+	m.Header.Set(jetstream.MsgIDHeader, "tide-demo-order-"+strconv.FormatInt(seq, 10))
+	return m
+}
+
+// republish sends msg again, synchronously, after its asynchronous publish
+// failed with first; its id makes it a duplicate if the stream has it.
+func (p *natsPublisher) republish(ctx context.Context, msg *nats.Msg, seq int64, first error) (*jetstream.PubAck, error) {
 	const attempts = 3
-	for attempt := 1; ; attempt++ {
+	err := first
+	for attempt := 2; attempt <= attempts; attempt++ {
+		if !errors.Is(err, jetstream.ErrAsyncPublishTimeout) && !errors.Is(err, context.DeadlineExceeded) &&
+			!errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
+			break
+		}
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ack, err := p.js.Publish(actx, subject, data, jetstream.WithMsgID(id), jetstream.WithExpectStream(natsDemoStream))
+		var ack *jetstream.PubAck
+		ack, err = p.js.PublishMsg(actx, msg, jetstream.WithExpectStream(natsDemoStream))
 		cancel()
 		if err == nil {
-			if ack.Sequence != uint64(seq) {
-				return fmt.Errorf("stream %s stored order %d at sequence %d: it holds messages the demo did not publish", natsDemoStream, seq, ack.Sequence)
-			}
-			p.streamSeq = ack.Sequence
-			return nil
-		}
-		if attempt == attempts || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse)) {
-			return fmt.Errorf("publish order %d to %s (attempt %d): %w", seq, subject, attempt, err)
+			return ack, nil
 		}
 	}
+	return nil, fmt.Errorf("publish order %d to %s: %w", seq, msg.Subject, err)
 }
 
 // subjectCounter is the file sink, counting the records it committed by
