@@ -211,6 +211,9 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	if sigCtx.Err() != nil {
+		stopSignals() // a second signal stops the demo at once
+	}
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	drainErr := p.Drain(dctx)
 	cancel()
