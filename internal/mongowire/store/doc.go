@@ -38,11 +38,19 @@
 // $and of those). Candidates are always checked against the full
 // filter, so an index only has to find a superset; values whose matching
 // reaches beyond equal keys (null, arrays, regexes) are scanned, and range
-// bounds on a multikey index are not intersected. A sorted find with a
-// limit walks a single-field index in sort order when one fits (and no
-// index serves the filter), or keeps only the top documents while
-// scanning. Explain reports the index used and the keys and documents
-// examined. createIndexes and loading a snapshot build an index by sorting
+// bounds on a multikey index are not intersected.
+//
+// A sorted find walks an index instead of sorting when the sort's fields
+// are the index's first fields, all in the index's directions or all
+// opposite (then the walk goes backward), and the index holds one entry
+// per document (not multikey, sparse or partial); a limit stops the walk
+// early. When the filter has an index predicate, the walk stays within it
+// if it is on that index, and otherwise the filter's index wins and the
+// matches are sorted. Documents that tie on the sort's fields come in
+// natural order, as from a stable sort. Other sorts use mql's SortDocs, or,
+// for a limit up to 2000, keep only the top documents in a heap while
+// scanning. Explain reports the index used, whether it gave the order
+// (and in which direction), and the keys and documents examined. createIndexes and loading a snapshot build an index by sorting
 // all its keys at once.
 //
 // # Durability

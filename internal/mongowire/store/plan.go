@@ -15,6 +15,12 @@ type Plan struct {
 	Index        string // the index used, "" for a collection scan
 	KeysExamined int
 	DocsExamined int
+	// SortedByIndex is set when walking Index gave the documents in the
+	// requested sort order, so no sort stage ran (and a limit stopped the
+	// walk early); Backward when that walk went from the end of the index
+	// to its start.
+	SortedByIndex bool
+	Backward      bool
 }
 
 // bracket is the position of a BSON type in MongoDB's comparison order;
@@ -158,31 +164,63 @@ func (c *collection) leading(path string, preds []mql.Predicate) *index {
 // duplicates, and how many keys it examined.
 func (a *access) rids() ([]uint64, int) {
 	var out []uint64
+	keys := a.walk(false, func(e *entry) bool {
+		out = append(out, e.rid)
+		return true
+	})
+	slices.Sort(out)
+	return slices.Compact(out), keys
+}
+
+// walk calls fn with the entries the access finds, in index order, or in
+// the opposite order when reverse is set, until fn returns false. It
+// returns how many keys it examined. Equal points are visited once.
+func (a *access) walk(reverse bool, fn func(e *entry) bool) int {
 	keys := 0
 	t := a.ix.tree
 	if a.points != nil {
-		for _, v := range a.points {
-			probe := entry{k0: v}
-			t.ascend(&probe, func(e *entry) bool {
+		pts := slices.Clone(a.points)
+		slices.SortFunc(pts, func(x, y bson.RawValue) int { return compareValues(x, y) * a.ix.dirs[0] })
+		pts = slices.CompactFunc(pts, func(x, y bson.RawValue) bool { return compareValues(x, y) == 0 })
+		if reverse {
+			slices.Reverse(pts)
+		}
+		for _, v := range pts {
+			stopped := false
+			each := func(e *entry) bool {
 				keys++
 				if compareValues(e.k0, v) != 0 {
 					return false
 				}
-				out = append(out, e.rid)
-				return true
-			})
+				stopped = !fn(e)
+				return !stopped
+			}
+			if reverse {
+				t.descend(&entry{k0: v, rid: ridMax}, each) // after every entry with key v
+			} else {
+				t.ascend(&entry{k0: v}, each) // before every entry with key v
+			}
+			if stopped {
+				break
+			}
 		}
+		return keys
+	}
+	// A range (only on ascending leading fields) stays in its bound's
+	// bracket: entries of other brackets are passed over or end the walk.
+	b := 0
+	if a.lo != nil {
+		b = bracket(a.lo.Type)
 	} else {
+		b = bracket(a.hi.Type)
+	}
+	if !reverse {
 		var from *entry
-		var b int
 		if a.lo != nil {
 			from = &entry{k0: *a.lo}
 			if !a.loIncl {
 				from.rid = ridMax
 			}
-			b = bracket(a.lo.Type)
-		} else {
-			b = bracket(a.hi.Type)
 		}
 		t.ascend(from, func(e *entry) bool {
 			keys++
@@ -198,12 +236,34 @@ func (a *access) rids() ([]uint64, int) {
 					return false
 				}
 			}
-			out = append(out, e.rid)
-			return true
+			return fn(e)
 		})
+		return keys
 	}
-	slices.Sort(out)
-	return slices.Compact(out), keys
+	var from *entry
+	if a.hi != nil {
+		from = &entry{k0: *a.hi}
+		if a.hiIncl {
+			from.rid = ridMax
+		}
+	}
+	t.descend(from, func(e *entry) bool {
+		keys++
+		switch eb := bracket(e.k0.Type); {
+		case eb > b:
+			return true
+		case eb < b:
+			return false
+		}
+		if a.lo != nil {
+			c := mql.Compare(e.k0, *a.lo)
+			if c < 0 || c == 0 && !a.loIncl {
+				return false
+			}
+		}
+		return fn(e)
+	})
+	return keys
 }
 
 // scan calls fn, in natural order, with every document the filter may

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"sort"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -139,8 +140,11 @@ func TestIndexMatchesScan(t *testing.T) {
 	})
 }
 
-// TestIndexSortMatchesSort checks that a sorted, limited query walking an
-// index returns what a stable sort of every match returns.
+// TestIndexSortMatchesSort checks that a sorted query walking an index, in
+// either direction, over a prefix of a compound index, within the filter's
+// own index bounds or not, returns what a stable sort of every match
+// returns (ties in natural order), and that the plan says when the index
+// gave the order.
 func TestIndexSortMatchesSort(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s, err := Open(Config{})
@@ -148,37 +152,170 @@ func TestIndexSortMatchesSort(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		dir := rapid.SampledFrom([]int32{1, -1}).Draw(t, "index dir")
-		if _, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "a", Value: dir}}}}); err != nil {
+		key := rapid.SampledFrom([]bson.D{
+			{{Key: "a", Value: int32(1)}},
+			{{Key: "a", Value: int32(-1)}},
+			{{Key: "a", Value: int32(1)}, {Key: "b", Value: int32(1)}},
+			{{Key: "a", Value: int32(1)}, {Key: "b", Value: int32(-1)}},
+			{{Key: "a", Value: int32(-1)}, {Key: "b", Value: int32(1)}, {Key: "c", Value: int32(1)}},
+		}).Draw(t, "index")
+		if _, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Name: "ix", Key: key}}); err != nil {
 			t.Fatal(err)
 		}
+		arrays := rapid.Bool().Draw(t, "arrays") // a multikey index cannot give the order
+		depth := 1
+		if arrays {
+			depth = 0
+		}
 		for i := range rapid.IntRange(0, 30).Draw(t, "docs") {
-			d := bson.D{{Key: "_id", Value: i}, {Key: "b", Value: int32(i % 3)}}
+			d := bson.D{{Key: "_id", Value: i}}
 			if rapid.IntRange(0, 5).Draw(t, "missing") > 0 {
-				d = append(d, bson.E{Key: "a", Value: genValue(t, fmt.Sprintf("a%d", i), 1)})
+				d = append(d, bson.E{Key: "a", Value: genValue(t, fmt.Sprintf("a%d", i), depth)})
+			}
+			if rapid.IntRange(0, 5).Draw(t, "missing b") > 0 {
+				d = append(d, bson.E{Key: "b", Value: int32(rapid.IntRange(0, 2).Draw(t, "b"))})
 			}
 			doc, _ := bson.Marshal(d)
 			s.Insert(nsA, []bson.Raw{doc}, true)
 		}
-		sortDir := rapid.SampledFrom([]int32{1, -1}).Draw(t, "sort dir")
-		sortSpec, _ := bson.Marshal(bson.D{{Key: "a", Value: sortDir}})
-		filter, _ := bson.Marshal(rapid.SampledFrom([]bson.D{{}, {{Key: "b", Value: 1}}, {{Key: "b", Value: bson.D{{Key: "$ne", Value: 2}}}}}).Draw(t, "filter"))
+		var sortKey bson.D
+		for _, f := range []string{"a", "b", "c"}[:rapid.IntRange(1, 3).Draw(t, "sort fields")] {
+			sortKey = append(sortKey, bson.E{Key: f, Value: rapid.SampledFrom([]int32{1, -1}).Draw(t, "dir "+f)})
+		}
+		sortSpec, _ := bson.Marshal(sortKey)
+		v, w := genValue(t, "v", 1), genValue(t, "w", 1)
+		filterDoc := rapid.SampledFrom([]bson.D{
+			{},
+			{{Key: "b", Value: 1}},
+			{{Key: "b", Value: bson.D{{Key: "$ne", Value: 2}}}},
+			{{Key: "a", Value: v}},
+			{{Key: "a", Value: bson.D{{Key: "$in", Value: bson.A{v, w}}}}},
+			{{Key: "a", Value: bson.D{{Key: "$gte", Value: v}}}},
+			{{Key: "a", Value: bson.D{{Key: "$gt", Value: v}, {Key: "$lte", Value: w}}}},
+		}).Draw(t, "filter")
+		filter, _ := bson.Marshal(filterDoc)
+		f, err := mql.CompileFilter(filter)
+		if err != nil {
+			t.Skip("filter not valid:", err)
+		}
+		sorter, err := mql.CompileSort(sortSpec)
+		if err != nil {
+			t.Fatal(err)
+		}
 		skip := int64(rapid.IntRange(0, 5).Draw(t, "skip"))
-		limit := int64(rapid.IntRange(1, 10).Draw(t, "limit"))
-		got, err := s.Find(nsA, FindSpec{Filter: filter, Sort: sortSpec, Skip: skip, Limit: limit})
+		limit := int64(rapid.IntRange(0, 10).Draw(t, "limit"))
+		spec := FindSpec{Filter: filter, Sort: sortSpec, Skip: skip, Limit: limit}
+		got, err := s.Find(nsA, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		all, err := s.Find(nsA, FindSpec{Filter: filter, Sort: sortSpec})
+
+		// The reference: every document in natural order, filtered, then
+		// sorted stably with Sort.Compare.
+		docs, err := s.Find(nsA, FindSpec{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan, _ := s.Explain(nsA, FindSpec{Filter: filter, Sort: sortSpec, Skip: skip, Limit: limit})
-		if (plan.Index != "") != (sortDir == dir) {
-			t.Fatalf("sort %d on an index of direction %d used %q", sortDir, dir, plan.Index)
+		var want []bson.Raw
+		for _, d := range docs {
+			if f.Match(d) {
+				want = append(want, d)
+			}
 		}
-		if want := window(all, skip, limit); fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("sort %v skip %d limit %d through %+v:\n got %v\nwant %v", bson.Raw(sortSpec), skip, limit, plan, got, want)
+		sort.SliceStable(want, func(i, j int) bool { return sorter.Compare(want[i], want[j]) < 0 })
+		want = window(want, skip, limit)
+		plan, err := s.Explain(nsA, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("filter %v sort %v skip %d limit %d through %+v:\n got %v\nwant %v", bson.Raw(filter), bson.Raw(sortSpec), skip, limit, plan, got, want)
+		}
+
+		// Without arrays, a sort on a prefix of the index in its
+		// direction or the opposite one walks the index (the filter,
+		// when it has an index predicate, is on the same index).
+		fits, backward := len(sortKey) <= len(key), false
+		for i := 0; fits && i < len(sortKey); i++ {
+			same := sortKey[i].Value.(int32) == key[i].Value.(int32)
+			if i == 0 {
+				backward = !same
+			}
+			fits = same != backward
+		}
+		if !arrays && plan.SortedByIndex != fits {
+			t.Fatalf("sort %v on index %v: plan %+v, want SortedByIndex %v", bson.Raw(sortSpec), key, plan, fits)
+		}
+		if plan.SortedByIndex && (plan.Backward != backward || plan.Index != "ix") {
+			t.Fatalf("sort %v on index %v: plan %+v, want index ix backward %v", bson.Raw(sortSpec), key, plan, backward)
 		}
 	})
+}
+
+// TestIndexSortStopsEarly checks that a limited sort walking an index
+// examines only the keys it needs, from either end.
+func TestIndexSortStopsEarly(t *testing.T) {
+	s := openMem(t)
+	docs := make([]bson.Raw, 1000)
+	for i := range docs {
+		docs[i] = raw(t, bson.D{{Key: "_id", Value: i}, {Key: "k", Value: i % 500}, {Key: "g", Value: i % 7}})
+	}
+	if _, errs := s.Insert(nsA, docs, true); len(errs) > 0 {
+		t.Fatal(errs[0].Err)
+	}
+	if _, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "k", Value: 1}, {Key: "g", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		sort, filter bson.D
+		limit        int64
+		first        []int // _ids of the first documents returned
+		maxKeys      int
+		backward     bool
+		index        string
+	}{
+		"_id backward": {
+			sort: bson.D{{Key: "_id", Value: -1}}, limit: 3,
+			first: []int{999, 998, 997}, maxKeys: 3, backward: true, index: "_id_",
+		},
+		"compound prefix, ties in natural order": {
+			sort: bson.D{{Key: "k", Value: 1}}, limit: 3,
+			first: []int{0, 500, 1}, maxKeys: 5, index: "k_1_g_1",
+		},
+		"compound backward": {
+			sort: bson.D{{Key: "k", Value: -1}, {Key: "g", Value: -1}}, limit: 2,
+			first: []int{999, 499}, maxKeys: 3, backward: true, index: "k_1_g_1",
+		},
+		"range on the sort index, backward": {
+			sort: bson.D{{Key: "k", Value: -1}}, filter: bson.D{{Key: "k", Value: bson.D{{Key: "$lt", Value: 100}}}}, limit: 2,
+			first: []int{99, 599}, maxKeys: 3, backward: true, index: "k_1_g_1",
+		},
+		"$in on the sort index": {
+			sort: bson.D{{Key: "k", Value: 1}}, filter: bson.D{{Key: "k", Value: bson.D{{Key: "$in", Value: bson.A{300, 7}}}}}, limit: 4,
+			first: []int{7, 507, 300, 800}, maxKeys: 6, index: "k_1_g_1",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			spec := FindSpec{Sort: raw(t, tc.sort), Filter: raw(t, append(bson.D{}, tc.filter...)), Limit: tc.limit}
+			got, err := s.Find(nsA, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []int
+			for _, d := range got {
+				ids = append(ids, int(d.Lookup("_id").AsInt64()))
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(tc.first) {
+				t.Errorf("got _ids %v, want %v", ids, tc.first)
+			}
+			plan, err := s.Explain(nsA, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !plan.SortedByIndex || plan.Backward != tc.backward || plan.Index != tc.index || plan.KeysExamined > tc.maxKeys {
+				t.Errorf("plan %+v, want index %s sorted backward=%v with at most %d keys", plan, tc.index, tc.backward, tc.maxKeys)
+			}
+		})
+	}
 }

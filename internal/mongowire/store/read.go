@@ -32,63 +32,151 @@ func (s *Store) match(ns Namespace, f *query, limit int64) ([]bson.Raw, Plan, er
 	return out, plan, err
 }
 
-// matchSorted answers a sorted, limited query by walking an index in sort
-// order, when one fits and no index serves the filter better: it stops
-// after limit matches instead of sorting the whole collection. ok is false
-// when no index fits.
-func (s *Store) matchSorted(ns Namespace, f *query, sortSpec bson.Raw, limit int64) (docs []bson.Raw, plan Plan, ok bool, err error) {
+// matchSorted answers a sorted query by walking an index in sort order,
+// when one fits: it needs no sort, and stops once it has want documents
+// (0 = all). The filter's own index access is used when it is on the same
+// index; when the filter is better served by another index, ok is false
+// and the caller sorts.
+func (s *Store) matchSorted(ns Namespace, f *query, sortSpec bson.Raw, want int64) (docs []bson.Raw, plan Plan, ok bool, err error) {
 	err = s.read(func() error {
 		c := s.collLocked(ns)
 		if c == nil {
 			ok = true
 			return nil
 		}
-		if c.choose(f.preds) != nil {
+		a := c.choose(f.preds)
+		var w sortWalk
+		if a != nil {
+			if w, ok = sortFits(a.ix, sortSpec); !ok {
+				return nil
+			}
+		} else if w, ok = c.sortIndex(sortSpec); !ok {
 			return nil
 		}
-		ix := c.sortIndex(sortSpec)
-		if ix == nil {
-			return nil
-		}
-		ok = true
-		plan.Index = ix.spec.Name
-		ix.tree.ascend(nil, func(e *entry) bool {
-			plan.KeysExamined++
-			p := c.pos(e.rid)
-			if p < 0 {
-				return true
-			}
-			plan.DocsExamined++
-			if doc := c.recs[p].doc; f.Match(doc) {
-				docs = append(docs, doc)
-			}
-			return int64(len(docs)) < limit
-		})
+		docs, plan = c.walkSorted(w, a, f, want)
 		return nil
 	})
 	return docs, plan, ok, err
 }
 
-// sortIndex returns an index whose order is the sort's: one field, the
-// same direction, one entry per document (not multikey, sparse or
-// partial), so that walking it gives the documents in sort order, ties in
-// natural order as a stable sort leaves them.
-func (c *collection) sortIndex(sortSpec bson.Raw) *index {
-	elems, err := sortSpec.Elements()
-	if err != nil || len(elems) != 1 {
-		return nil
-	}
-	dir, err := keyDirection(elems[0].Value())
-	if err != nil {
-		return nil
-	}
+// sortWalk is an index whose order gives a sort's order.
+type sortWalk struct {
+	ix      *index
+	fields  int  // the sort's fields: the first fields of the index
+	reverse bool // walk from the end: every sort direction is the opposite of the index's
+}
+
+// sortIndex returns an index that fits the sort, preferring the one with
+// the fewest fields.
+func (c *collection) sortIndex(sortSpec bson.Raw) (sortWalk, bool) {
+	var best sortWalk
+	found := false
 	for _, ix := range c.indexes {
-		if len(ix.paths) == 1 && ix.spec.Key[0].Key == elems[0].Key() && ix.dirs[0] == dir &&
-			!ix.multikey && !ix.spec.Sparse && ix.partial == nil && !slices.ContainsFunc(ix.paths[0], isNumeric) {
-			return ix
+		if w, ok := sortFits(ix, sortSpec); ok && (!found || len(ix.paths) < len(best.ix.paths)) {
+			best, found = w, true
 		}
 	}
-	return nil
+	return best, found
+}
+
+// sortFits reports whether walking ix, forward or backward, gives the
+// documents in the order of the sort: the sort's fields are the index's
+// first fields, with all directions equal to the index's or all opposite,
+// and the index has exactly one entry per document (not multikey, sparse
+// or partial), whose values are the documents' sort keys.
+func sortFits(ix *index, sortSpec bson.Raw) (sortWalk, bool) {
+	elems, err := sortSpec.Elements()
+	if err != nil || len(elems) == 0 || len(elems) > len(ix.paths) ||
+		ix.multikey || ix.spec.Sparse || ix.partial != nil {
+		return sortWalk{}, false
+	}
+	w := sortWalk{ix: ix, fields: len(elems)}
+	for i, e := range elems {
+		dir, err := keyDirection(e.Value())
+		if err != nil || e.Key() != ix.spec.Key[i].Key || slices.ContainsFunc(ix.paths[i], isNumeric) {
+			return sortWalk{}, false
+		}
+		reverse := dir != ix.dirs[i]
+		if i == 0 {
+			w.reverse = reverse
+		} else if reverse != w.reverse {
+			return sortWalk{}, false
+		}
+	}
+	return w, true
+}
+
+// ties reports whether two entries are equal on the sort's fields.
+func (w sortWalk) ties(a, b *entry) bool {
+	for i := range w.fields {
+		av, _ := entryKey(a, i)
+		bv, _ := entryKey(b, i)
+		if compareValues(av, bv) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// walkSorted collects the documents matching f in sort order by walking
+// the index of w (only what a finds, when a is set), until it has want
+// documents (0 = all). Documents that tie on the sort's fields are
+// returned in natural order, as a stable sort leaves them: the walk keeps
+// a run of ties and orders it by record id, so a limit stops at the end of
+// a run.
+func (c *collection) walkSorted(w sortWalk, a *access, f *query, want int64) ([]bson.Raw, Plan) {
+	plan := Plan{Index: w.ix.spec.Name, SortedByIndex: true, Backward: w.reverse}
+	var out []bson.Raw
+	var run []record // matching documents tied with prev
+	var prev *entry
+	flush := func() {
+		slices.SortFunc(run, func(x, y record) int { return cmpRID(x.rid, y.rid) })
+		for _, r := range run {
+			out = append(out, r.doc)
+		}
+		run = run[:0]
+	}
+	done := func() bool { return want > 0 && int64(len(out)) >= want }
+	// A unique index (or _id) that the sort covers has no ties: each entry
+	// is a run of its own.
+	noTies := (w.ix.unique() || w.ix == c.indexes[0]) && w.fields == len(w.ix.paths)
+	visit := func(e *entry) bool {
+		if prev != nil && !noTies && !w.ties(prev, e) {
+			flush()
+			if done() {
+				return false
+			}
+		}
+		prev = e
+		p := c.pos(e.rid)
+		if p < 0 {
+			return true
+		}
+		plan.DocsExamined++
+		if doc := c.recs[p].doc; f.Match(doc) {
+			run = append(run, record{rid: e.rid, doc: doc})
+		}
+		if noTies {
+			flush()
+			return !done()
+		}
+		return true
+	}
+	if a != nil {
+		plan.KeysExamined = a.walk(w.reverse, visit)
+	} else {
+		count := func(e *entry) bool {
+			plan.KeysExamined++
+			return visit(e)
+		}
+		if w.reverse {
+			w.ix.tree.descend(nil, count)
+		} else {
+			w.ix.tree.ascend(nil, count)
+		}
+	}
+	flush()
+	return out, plan
 }
 
 // Find runs a query and returns a point-in-time result: the matching
@@ -129,26 +217,30 @@ func (s *Store) find(ns Namespace, spec FindSpec) ([]bson.Raw, Plan, error) {
 		limit = -limit
 	}
 	want := int64(0)
-	if sorter == nil && limit > 0 {
+	if limit > 0 {
 		want = skip + limit
 	}
 	var docs []bson.Raw
 	var plan Plan
 	sorted := false
-	if sorter != nil && limit > 0 {
-		docs, plan, sorted, err = s.matchSorted(ns, f, spec.Sort, skip+limit)
+	if sorter != nil {
+		docs, plan, sorted, err = s.matchSorted(ns, f, spec.Sort, want)
 	}
 	if !sorted && err == nil {
-		docs, plan, err = s.match(ns, f, want)
+		if sorter != nil {
+			docs, plan, err = s.match(ns, f, 0)
+		} else {
+			docs, plan, err = s.match(ns, f, want)
+		}
 	}
 	if err != nil {
 		return nil, plan, err
 	}
 	if sorter != nil && !sorted {
-		if limit > 0 && skip+limit < int64(len(docs)) {
-			docs = topK(docs, int(skip+limit), sorter.Compare)
+		if want > 0 && want <= topKMax && want < int64(len(docs)) {
+			docs = topK(docs, int(want), sorter.Compare)
 		} else {
-			sort.SliceStable(docs, func(i, j int) bool { return sorter.Compare(docs[i], docs[j]) < 0 })
+			sorter.SortDocs(docs)
 		}
 	}
 	docs = window(docs, skip, limit)
@@ -287,6 +379,11 @@ func (e env) Collection(name string) ([]bson.Raw, error) {
 	})
 	return docs, err
 }
+
+// topKMax is the largest limit for which keeping the top documents in a
+// heap while scanning beats sorting them all with SortDocs (measured on
+// 100k documents: the heap is about 3× faster at 1000, slower at 10000).
+const topKMax = 2000
 
 // ranked is a document and its position in natural order, which breaks
 // ties so that sorting stays stable.

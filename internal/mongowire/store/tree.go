@@ -139,3 +139,26 @@ func (t *tree) ascend(from *entry, fn func(e *entry) bool) {
 		i = 0
 	}
 }
+
+// descend calls fn for each entry < from (every entry if from is nil), in
+// reverse order, until fn returns false.
+func (t *tree) descend(from *entry, fn func(e *entry) bool) {
+	ci, i := len(t.chunks), 0
+	if from != nil {
+		ci, i = t.seek(from)
+	}
+	// (ci, i) is the first entry not to visit; chunks are never empty.
+	for {
+		if i == 0 {
+			ci--
+			if ci < 0 {
+				return
+			}
+			i = len(t.chunks[ci])
+		}
+		i--
+		if !fn(&t.chunks[ci][i]) {
+			return
+		}
+	}
+}
