@@ -112,15 +112,8 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	before, err := countLines(out)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(stdout, "tide demo: embedded MongoDB at %s; writing %d changes to demo.orders at %s; streaming into %s\n",
 		srv.URI(), f.events, rateString(f.rate), out)
-	if before > 0 {
-		fmt.Fprintf(stdout, "resuming from the checkpoint: %d changes already in the file\n", before)
-	}
 
 	src := mongosource.New(mongosource.Config{
 		URI: srv.URI(), Database: "demo", Collection: "orders", Snapshot: "never",
@@ -149,6 +142,17 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 			return runErr
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+	// Count only now: opening the file sink cut anything after the last
+	// commit of an earlier run.
+	before, err := countLines(out)
+	if err != nil {
+		hardStop()
+		<-done
+		return err
+	}
+	if before > 0 {
+		fmt.Fprintf(stdout, "resuming from the checkpoint: %d changes already in the file\n", before)
 	}
 
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -193,7 +197,20 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	// A second signal during the drain stops at once; the checkpoint
+	// stays at the last commit.
+	second := make(chan os.Signal, 1)
+	signal.Notify(second, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(second)
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	go func() {
+		select {
+		case <-second:
+			cancel()
+			hardStop()
+		case <-dctx.Done():
+		}
+	}()
 	drainErr := p.Drain(dctx)
 	cancel()
 	<-done
