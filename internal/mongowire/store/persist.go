@@ -498,7 +498,7 @@ func (s *Store) apply(e *OplogEntry) error {
 func (s *Store) background() {
 	defer close(s.done)
 	var syncC, noopC <-chan time.Time
-	if s.jr != nil {
+	if s.cfg.Dir != "" { // s.jr itself is replaced by compactions
 		t := time.NewTicker(syncInterval)
 		defer t.Stop()
 		syncC = t.C
