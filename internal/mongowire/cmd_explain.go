@@ -115,16 +115,20 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 // queryPlanner) of a find-like read with the given stages above its scan.
 func (s *Server) explainFind(ns store.Namespace, spec store.FindSpec, wrapping []bson.E, verbosity string) (bson.D, error) {
 	start := time.Now()
-	plan, err := s.store.Explain(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort})
+	plan, err := s.store.Explain(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort, Skip: spec.Skip, Limit: spec.Limit})
 	if err != nil {
 		return nil, err
 	}
-	scan, err := s.scanStage(ns, spec.Filter, plan)
+	_, backward := s.indexSorts(ns, plan.Index, spec.Sort)
+	scan, err := s.scanStage(ns, spec.Filter, plan, backward)
 	if err != nil {
 		return nil, err
 	}
 	winning := scan
 	for i := len(wrapping) - 1; i >= 0; i-- {
+		if sorts, _ := s.indexSorts(ns, plan.Index, spec.Sort); sorts && wrapping[i].Key == "SORT" {
+			continue // the index walk yields the order: no SORT stage
+		}
 		st := append(bson.D{{Key: "stage", Value: wrapping[i].Key}}, wrapping[i].Value.(bson.D)...)
 		winning = append(st, bson.E{Key: "inputStage", Value: winning})
 	}
@@ -218,9 +222,13 @@ func (s *Server) explainAggregate(sub *request, inner bson.Raw, verbosity string
 
 // scanStage describes how the store reads the documents: IXSCAN under
 // FETCH for an index, COLLSCAN otherwise.
-func (s *Server) scanStage(ns store.Namespace, filter bson.Raw, plan store.Plan) (bson.D, error) {
+func (s *Server) scanStage(ns store.Namespace, filter bson.Raw, plan store.Plan, backward bool) (bson.D, error) {
 	if plan.Index == "" {
 		return bson.D{{Key: "stage", Value: "COLLSCAN"}, {Key: "filter", Value: orEmpty(filter)}, {Key: "direction", Value: "forward"}}, nil
+	}
+	direction := "forward"
+	if backward {
+		direction = "backward"
 	}
 	var spec store.IndexSpec
 	specs, err := s.store.ListIndexes(ns)
@@ -244,7 +252,7 @@ func (s *Server) scanStage(ns store.Namespace, filter bson.Raw, plan store.Plan)
 			{Key: "isSparse", Value: spec.Sparse},
 			{Key: "isPartial", Value: false},
 			{Key: "indexVersion", Value: int32(2)},
-			{Key: "direction", Value: "forward"},
+			{Key: "direction", Value: direction},
 		}},
 	}, nil
 }
@@ -254,4 +262,57 @@ func orEmpty(d bson.Raw) any {
 		return bson.D{}
 	}
 	return d
+}
+
+// indexSorts reports whether walking the named index yields the sort
+// order — the sort's fields are a prefix of the key, with all directions
+// the same (a forward walk) or all reversed (backward).
+func (s *Server) indexSorts(ns store.Namespace, index string, sort bson.Raw) (sorts, backward bool) {
+	if index == "" || len(sort) == 0 {
+		return false, false
+	}
+	specs, err := s.store.ListIndexes(ns)
+	if err != nil {
+		return false, false
+	}
+	var key bson.D
+	for _, sp := range specs {
+		if sp.Name == index {
+			key = sp.Key
+		}
+	}
+	elems, err := sort.Elements()
+	if err != nil || len(elems) == 0 || len(elems) > len(key) {
+		return false, false
+	}
+	flip := 0 // 1 same direction, -1 reversed
+	for i, e := range elems {
+		if e.Key() != key[i].Key {
+			return false, false
+		}
+		sd, ok := e.Value().AsFloat64OK()
+		kd, ok2 := keyDirection(key[i].Value)
+		if !ok || !ok2 {
+			return false, false
+		}
+		dir := 1
+		if (sd < 0) != (kd < 0) {
+			dir = -1
+		}
+		if flip == 0 {
+			flip = dir
+		} else if flip != dir {
+			return false, false
+		}
+	}
+	return true, flip < 0
+}
+
+// keyDirection is the numeric direction of a key pattern value.
+func keyDirection(v any) (float64, bool) {
+	b, err := bson.Marshal(bson.D{{Key: "v", Value: v}})
+	if err != nil {
+		return 0, false
+	}
+	return bson.Raw(b).Lookup("v").AsFloat64OK()
 }
