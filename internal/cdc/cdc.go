@@ -182,6 +182,14 @@ type Stater interface {
 	State() []byte
 }
 
+// CheckpointObserver is a Sink that wants to know when a checkpoint naming
+// its state has been saved (the file sink keeps an ownership marker until
+// then). CheckpointSaved is called after each save, from a goroutine other
+// than the one calling Put and Commit; it must not block.
+type CheckpointObserver interface {
+	CheckpointSaved(cp Checkpoint)
+}
+
 // Transactional is a Sink that brackets each batch in a transaction. The
 // runtime calls Begin before the first Put of a non-empty batch (never for
 // an empty one) and Abort if a Put or the Commit fails.

@@ -203,6 +203,9 @@ func (p *Pipeline) saveAndAck(ctx context.Context, j saveJob) error {
 			return fmt.Errorf("save checkpoint at %s: %w", pos, err)
 		}
 	}
+	if o, ok := p.sink.(cdc.CheckpointObserver); ok {
+		o.CheckpointSaved(j.next)
+	}
 	took := time.Since(j.started)
 	if a, ok := p.src.(cdc.Acker); ok {
 		if err := a.Ack(ctx, pos); err != nil {

@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/tide-cdc/tide/internal/cdc"
 )
@@ -53,6 +54,8 @@ type Sink struct {
 	w         *bufio.Writer
 	written   int64 // bytes put so far, committed or not
 	committed int64 // bytes made durable by the last Commit
+
+	marked atomic.Bool // the fresh-file marker exists; cleared by CheckpointSaved, from the runtime's saver
 }
 
 // New returns a sink writing to cfg.Path. It does no I/O until Open.
@@ -98,6 +101,10 @@ func (s *Sink) Open(ctx context.Context, restored *cdc.Checkpoint) error {
 			return fmt.Errorf("file sink: %w", err)
 		}
 	}
+	if err := s.claim(f, restoring); err != nil {
+		f.Close()
+		return err
+	}
 	if err := s.restore(f, committed, restoring); err != nil {
 		f.Close()
 		return err
@@ -110,6 +117,59 @@ func (s *Sink) Open(ctx context.Context, restored *cdc.Checkpoint) error {
 	s.w = bufio.NewWriterSize(f, bufferSize)
 	s.written, s.committed = committed, committed
 	return nil
+}
+
+// freshSuffix names the marker that says the file belongs to a pipeline
+// that has not saved its first checkpoint yet.
+const freshSuffix = ".tide-new"
+
+// claim handles a start with no file checkpoint. A crash between the first
+// commit and the first checkpoint save leaves a non-empty file and no
+// checkpoint; the marker, written before anything goes into the file,
+// tells that case (the pipeline's own uncommitted bytes, cut on restart)
+// from a file that was there before (refused by restore). Once a
+// checkpoint names the file, the marker is removed: by CheckpointSaved
+// during the run, or by the next Open.
+func (s *Sink) claim(f *os.File, restoring bool) error {
+	marker := s.path + freshSuffix
+	if restoring {
+		if err := os.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("file sink: %w", err)
+		}
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	if fi.Size() > 0 {
+		if _, err := os.Stat(marker); err != nil {
+			return nil // not ours: restore refuses it
+		}
+		s.log.Warn("file sink: cutting the bytes a crashed first run wrote before its first checkpoint",
+			"path", s.path, "bytes", fi.Size())
+		if err := f.Truncate(0); err != nil {
+			return fmt.Errorf("file sink: truncate uncommitted first run: %w", err)
+		}
+		s.marked.Store(true)
+		return f.Sync()
+	}
+	s.marked.Store(true)
+	if err := os.WriteFile(marker, []byte("written by tide: "+s.path+" has no checkpoint yet; its content is uncommitted\n"), 0o644); err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	return syncDir(filepath.Dir(s.path))
+}
+
+// CheckpointSaved removes the fresh-file marker once a checkpoint names the
+// file: from then on a restart restores from the checkpoint, and a
+// non-empty file without one is somebody else's.
+func (s *Sink) CheckpointSaved(cdc.Checkpoint) {
+	if s.marked.Swap(false) {
+		if err := os.Remove(s.path + freshSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("file sink: remove fresh-file marker", "err", err)
+		}
+	}
 }
 
 // restoredLength returns the committed length from restored's sink state,

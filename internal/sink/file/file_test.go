@@ -2,7 +2,9 @@ package file
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -340,4 +342,54 @@ func BenchmarkFileSinkVsBufio(b *testing.B) {
 	b.ReportMetric(sinkMedian, "sink-ns/batch")
 	b.ReportMetric(bufioMedian, "bufio-ns/batch")
 	b.ReportMetric(bufioMedian/sinkMedian, "sink/bufio")
+}
+
+// TestCrashBeforeFirstCheckpoint: a first run that committed bytes but
+// died before its first checkpoint save leaves a non-empty file and no
+// checkpoint. Its marker says the bytes are its own, so the restart cuts
+// them instead of refusing; once a checkpoint is saved the marker goes,
+// and a file without a checkpoint is refused again.
+func TestCrashBeforeFirstCheckpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	ctx := t.Context()
+	first := New(Config{Path: path})
+	if err := first.Open(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Put(ctx, []cdc.Record{{Data: []byte(`{"a":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Commit(ctx, cdc.Checkpoint{}); err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // the process dies here: no checkpoint was saved
+
+	restart := New(Config{Path: path})
+	if err := restart.Open(ctx, nil); err != nil {
+		t.Fatalf("restart after a crash before the first checkpoint: %v", err)
+	}
+	if fi, _ := os.Stat(path); fi.Size() != 0 {
+		t.Fatalf("the crashed first run's %d uncommitted bytes were kept", fi.Size())
+	}
+	if err := restart.Put(ctx, []cdc.Record{{Data: []byte(`{"a":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := restart.Commit(ctx, cdc.Checkpoint{}); err != nil {
+		t.Fatal(err)
+	}
+	restart.CheckpointSaved(cdc.Checkpoint{Sink: restart.State()})
+	restart.Close()
+	if _, err := os.Stat(path + freshSuffix); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("marker still there after a saved checkpoint: %v", err)
+	}
+
+	// The checkpoint is gone (say, reset): the file is no longer ours to cut.
+	again := New(Config{Path: path})
+	err := again.Open(ctx, nil)
+	if err == nil || !strings.Contains(err.Error(), "no file checkpoint") {
+		t.Fatalf("Open of a non-empty file without checkpoint or marker = %v, want a refusal", err)
+	}
+	if fi, _ := os.Stat(path); fi.Size() == 0 {
+		t.Fatal("a refused file was truncated")
+	}
 }
