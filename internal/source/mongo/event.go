@@ -34,11 +34,15 @@ func changeEvent(raw []byte) (cdc.Event, error) {
 		rem = next
 		key := el.Key()
 		v := el.Value()
+		var err error
 		switch key {
 		case "_id":
 			if v.Type != bsoncore.TypeEmbeddedDocument {
 				return ev, fmt.Errorf("change event: _id is %s, not a resume token document "+
 					"(a pipeline stage must not remove or change _id)", v.Type)
+			}
+			if err := bsoncore.Document(v.Data).Validate(); err != nil {
+				return ev, fmt.Errorf("change event: _id (resume token) is malformed BSON: %w", err)
 			}
 			ev.ResumeToken = v.Data
 		case "operationType":
@@ -66,17 +70,20 @@ func changeEvent(raw []byte) (cdc.Event, error) {
 				}
 			}
 		case "documentKey":
-			ev.DocumentKey = docOrNil(v)
+			ev.DocumentKey, err = docOrNil(key, v)
 		case "fullDocument":
-			ev.FullDocument = docOrNil(v)
+			ev.FullDocument, err = docOrNil(key, v)
 		case "fullDocumentBeforeChange":
-			ev.PreImage = docOrNil(v)
+			ev.PreImage, err = docOrNil(key, v)
 		case "updateDescription":
-			ev.UpdateDesc = docOrNil(v)
+			ev.UpdateDesc, err = docOrNil(key, v)
 		case "collectionUUID":
 			// The same on every event, and part of the source's identity.
 		default: // to, operationDescription, stateBeforeChange, lsid, txnNumber, splitEvent…
 			extra = append(extra, el...)
+		}
+		if err != nil {
+			return ev, err
 		}
 	}
 	if ev.ResumeToken == nil {
@@ -92,11 +99,20 @@ func changeEvent(raw []byte) (cdc.Event, error) {
 	return ev, nil
 }
 
-func docOrNil(v bsoncore.Value) []byte {
-	if d, ok := v.DocumentOK(); ok {
-		return d
+// docOrNil returns v if it is a document, nil if it is anything else (null
+// for a missing fullDocument, say). A document is checked as the driver's
+// bson.Raw.Validate checks one: an element's length can agree with its
+// parent's and still not end in the NUL its own length points at, and the
+// encoders downstream read these fields as documents.
+func docOrNil(key string, v bsoncore.Value) ([]byte, error) {
+	d, ok := v.DocumentOK()
+	if !ok {
+		return nil, nil
 	}
-	return nil
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("change event: %s is malformed BSON: %w", key, err)
+	}
+	return d, nil
 }
 
 // cloneEvent copies the driver's current document (which the driver

@@ -74,7 +74,13 @@ func TestChangeEventRefusesMalformed(t *testing.T) {
 		}
 		return b
 	}
+	// A resume token whose own last byte is not the document's NUL: the
+	// outer lengths agree, the nested document does not end.
+	badToken := mustMarshal(bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: "82"}}}, {Key: "operationType", Value: "insert"}})
+	token := 4 + 1 + len("_id\x00") // where the _id document starts
+	badToken[token+int(badToken[token])-1] = 'x'
 	tests := map[string][]byte{
+		"nested document": badToken,
 		"empty":           {},
 		"truncated":       {20, 0, 0, 0, 2, 'a', 0},
 		"no _id":          mustMarshal(bson.D{{Key: "operationType", Value: "insert"}}),
