@@ -3,7 +3,7 @@ GO ?= go
 
 .PHONY: test vet unit fuzz bench demo build
 
-test: vet unit fuzz
+test: vet fuzz unit
 
 build:
 	$(GO) build -o tide ./cmd/tide
