@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -324,7 +325,22 @@ func (s *Source) handle(msg jetstream.Msg, format cdc.PayloadFormat, pos *[]byte
 	}
 	if s.acks != nil {
 		s.mu.Lock()
-		s.pending = append(s.pending, pendingMsg{consumerSeq: meta.Sequence.Consumer, msg: msg, touched: time.Now()})
+		if meta.Sequence.Stream <= s.handedThrough {
+			// A redelivery of a message this run already handed out: its
+			// ack wait ran out while it was in flight (a slow commit on a
+			// loaded machine). Handing it out again would duplicate it in
+			// the sink. If it is still pending, its own delivery's ack
+			// settles it; if it was acknowledged meanwhile, ack again.
+			inFlight := s.pendingHasLocked(meta.Sequence.Stream)
+			s.mu.Unlock()
+			if !inFlight {
+				s.acks.enqueue([]jetstream.Msg{msg})
+			}
+			s.m.add(Skipped, 1)
+			return item{}, false
+		}
+		s.handedThrough = meta.Sequence.Stream
+		s.pending = append(s.pending, pendingMsg{streamSeq: meta.Sequence.Stream, consumerSeq: meta.Sequence.Consumer, msg: msg, touched: time.Now()})
 		s.mu.Unlock()
 	}
 	// Positions are small: cut them from one shared buffer.
@@ -391,4 +407,11 @@ func (s *Source) pollLag() {
 			s.m.setLag(info.NumPending)
 		}
 	}
+}
+
+// pendingHasLocked reports whether the message with stream sequence seq
+// was handed out and is not yet acknowledged. pending is in stream order.
+func (s *Source) pendingHasLocked(seq uint64) bool {
+	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].streamSeq >= seq })
+	return i < len(s.pending) && s.pending[i].streamSeq == seq
 }

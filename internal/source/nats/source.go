@@ -42,9 +42,10 @@ type Source struct {
 	// messages up to it are in the sink already and are only acknowledged.
 	skipThrough uint64
 
-	mu      sync.Mutex   // guards the fields below
-	pending []pendingMsg // fetched, not yet handed to the acker, in delivery order
-	closed  bool
+	mu            sync.Mutex   // guards the fields below
+	pending       []pendingMsg // fetched, not yet handed to the acker, in delivery order
+	handedThrough uint64       // the highest stream sequence handed out by this run
+	closed        bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -65,6 +66,7 @@ type item struct {
 
 // pendingMsg is a message fetched and not yet acknowledged.
 type pendingMsg struct {
+	streamSeq   uint64
 	consumerSeq uint64
 	msg         jetstream.Msg
 	touched     time.Time // fetched, or last kept alive with an in-progress ack
