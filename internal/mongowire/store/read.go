@@ -38,6 +38,10 @@ func (s *Store) match(ns Namespace, f *query, limit int64) ([]bson.Raw, Plan, er
 // index; when the filter is better served by another index, ok is false
 // and the caller sorts.
 func (s *Store) matchSorted(ns Namespace, f *query, sortSpec bson.Raw, want int64) (docs []bson.Raw, plan Plan, ok bool, err error) {
+	keys, err := sortKeys(sortSpec)
+	if err != nil {
+		return nil, Plan{}, false, nil // no index order for this sort
+	}
 	err = s.read(func() error {
 		c := s.collLocked(ns)
 		if c == nil {
@@ -47,10 +51,10 @@ func (s *Store) matchSorted(ns Namespace, f *query, sortSpec bson.Raw, want int6
 		a := c.choose(f.preds)
 		var w sortWalk
 		if a != nil {
-			if w, ok = sortFits(a.ix, sortSpec); !ok {
+			if w, ok = sortFits(a.ix, keys); !ok {
 				return nil
 			}
-		} else if w, ok = c.sortIndex(sortSpec); !ok {
+		} else if w, ok = c.sortIndex(keys); !ok {
 			return nil
 		}
 		docs, plan = c.walkSorted(w, a, f, want)
@@ -68,11 +72,11 @@ type sortWalk struct {
 
 // sortIndex returns an index that fits the sort, preferring the one with
 // the fewest fields.
-func (c *collection) sortIndex(sortSpec bson.Raw) (sortWalk, bool) {
+func (c *collection) sortIndex(keys []sortKey) (sortWalk, bool) {
 	var best sortWalk
 	found := false
 	for _, ix := range c.indexes {
-		if w, ok := sortFits(ix, sortSpec); ok && (!found || len(ix.paths) < len(best.ix.paths)) {
+		if w, ok := sortFits(ix, keys); ok && (!found || len(ix.paths) < len(best.ix.paths)) {
 			best, found = w, true
 		}
 	}
@@ -84,19 +88,16 @@ func (c *collection) sortIndex(sortSpec bson.Raw) (sortWalk, bool) {
 // first fields, with all directions equal to the index's or all opposite,
 // and the index has exactly one entry per document (not multikey, sparse
 // or partial), whose values are the documents' sort keys.
-func sortFits(ix *index, sortSpec bson.Raw) (sortWalk, bool) {
-	elems, err := sortSpec.Elements()
-	if err != nil || len(elems) == 0 || len(elems) > len(ix.paths) ||
-		ix.multikey || ix.spec.Sparse || ix.partial != nil {
+func sortFits(ix *index, keys []sortKey) (sortWalk, bool) {
+	if len(keys) == 0 || len(keys) > len(ix.paths) || ix.multikey || ix.spec.Sparse || ix.partial != nil {
 		return sortWalk{}, false
 	}
-	w := sortWalk{ix: ix, fields: len(elems)}
-	for i, e := range elems {
-		dir, err := keyDirection(e.Value())
-		if err != nil || e.Key() != ix.spec.Key[i].Key || slices.ContainsFunc(ix.paths[i], isNumeric) {
+	w := sortWalk{ix: ix, fields: len(keys)}
+	for i, k := range keys {
+		if k.path != ix.spec.Key[i].Key || slices.ContainsFunc(ix.paths[i], isNumeric) {
 			return sortWalk{}, false
 		}
-		reverse := dir != ix.dirs[i]
+		reverse := k.dir != ix.dirs[i]
 		if i == 0 {
 			w.reverse = reverse
 		} else if reverse != w.reverse {
@@ -104,6 +105,28 @@ func sortFits(ix *index, sortSpec bson.Raw) (sortWalk, bool) {
 		}
 	}
 	return w, true
+}
+
+// sortKey is one field of a sort specification.
+type sortKey struct {
+	path string
+	dir  int
+}
+
+// sortKeys reads a sort specification that mql.CompileSort accepted.
+func sortKeys(sortSpec bson.Raw) ([]sortKey, error) {
+	elems, err := sortSpec.Elements()
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]sortKey, len(elems))
+	for i, e := range elems {
+		if keys[i].dir, err = keyDirection(e.Value()); err != nil {
+			return nil, err
+		}
+		keys[i].path = e.Key()
+	}
+	return keys, nil
 }
 
 // ties reports whether two entries are equal on the sort's fields.
@@ -130,16 +153,19 @@ func (c *collection) walkSorted(w sortWalk, a *access, f *query, want int64) ([]
 	var run []record // matching documents tied with prev
 	var prev *entry
 	flush := func() {
-		slices.SortFunc(run, func(x, y record) int { return cmpRID(x.rid, y.rid) })
+		if len(run) > 1 {
+			slices.SortFunc(run, func(x, y record) int { return cmpRID(x.rid, y.rid) })
+		}
 		for _, r := range run {
 			out = append(out, r.doc)
 		}
 		run = run[:0]
 	}
 	done := func() bool { return want > 0 && int64(len(out)) >= want }
-	// A unique index (or _id) that the sort covers has no ties: each entry
-	// is a run of its own.
-	noTies := (w.ix.unique() || w.ix == c.indexes[0]) && w.fields == len(w.ix.paths)
+	// When the sort covers every field of the index, a forward walk
+	// already gives ties in record id order (the index's last key), and a
+	// unique index (or _id) has no ties: each entry is a run of its own.
+	noTies := w.fields == len(w.ix.paths) && (!w.reverse || w.ix.unique() || w.ix == c.indexes[0])
 	visit := func(e *entry) bool {
 		if prev != nil && !noTies && !w.ties(prev, e) {
 			flush()
