@@ -361,7 +361,9 @@ func (s *Source) handle(msg jetstream.Msg, format cdc.PayloadFormat, pos *[]byte
 // get redelivered while the sink is still committing it.
 func (s *Source) keepAlive() {
 	defer s.wg.Done()
-	every := max(s.cfg.AckWait/3, 10*time.Millisecond)
+	// A message is refreshed at most two ticks after its last touch, half
+	// its ack wait: the other half is slack for a stalled machine.
+	every := max(s.cfg.AckWait/4, 10*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var stale []jetstream.Msg
