@@ -289,15 +289,34 @@ sink:
 batch: {commit_interval: 10ms}
 `)
 	cmd := tideCmd(t, dir, "run", "-f", cfg)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	logs, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // let it stream for a while; any moment will do
+	// Signal only once the pipeline runs: its handler is installed by then.
+	var stderr strings.Builder
+	sc := bufio.NewScanner(logs)
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "pipeline started") {
+			break
+		}
+	}
+	copied := make(chan struct{})
+	go func() { // keep reading, so that tide never blocks on a full pipe
+		defer close(copied)
+		for sc.Scan() {
+			stderr.WriteString(sc.Text() + "\n")
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // let it stream for a while; any moment will do
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	<-copied
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("tide run after SIGTERM: %v\n%s", err, stderr.String())
 	}
