@@ -257,6 +257,10 @@ func checkPathParts(parts []string) error {
 		if strings.HasPrefix(p, "$") {
 			return mongoerr.New(mongoerr.Location16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
 		}
+		if strings.IndexByte(p, 0) >= 0 {
+			// A BSON field name is a C string: it cannot hold a NUL.
+			return mongoerr.New(16411, "FieldPath field names may not contain '\\0'.")
+		}
 	}
 	return nil
 }

@@ -232,6 +232,9 @@ func compileUnwind(v bson.RawValue) (stage, error) {
 				if strings.HasPrefix(s.index, "$") {
 					return nil, mongoerr.New(28822, "includeArrayIndex option to $unwind stage should not be prefixed with a '$': %s", s.index)
 				}
+				if err := checkPathParts(strings.Split(s.index, ".")); err != nil {
+					return nil, err
+				}
 			case "preserveNullAndEmptyArrays":
 				if f.Type != bson.TypeBoolean {
 					return nil, mongoerr.New(28809, "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage, got %s", typeName(f.Type))
