@@ -174,7 +174,9 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	go func() {
 		defer close(statusDone)
 		if showProgress(f.progress, stderr) {
-			demoStatus(statusCtx, stderr, p, src)
+			statusLoop(statusCtx, stderr, 500*time.Millisecond, p, "changes", func(now time.Time) string {
+				return "lag " + src.Stats().Lag(now).Round(time.Millisecond).String()
+			})
 		}
 	}()
 
@@ -440,24 +442,4 @@ func verifyDemoFile(path string, want []demoChange) (int64, error) {
 		n++
 	}
 	return n, sc.Err()
-}
-
-// demoStatus rewrites one status line every half second.
-func demoStatus(ctx context.Context, w io.Writer, p *runtime.Pipeline, src *mongosource.Source) {
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	var lastN int64
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			st := p.Stats()
-			rate := float64(st.EventsOut-lastN) / now.Sub(last).Seconds()
-			lastN, last = st.EventsOut, now
-			fmt.Fprintf(w, "\r\033[K%d changes  %.0f changes/s  lag %s  %s", st.EventsOut, rate,
-				src.Stats().Lag(now).Round(time.Millisecond), describeCheckpoint(st))
-		}
-	}
 }

@@ -185,7 +185,10 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 	go func() {
 		defer close(statusDone)
 		if showProgress(f.progress, stderr) {
-			natsDemoStatus(statusCtx, stderr, p, src)
+			statusLoop(statusCtx, stderr, 500*time.Millisecond, p, "messages", func(time.Time) string {
+				ss := src.Stats()
+				return fmt.Sprintf("consumer pending %d  acked %d", ss.Lag, ss.Acked)
+			})
 		}
 	}()
 	defer func() { stopStatus(); <-statusDone }()
@@ -544,25 +547,4 @@ func verifyNATSDemoFile(path string, published int64) (int64, error) {
 		n++
 	}
 	return n, sc.Err()
-}
-
-// natsDemoStatus rewrites one status line every half second.
-func natsDemoStatus(ctx context.Context, w io.Writer, p *runtime.Pipeline, src *natssource.Source) {
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	var lastN int64
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			st := p.Stats()
-			rate := float64(st.EventsOut-lastN) / now.Sub(last).Seconds()
-			lastN, last = st.EventsOut, now
-			ss := src.Stats()
-			fmt.Fprintf(w, "\r\033[K%d messages  %.0f messages/s  consumer pending %d  acked %d  %s", st.EventsOut, rate,
-				ss.Lag, ss.Acked, describeCheckpoint(st))
-		}
-	}
 }

@@ -30,28 +30,20 @@ type statser interface {
 	Stats() runtime.Stats
 }
 
-// progressLoop rewrites one status line every second until done or ctx ends.
+// progressLoop rewrites one status line every second until done or ctx
+// ends, then ends the line.
 func progressLoop(ctx context.Context, done <-chan struct{}, w io.Writer, p statser) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var lastN uint64
-	last := time.Now()
-	for {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // ends with progressLoop at the latest
 		select {
-		case <-ctx.Done():
-			fmt.Fprintln(w)
-			return
 		case <-done:
-			fmt.Fprintln(w)
-			return
-		case now := <-tick.C:
-			st := p.Stats()
-			n := uint64(st.EventsOut)
-			rate := float64(n-lastN) / now.Sub(last).Seconds()
-			lastN, last = n, now
-			fmt.Fprintf(w, "\r\033[K%d events  %.0f events/s  %s", n, rate, describeCheckpoint(st))
+			cancel()
+		case <-ctx.Done():
 		}
-	}
+	}()
+	statusLoop(ctx, w, time.Second, p, "events", nil)
+	fmt.Fprintln(w)
 }
 
 func describeCheckpoint(st runtime.Stats) string {
@@ -63,4 +55,29 @@ func describeCheckpoint(st runtime.Stats) string {
 		pos = pos[:57] + "..."
 	}
 	return fmt.Sprintf("checkpoint %s (%s ago)", pos, time.Since(st.LastCommit).Round(100*time.Millisecond))
+}
+
+// statusLoop rewrites one status line every interval until ctx ends:
+// committed count, rate, what extra says about the source, and the
+// checkpoint. unit names what is counted ("changes", "messages").
+func statusLoop(ctx context.Context, w io.Writer, every time.Duration, p statser, unit string, extra func(now time.Time) string) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var lastN int64
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			st := p.Stats()
+			rate := float64(st.EventsOut-lastN) / now.Sub(last).Seconds()
+			lastN, last = st.EventsOut, now
+			more := ""
+			if extra != nil {
+				more = extra(now) + "  "
+			}
+			fmt.Fprintf(w, "\r\033[K%d %s  %.0f %s/s  %s%s", st.EventsOut, unit, rate, unit, more, describeCheckpoint(st))
+		}
+	}
 }
