@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,6 +101,7 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 	}
 	if s.cfg.Ack != "none" {
 		s.acks = newAcker(s.log, &s.m, s.cfg.MaxAckPending, s.cfg.AckTimeout)
+		s.acked = newSeqWindow(max(4*s.cfg.MaxAckPending, 1<<16))
 	}
 	s.queue = make(chan item, s.cfg.QueueSize)
 	s.wg.Add(1)
@@ -325,21 +325,22 @@ func (s *Source) handle(msg jetstream.Msg, format cdc.PayloadFormat, pos *[]byte
 	}
 	if s.acks != nil {
 		s.mu.Lock()
-		if meta.Sequence.Stream <= s.handedThrough {
-			// A redelivery of a message this run already handed out: its
-			// ack wait ran out while it was in flight (a slow commit on a
-			// loaded machine). Handing it out again would duplicate it in
-			// the sink. If it is still pending, its own delivery's ack
-			// settles it; if it was acknowledged meanwhile, ack again.
-			inFlight := s.pendingHasLocked(meta.Sequence.Stream)
+		// A redelivery of a message this run already handed out: its ack
+		// wait ran out while its batch was being committed (a slow fsync
+		// on a loaded machine). Handing it out again would duplicate it in
+		// the sink. If it is still pending, its first delivery's ack
+		// settles it; if that ack already went out, ack again. A message
+		// that was lost in flight (a server restart) was never handed out,
+		// so it is in neither set and is delivered now.
+		if seq := meta.Sequence.Stream; meta.NumDelivered > 1 && (s.pendingHasLocked(seq) || s.acked.has(seq)) {
+			again := !s.pendingHasLocked(seq)
 			s.mu.Unlock()
-			if !inFlight {
+			if again {
 				s.acks.enqueue([]jetstream.Msg{msg})
 			}
 			s.m.add(Skipped, 1)
 			return item{}, false
 		}
-		s.handedThrough = meta.Sequence.Stream
 		s.pending = append(s.pending, pendingMsg{streamSeq: meta.Sequence.Stream, consumerSeq: meta.Sequence.Consumer, msg: msg, touched: time.Now()})
 		s.mu.Unlock()
 	}
@@ -412,8 +413,45 @@ func (s *Source) pollLag() {
 }
 
 // pendingHasLocked reports whether the message with stream sequence seq
-// was handed out and is not yet acknowledged. pending is in stream order.
+// was handed out and is not yet acknowledged. Redeliveries after a server
+// restart can come out of stream order, so it scans: pending is bounded
+// by max_ack_pending, and it is only consulted for redeliveries.
 func (s *Source) pendingHasLocked(seq uint64) bool {
-	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].streamSeq >= seq })
-	return i < len(s.pending) && s.pending[i].streamSeq == seq
+	for i := range s.pending {
+		if s.pending[i].streamSeq == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// seqWindow remembers the most recent stream sequences added to it, up to
+// a bound, oldest forgotten first.
+type seqWindow struct {
+	set  map[uint64]struct{}
+	ring []uint64
+	next int
+}
+
+func newSeqWindow(n int) *seqWindow {
+	return &seqWindow{set: make(map[uint64]struct{}, n), ring: make([]uint64, 0, n)}
+}
+
+func (w *seqWindow) add(seq uint64) {
+	if len(w.ring) < cap(w.ring) {
+		w.ring = append(w.ring, seq)
+	} else {
+		delete(w.set, w.ring[w.next])
+		w.ring[w.next] = seq
+		w.next = (w.next + 1) % len(w.ring)
+	}
+	w.set[seq] = struct{}{}
+}
+
+func (w *seqWindow) has(seq uint64) bool {
+	if w == nil {
+		return false
+	}
+	_, ok := w.set[seq]
+	return ok
 }

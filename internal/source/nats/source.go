@@ -42,10 +42,10 @@ type Source struct {
 	// messages up to it are in the sink already and are only acknowledged.
 	skipThrough uint64
 
-	mu            sync.Mutex   // guards the fields below
-	pending       []pendingMsg // fetched, not yet handed to the acker, in delivery order
-	handedThrough uint64       // the highest stream sequence handed out by this run
-	closed        bool
+	mu      sync.Mutex   // guards the fields below
+	pending []pendingMsg // fetched, not yet handed to the acker, in delivery order
+	acked   *seqWindow   // stream sequences acknowledged lately, to recognise redeliveries
+	closed  bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -271,6 +271,9 @@ func (s *Source) Ack(_ context.Context, upTo cdc.Position) error {
 	msgs := make([]jetstream.Msg, n)
 	for i := range n {
 		msgs[i] = s.pending[i].msg
+	}
+	for i := range n {
+		s.acked.add(s.pending[i].streamSeq)
 	}
 	s.pending = append(s.pending[:0:0], s.pending[n:]...)
 	s.mu.Unlock()
