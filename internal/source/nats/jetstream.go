@@ -122,7 +122,7 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 // server redelivers them only once their AckWait ran out, and serves
 // redeliveries before new messages: reading before that would hand out
 // newer messages first, and the sink would receive the stream out of
-// order. The wait is at most AckWait.
+// order. The wait is one and a half AckWait.
 func (s *Source) awaitRedelivery(ctx context.Context, cons jetstream.Consumer) error {
 	info := cons.CachedInfo()
 	if s.cfg.Ack == "none" || info.NumAckPending == 0 {
@@ -130,7 +130,11 @@ func (s *Source) awaitRedelivery(ctx context.Context, cons jetstream.Consumer) e
 	}
 	s.log.Info("waiting ack_wait for messages an earlier reader did not acknowledge, so that they are redelivered first, in order",
 		"pending", info.NumAckPending, "ack_wait", info.Config.AckWait)
-	t := time.NewTimer(info.Config.AckWait)
+	// Half as long again: the earlier reader's last in-progress acks may
+	// still be in the server's queue when we ask, and each one restarts
+	// its message's ack wait; new messages served before those
+	// redeliveries would reach the sink out of order.
+	t := time.NewTimer(info.Config.AckWait + info.Config.AckWait/2)
 	defer t.Stop()
 	select {
 	case <-t.C:
