@@ -248,7 +248,47 @@ func (s *Source) readJetStream() {
 			s.endErr = closed
 			return
 		}
+		if !s.awaitLostDeliveries() {
+			s.endErr = closed
+			return
+		}
 		d.resume()
+	}
+}
+
+// awaitLostDeliveries waits, after a consumption ended, for the messages
+// the server delivered but the stopped consumption dropped (the client
+// discards its buffer on Stop). They are pending on the server until
+// their ack wait runs out; a new consumption would be served newer
+// messages first and hand them out of order. If the server counts more
+// unacknowledged messages than this source holds, it waits one and a half
+// ack waits, as after a crash. It reports false if the source closed.
+func (s *Source) awaitLostDeliveries() bool {
+	if s.acks == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	info, err := s.cons.Info(ctx)
+	cancel()
+	if err != nil {
+		return true // the next consumption's errors say more
+	}
+	s.mu.Lock()
+	held := len(s.pending)
+	s.mu.Unlock()
+	if info.NumAckPending <= held {
+		return true
+	}
+	wait := info.Config.AckWait + info.Config.AckWait/2
+	s.log.Info("waiting for messages the last consumption dropped, so that they come back first, in order",
+		"unacknowledged", info.NumAckPending, "held", held, "wait", wait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.stop:
+		return false
 	}
 }
 
