@@ -199,20 +199,12 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	// A second signal during the drain stops at once; the checkpoint
-	// stays at the last commit.
-	second := make(chan os.Signal, 1)
-	signal.Notify(second, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(second)
+	// A second signal during the drain stops at once, by the default
+	// action; the checkpoint stays at the last commit.
+	if sigCtx.Err() != nil {
+		stopSignals()
+	}
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	go func() {
-		select {
-		case <-second:
-			cancel()
-			hardStop()
-		case <-dctx.Done():
-		}
-	}()
 	drainErr := p.Drain(dctx)
 	cancel()
 	<-done
