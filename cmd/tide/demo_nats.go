@@ -356,7 +356,7 @@ func natsDemoConsumerInfo(ctx context.Context, js jetstream.JetStream) (*jetstre
 
 // committedStreamSeq is the stream sequence of the last message the sink
 // committed. The JetStream source's positions are documented JSON,
-// {"stream_seq":N,"consumer_seq":M}.
+// {"stream_seq":N}.
 func committedStreamSeq(st runtime.Stats) uint64 {
 	var pos struct {
 		StreamSeq uint64 `json:"stream_seq"`

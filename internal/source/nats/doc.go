@@ -10,49 +10,67 @@
 // client's Consume: requests for FetchBatch messages, each held open by the
 // server for FetchMaxWait (at least 1s), the next sent when half of the
 // current one arrived, all answered on one subscription, so that round
-// trips overlap and messages keep the order the server sent them in (two
-// Fetch calls in flight would interleave). An error the client reports
-// stops the consumption, and the reader starts a new one after a backoff
-// of 500ms, 1s, 2s, 4s, then 5s (each ±20%, jittered from a randomly
-// seeded generator); idle pulls are not errors and any progress resets the
-// count. Payloads are validated in Poll, so that the network reader and
-// the validation run on two cores.
+// trips overlap and messages keep the order the server sent them in.
+// Payloads are validated in Poll, so that the network reader and the
+// validation run on two cores.
 //
 // A message is acknowledged only through Ack, which the runtime calls after
 // the sink committed the batch and the checkpoint naming it was saved. Ack
 // hands the messages to a bounded asynchronous worker; it acknowledges a
 // chunk with plain acks and the chunk's last message with a double ack
-// (waiting up to AckTimeout for the server's confirmation). A full backlog
-// drops the acks, counted and logged: the broker redelivers those messages
-// after AckWait. Messages handed out but not yet acknowledged are kept alive
-// with in-progress acks, so a long batch does not run into AckWait. Close
-// gives queued and in-flight acks until CloseTimeout (so that a drain's
-// last batch is acknowledged), then abandons and counts what is still
-// queued and cancels what is in flight: the broker redelivers those.
+// (waiting up to AckTimeout for the server's confirmation). Messages handed
+// out but not yet acknowledged are kept alive with in-progress acks, so a
+// long batch does not run into AckWait. Close gives queued and in-flight
+// acks until CloseTimeout (so that a drain's last batch is acknowledged),
+// then abandons and counts the rest: the next run repositions past them.
 //
-// # Positions and restarts
+// # Positions: Tide owns them
 //
-// The durable consumer's ack floor, not Tide's checkpoint, is the position a
-// JetStream source resumes from. A position is JSON text,
-// {"stream_seq":N,"consumer_seq":M}; Ack(upTo) acknowledges every message
-// handed out up to consumer_seq M. On Open, a restored checkpoint is
-// checked: its identity (stream and consumer, see Identity) must match the
-// configuration, and the consumer must still exist on the server. A
-// restored checkpoint whose consumer is gone is refused, because the
-// configured start (deliver: all, by_start_sequence, ...) would silently
-// replay or skip messages: reset the Tide checkpoint or name a new consumer.
-// A consumer whose deliver policy or start differs from the configuration is
-// refused as well, rather than recreated.
+// A position is JSON text, {"stream_seq":N}: the stream sequence of the
+// message. The checkpoint, not the consumer's ack floor, says where
+// reading resumes, because deliveries are not gapless in stream order: a
+// message delivered into a connection that broke stays unacknowledged on
+// the server until its ack wait runs out, while newer messages are
+// delivered at once, so "skip everything below the checkpoint" loses it and
+// "wait for the redelivery" reorders.
 //
-// The restored position is still used, to drop duplicates: a crash between
-// saving a checkpoint and acknowledging its messages leaves them pending,
-// and the broker redelivers them; messages at or below the restored stream
-// sequence are acknowledged again and not handed out. Open also waits out
-// AckWait when an earlier reader left messages unacknowledged, because the
-// broker redelivers them only then (before any newer message): reading at
-// once would hand out newer messages first. With the file sink, which
-// truncates to its checkpoint, a JetStream pipeline is exactly-once and in
-// stream order across crashes.
+// So the source repositions the consumer with the server's consumer reset
+// API: on Open to the message after the restored checkpoint (or after the
+// consumer's ack floor when there is none), dropping whatever an earlier
+// reader left unacknowledged, so that the first delivery comes at once and
+// is the next message in stream order. While running, the reader hands out
+// only the next expected delivery: the server numbers deliveries 1, 2, ...
+// after a reset and serves first deliveries in stream order, skipping
+// messages outside the filter or deleted, so a gapless run of delivery
+// sequences is the stream in order, with legitimate gaps only. A delivery
+// sequence out of line (a delivery lost with a connection, a redelivery of
+// something never seen), a reconnect, or an error of the client ends the
+// consumption; the reader waits until every message it handed out has
+// been committed and acknowledged (so the ack floor never passes the
+// checkpoint, which matters for work-queue and interest streams), resets the
+// consumer to the message after the last one, and consumes again. A
+// delivery of a message already handed out (a redelivery after a stalled
+// commit) is never handed out twice. Nothing waits for an ack wait.
+//
+// Open refuses a checkpoint that does not fit: of another stream or
+// consumer (see Identity), past the end of the stream (the stream was
+// recreated or lost messages), or behind a consumer floor that the
+// configured deliver policy (new) cannot go back to. It logs a warning
+// when messages after the checkpoint were removed from the stream before
+// Tide read them (limits, purge). A consumer whose deliver policy or start
+// differs from the configuration is refused rather than recreated; one
+// deleted since the checkpoint is created again (deliver: all or
+// by_start_sequence) and repositioned. One consumer serves one pipeline:
+// another client pulling from it shows as gaps and makes the source
+// reposition again and again.
+//
+// With the file sink, which truncates to its checkpoint, a JetStream
+// pipeline is exactly-once and in stream order across connection cuts,
+// NATS restarts and Tide crashes. A NATS server with file storage
+// acknowledges a publish before it is on disk unless it runs with
+// sync_interval: always; a server that then loses power may reuse stream
+// sequences, which Open detects when the stream ends before the
+// checkpoint.
 //
 // # Core
 //

@@ -62,16 +62,17 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 			return err
 		}
 		restoredPos = &p
-		s.skipThrough = p.StreamSeq
 	}
 
 	existing, err := js.Consumer(ctx, s.cfg.Stream, s.cfg.Consumer)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		if restoredPos != nil {
+		if restoredPos != nil && s.cfg.Deliver != "all" && s.cfg.Deliver != "by_start_sequence" {
+			// A consumer created afresh with deliver: new or by_start_time
+			// cannot be moved back to the checkpoint.
 			return fmt.Errorf("%w: the checkpoint names stream sequence %d of consumer %s on stream %s, but the consumer no longer exists, "+
-				"and its ack floor was the durable position; starting it again from deliver: %s would replay or skip messages. "+
-				"Reset the Tide checkpoint (tide checkpoint reset) or configure a new consumer name",
+				"and a new one with deliver: %s cannot start right after the checkpoint; "+
+				"reset the Tide checkpoint (tide checkpoint reset) or configure deliver: all",
 				ErrPosition, restoredPos.StreamSeq, s.cfg.Consumer, s.cfg.Stream, s.cfg.Deliver)
 		}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -79,16 +80,8 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 	case err != nil:
 		return fmt.Errorf("look up consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
 	default:
-		info := existing.CachedInfo()
-		if err := sameStart(info.Config, want); err != nil {
+		if err := sameStart(existing.CachedInfo().Config, want); err != nil {
 			return fmt.Errorf("consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
-		}
-		if restoredPos != nil && info.AckFloor.Stream > restoredPos.StreamSeq {
-			// Tide acknowledges only after it saved a checkpoint, so the
-			// ack floor is normally at or behind it. Ahead means someone
-			// else acknowledged; the consumer still decides.
-			s.log.Warn("consumer ack floor is ahead of the restored checkpoint; resuming from the consumer",
-				"ack_floor", info.AckFloor.Stream, "checkpoint", restoredPos.StreamSeq)
 		}
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, s.cfg.Stream, want)
@@ -96,16 +89,27 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 		return fmt.Errorf("create or update consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
 	}
 	s.cons = cons
-	if err := s.awaitRedelivery(ctx, cons); err != nil {
+
+	// Tide, not the consumer, owns the position: the consumer is moved to
+	// the message after the checkpoint, dropping whatever an earlier
+	// reader left unacknowledged, so that the first delivery is the next
+	// message in stream order, at once.
+	last := uint64(0)
+	if restoredPos != nil {
+		last = restoredPos.StreamSeq
+	}
+	last, err = s.reposition(ctx, last, restoredPos != nil)
+	if err != nil {
 		return err
 	}
 	if s.cfg.Ack != "none" {
 		s.acks = newAcker(s.log, &s.m, s.cfg.MaxAckPending, s.cfg.AckTimeout)
-		s.acked = newSeqWindow(max(4*s.cfg.MaxAckPending, 1<<16))
 	}
 	s.queue = make(chan item, s.cfg.QueueSize)
+	// Registered before the reader starts, so that no reconnect is missed.
+	reconnected := s.nc.StatusChanged(nats.CONNECTED)
 	s.wg.Add(1)
-	go s.readJetStream()
+	go s.readJetStream(last, reconnected)
 	if s.acks != nil {
 		s.wg.Add(1)
 		go s.keepAlive()
@@ -115,33 +119,6 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 		go s.pollLag()
 	}
 	return nil
-}
-
-// awaitRedelivery waits out AckWait when messages delivered to an earlier
-// reader (a crashed or closed process) are still unacknowledged. The
-// server redelivers them only once their AckWait ran out, and serves
-// redeliveries before new messages: reading before that would hand out
-// newer messages first, and the sink would receive the stream out of
-// order. The wait is one and a half AckWait.
-func (s *Source) awaitRedelivery(ctx context.Context, cons jetstream.Consumer) error {
-	info := cons.CachedInfo()
-	if s.cfg.Ack == "none" || info.NumAckPending == 0 {
-		return nil
-	}
-	s.log.Info("waiting ack_wait for messages an earlier reader did not acknowledge, so that they are redelivered first, in order",
-		"pending", info.NumAckPending, "ack_wait", info.Config.AckWait)
-	// Half as long again: the earlier reader's last in-progress acks may
-	// still be in the server's queue when we ask, and each one restarts
-	// its message's ack wait; new messages served before those
-	// redeliveries would reach the sink out of order.
-	t := time.NewTimer(info.Config.AckWait + info.Config.AckWait/2)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("wait for redelivery of %d messages on consumer %s: %w", info.NumAckPending, s.cfg.Consumer, ctx.Err())
-	}
 }
 
 // sameStart refuses an existing consumer whose start differs from the
@@ -167,238 +144,361 @@ func sameStart(have, want jetstream.ConsumerConfig) error {
 	return nil
 }
 
+// reposition makes the consumer deliver, from its next delivery on, the
+// message after stream sequence last, in stream order, with delivery
+// sequences starting again at 1. It drops what the server holds as
+// delivered and unacknowledged (in flight to a dead connection, or held by
+// a crashed reader), so nothing waits for an ack wait to run out.
+//
+// known says that last is a position the sink holds (a checkpoint, or the
+// last message handed out and since committed); without it, the consumer's
+// ack floor is the position. It returns the stream sequence the next
+// delivery must follow: deliveries at or below it are duplicates.
+func (s *Source) reposition(ctx context.Context, last uint64, known bool) (uint64, error) {
+	stream, err := s.js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		return 0, fmt.Errorf("jetstream stream %s: %w", s.cfg.Stream, err)
+	}
+	st := stream.CachedInfo().State
+	if known && st.LastSeq < last {
+		// The sink holds messages the stream no longer has: the stream
+		// was recreated or purged, or the server lost acknowledged
+		// writes (file storage without sync_interval: always, and a
+		// power cut). Sequences would be reused for other messages.
+		return 0, fmt.Errorf("%w: stream %s ends at sequence %d, but Tide already wrote up to %d; "+
+			"the stream was recreated or lost messages, and its sequences no longer name what the sink holds: "+
+			"reset the Tide checkpoint and the sink's output to read it again", ErrPosition, s.cfg.Stream, st.LastSeq, last)
+	}
+	if known && st.Msgs > 0 && st.FirstSeq > last+1 {
+		s.log.Warn("messages were removed from the stream before Tide read them (max_age, max_msgs, max_bytes, purge or delete)",
+			"stream", s.cfg.Stream, "first_seq", st.FirstSeq, "after", last)
+	}
+
+	var resp *jetstream.ConsumerResetResponse
+	if known && s.cfg.Deliver != "new" {
+		resp, err = s.js.ResetConsumerToSequence(ctx, s.cfg.Stream, s.cfg.Consumer, last+1)
+		if errors.Is(err, jetstream.ErrConsumerInvalidReset) {
+			// Before the configured start sequence or time: the
+			// consumer's own floor is as far back as it goes.
+			resp, err = nil, nil
+		}
+	}
+	if resp == nil && err == nil {
+		resp, err = s.js.ResetConsumer(ctx, s.cfg.Stream, s.cfg.Consumer)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reset consumer %s on stream %s to the message after stream sequence %d "+
+			"(Tide needs a nats-server with the consumer reset API, 2.14 or later): %w", s.cfg.Consumer, s.cfg.Stream, last, err)
+	}
+	s.m.add(Repositioned, 1)
+	if !known {
+		return resp.ResetSeq - 1, nil
+	}
+	if resp.ResetSeq > last+1 {
+		return 0, fmt.Errorf("%w: consumer %s on stream %s delivers from stream sequence %d on, but Tide's checkpoint is at %d: "+
+			"messages in between were acknowledged by another client, and with deliver: %s the consumer cannot go back; "+
+			"reset the Tide checkpoint, or use a consumer that only this pipeline reads",
+			ErrPosition, s.cfg.Consumer, s.cfg.Stream, resp.ResetSeq, last, s.cfg.Deliver)
+	}
+	return last, nil
+}
+
+// errReconnected ends a consumption after the connection came back: what
+// was in flight when it broke is lost, so the reader repositions.
+var errReconnected = errors.New("reconnected to nats")
+
 // readJetStream pulls messages into the queue until Close or a fatal
 // error, with the client's Consume: pull requests of FetchBatch messages,
 // each held open by the server for FetchMaxWait (at least 1s), the next
 // one sent when half of the current one arrived, all answered on one
-// subscription, so that the round trips overlap and the messages arrive in
-// the order the server sent them. The client calls deliver for each
-// message on its own goroutine; deliver blocks while the queue is full,
-// and the client then sends no further pull requests. An error reported by
-// the client stops the consumption; the reader backs off and starts a new
-// one. Idle pulls are not errors.
-func (s *Source) readJetStream() {
+// subscription, so that the round trips overlap. The client calls deliver
+// for each message on its own goroutine; deliver blocks while the queue is
+// full, and the client then sends no further pull requests.
+//
+// Tide owns the position. deliver hands out only the next expected
+// delivery (delivery sequence one above the last); the server delivers
+// first deliveries in stream order and skips what does not match the
+// filter or was deleted, so a gapless run of delivery sequences is the
+// stream in order with nothing missing. Anything else (a delivery lost
+// with a broken connection, a redelivery of something missed, a reconnect,
+// an error the client reports) ends the consumption. The reader then waits
+// until every message it handed out is committed and acknowledged, resets
+// the consumer to the message after the last one, and consumes again. No
+// guess about ack waits, no message out of order.
+func (s *Source) readJetStream(last uint64, reconnected chan nats.Status) {
 	defer s.wg.Done()
 	defer s.wake()
 	defer close(s.queue)
+	defer s.nc.RemoveStatusListener(reconnected)
 
 	closed := fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
-	d := &deliverer{s: s, format: s.format(), fatal: make(chan struct{})}
-	expiry := max(s.cfg.FetchMaxWait, time.Second)
+	d := &deliverer{s: s, format: s.format(), last: last, next: 1, faultCh: make(chan struct{})}
 	errs := 0
 	for {
-		failed := make(chan error, 1)
 		before := d.count.Load()
-		cc, err := s.cons.Consume(d.deliver,
-			jetstream.PullMaxMessages(s.cfg.FetchBatch),
-			jetstream.PullExpiry(expiry),
-			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-				select {
-				case failed <- err:
-				default:
-				}
-			}),
-		)
-		for err == nil {
-			select {
-			case <-s.stop:
-			case err = <-failed:
-				if errors.Is(err, jetstream.ErrNoHeartbeat) {
-					// The client resets its pull on its own.
-					s.log.Debug("missed heartbeat", "consumer", s.cfg.Consumer)
-					err = nil
-					continue
-				}
-			case <-cc.Closed():
-				err = errors.New("consumption ended")
-			case <-d.fatal:
-			}
-			break
-		}
-		if cc != nil {
-			cc.Stop()
-			<-cc.Closed()
-			d.wait() // deliver has returned and will not send again
-		}
+		cause := s.consume(d, reconnected)
 		if d.err != nil {
 			s.endErr = d.err
 			return
 		}
-		select {
-		case <-s.stop:
+		if cause == nil {
 			s.endErr = closed
-			return
-		default:
-		}
-		if s.nc.IsClosed() {
-			s.endErr = fmt.Errorf("read from consumer %s: %w", s.cfg.Consumer, nats.ErrConnectionClosed)
 			return
 		}
 		if d.count.Load() > before {
 			errs = 0 // progress
 		}
-		errs++
-		wait := backoff(errs, jitter())
-		s.log.Warn("pull from consumer; backing off", "consumer", s.cfg.Consumer, "attempt", errs, "wait", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-s.stop:
-			t.Stop()
-			s.endErr = closed
-			return
+		s.log.Info("consumption interrupted; repositioning after the last message handed out",
+			"consumer", s.cfg.Consumer, "stream_seq", d.last, "cause", cause)
+		for {
+			if !s.awaitSettled() {
+				s.endErr = closed
+				return
+			}
+			if s.nc.IsClosed() {
+				s.endErr = fmt.Errorf("read from consumer %s: %w", s.cfg.Consumer, nats.ErrConnectionClosed)
+				return
+			}
+			drain(reconnected) // a reconnect before the reset needs no second one
+			rctx, rcancel := context.WithTimeout(s.life, s.cfg.AckTimeout)
+			_, err := s.reposition(rctx, d.last, true)
+			rcancel()
+			if err == nil {
+				break
+			}
+			if errors.Is(err, ErrPosition) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				s.endErr = err
+				return
+			}
+			errs++
+			wait := backoff(errs, jitter())
+			s.log.Warn("reposition consumer; backing off", "consumer", s.cfg.Consumer, "attempt", errs, "wait", wait, "err", err)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-s.stop:
+				t.Stop()
+				s.endErr = closed
+				return
+			}
 		}
-		if !s.awaitLostDeliveries() {
-			s.endErr = closed
-			return
-		}
-		d.resume()
+		d.restart()
 	}
 }
 
-// awaitLostDeliveries waits, after a consumption ended, for the messages
-// the server delivered but the stopped consumption dropped (the client
-// discards its buffer on Stop). They are pending on the server until
-// their ack wait runs out; a new consumption would be served newer
-// messages first and hand them out of order. If the server counts more
-// unacknowledged messages than this source holds, it waits one and a half
-// ack waits, as after a crash. It reports false if the source closed.
-func (s *Source) awaitLostDeliveries() bool {
-	if s.acks == nil {
-		return true
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	info, err := s.cons.Info(ctx)
-	cancel()
+// consume runs one consumption until Close (it returns nil), a fault
+// (it returns the cause) or a fatal error (d.err).
+func (s *Source) consume(d *deliverer, reconnected chan nats.Status) error {
+	failed := make(chan error, 1)
+	gen := d.generation()
+	cc, err := s.cons.Consume(func(msg jetstream.Msg) { d.deliver(gen, msg) },
+		jetstream.PullMaxMessages(s.cfg.FetchBatch),
+		jetstream.PullExpiry(max(s.cfg.FetchMaxWait, time.Second)),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			select {
+			case failed <- err:
+			default:
+			}
+		}),
+	)
 	if err != nil {
-		return true // the next consumption's errors say more
+		return fmt.Errorf("consume: %w", err)
 	}
-	s.mu.Lock()
-	held := len(s.pending)
-	s.mu.Unlock()
-	if info.NumAckPending <= held {
-		return true
+	defer func() {
+		cc.Stop()
+		<-cc.Closed()
+		d.stop() // deliver has returned and will not hand out more
+	}()
+	for {
+		select {
+		case <-s.stop:
+			return nil
+		case err := <-failed:
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				// The client pulls again on its own; a delivery lost
+				// meanwhile shows as a gap in the delivery sequence.
+				s.log.Debug("missed heartbeat", "consumer", s.cfg.Consumer)
+				continue
+			}
+			return err
+		case <-reconnected:
+			return errReconnected
+		case <-cc.Closed():
+			return errors.New("consumption ended")
+		case <-d.faulted():
+			return d.fault
+		}
 	}
-	wait := info.Config.AckWait + info.Config.AckWait/2
-	s.log.Info("waiting for messages the last consumption dropped, so that they come back first, in order",
-		"unacknowledged", info.NumAckPending, "held", held, "wait", wait)
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.stop:
-		return false
+}
+
+// awaitSettled waits until every message handed out was acknowledged
+// through Ack (committed and checkpointed) or settled on its own (skipped,
+// dead-lettered): only then may the consumer's ack floor move past them.
+// It reports false if the source closed first.
+func (s *Source) awaitSettled() bool {
+	for {
+		s.mu.Lock()
+		n := len(s.pending)
+		s.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-s.settled:
+		case <-s.stop:
+			return false
+		}
+	}
+}
+
+func drain(ch chan nats.Status) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
 	}
 }
 
 // deliverer hands messages from the client's consume goroutine to the
-// queue. The reader stops it (wait) before it closes the queue.
+// queue, in order and without gaps. The reader stops it (stop) before it
+// repositions or closes the queue.
 type deliverer struct {
 	s      *Source
 	format cdc.PayloadFormat
 	pos    []byte // the consume goroutine's only
 	count  atomic.Uint64
 
-	fatal     chan struct{} // closed once err is set
-	fatalOnce sync.Once
-	err       error // a message without metadata; read after wait
-
-	mu      sync.Mutex // guards stopped, and is held while a message is delivered
-	stopped bool
+	mu       sync.Mutex // guards the fields below, and is held while a message is delivered
+	gen      int        // the consumption deliveries are taken from; a late one of an earlier one is dropped
+	stopped  bool
+	last     uint64 // stream sequence of the last message queued (or of the checkpoint)
+	next     uint64 // the delivery sequence expected next; 1 after a reposition
+	faultCh  chan struct{}
+	fault    error // why faultCh was closed; read after stop
+	err      error // a fatal error; read after stop
+	faultSet bool
 }
 
-func (d *deliverer) deliver(msg jetstream.Msg) {
+func (d *deliverer) deliver(gen int, msg jetstream.Msg) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.stopped {
-		return // a late message of a stopped consumption: redelivered later
+	if d.stopped || gen != d.gen {
+		return // a late message of a stopped consumption: read again after the reposition
 	}
 	d.count.Add(1)
-	it, ok := d.s.handle(msg, d.format, &d.pos)
-	if !ok {
+	s := d.s
+	s.m.add(Fetched, 1)
+	meta, err := msg.Metadata()
+	if err != nil {
+		d.err = fmt.Errorf("message on %s has no JetStream metadata: %w", msg.Subject(), err)
+		d.queue(item{err: d.err})
+		d.faultLocked(d.err)
 		return
 	}
+	if got := meta.Sequence.Consumer; got != d.next {
+		d.faultLocked(fmt.Errorf("delivery %d (stream sequence %d) arrived where delivery %d was expected: a delivery was lost or came out of order",
+			got, meta.Sequence.Stream, d.next))
+		return
+	}
+	d.next++
+	if meta.NumDelivered > 1 {
+		s.m.add(Redelivered, 1)
+	}
+	seq := meta.Sequence.Stream
+	if seq <= d.last {
+		s.duplicate(msg, seq)
+		return
+	}
+	d.last = seq
+	s.track(seq, msg)
+	if cap(d.pos)-len(d.pos) < 32 {
+		d.pos = make([]byte, 0, 32*256) // positions are small: cut them from one shared buffer
+	}
+	start := len(d.pos)
+	d.pos = appendJSPos(d.pos, seq)
+	p := d.pos[start:len(d.pos):len(d.pos)]
+	d.queue(item{
+		ev:  event(msg.Subject(), msg.Data(), msg.Headers(), d.format, p, meta.Timestamp.UnixMilli()),
+		msg: msg, streamSeq: seq,
+	})
+}
+
+// queue waits for room in the queue, or for Close.
+func (d *deliverer) queue(it item) {
 	select {
 	case d.s.queue <- it:
 		d.s.wake()
 	case <-d.s.stop:
-		return
-	}
-	if it.err != nil {
-		d.err = it.err
-		d.stopped = true
-		d.fatalOnce.Do(func() { close(d.fatal) })
 	}
 }
 
-// wait waits for a delivery in progress to finish and stops further ones.
-func (d *deliverer) wait() {
+func (d *deliverer) faultLocked(err error) {
+	if d.faultSet {
+		return
+	}
+	d.faultSet, d.fault, d.stopped = true, err, true
+	close(d.faultCh)
+}
+
+// faulted returns a channel closed when the current consumption faulted.
+func (d *deliverer) faulted() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.faultCh
+}
+
+// stop waits for a delivery in progress to finish and stops further ones.
+func (d *deliverer) stop() {
 	d.mu.Lock()
 	d.stopped = true
 	d.mu.Unlock()
 }
 
-// resume allows deliveries again, for a new consumption.
-func (d *deliverer) resume() {
+// restart expects delivery sequence 1 next, from a new consumption, after
+// a reposition.
+func (d *deliverer) restart() {
 	d.mu.Lock()
-	d.stopped = false
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	d.gen++
+	d.stopped, d.next, d.faultSet, d.fault = false, 1, false, nil
+	d.faultCh = make(chan struct{})
 }
 
-// handle turns a fetched message into a queue item and tracks it until
-// it is acknowledged. It reports false for a message it does not hand out.
-func (s *Source) handle(msg jetstream.Msg, format cdc.PayloadFormat, pos *[]byte) (item, bool) {
-	s.m.add(Fetched, 1)
-	meta, err := msg.Metadata()
-	if err != nil {
-		return item{err: fmt.Errorf("message on %s has no JetStream metadata: %w", msg.Subject(), err)}, true
-	}
-	if meta.NumDelivered > 1 {
-		s.m.add(Redelivered, 1)
-	}
-	if meta.Sequence.Stream <= s.skipThrough {
-		// The restored checkpoint covers it: the sink has it, and the crash
-		// came before its ack. Acknowledge it again instead of delivering
-		// it twice.
-		if s.acks != nil {
-			s.acks.enqueue([]jetstream.Msg{msg})
-		}
-		s.m.add(Skipped, 1)
-		return item{}, false
-	}
-	if s.acks != nil {
-		s.mu.Lock()
-		// A redelivery of a message this run already handed out: its ack
-		// wait ran out while its batch was being committed (a slow fsync
-		// on a loaded machine). Handing it out again would duplicate it in
-		// the sink. If it is still pending, its first delivery's ack
-		// settles it; if that ack already went out, ack again. A message
-		// that was lost in flight (a server restart) was never handed out,
-		// so it is in neither set and is delivered now.
-		if seq := meta.Sequence.Stream; meta.NumDelivered > 1 && (s.pendingHasLocked(seq) || s.acked.has(seq)) {
-			again := !s.pendingHasLocked(seq)
+func (d *deliverer) generation() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gen
+}
+
+// track records a queued message as pending until it is acknowledged.
+func (s *Source) track(seq uint64, msg jetstream.Msg) {
+	s.mu.Lock()
+	s.pending = append(s.pending, pendingMsg{streamSeq: seq, msg: msg, touched: time.Now()})
+	s.mu.Unlock()
+}
+
+// duplicate settles a delivery of a message already handed out: a
+// redelivery after its ack wait ran out during a slow commit, or after a
+// reposition to the consumer's ack floor. If it is still pending, the new
+// delivery replaces the old one, whose ack the server may no longer take;
+// otherwise it was acknowledged (or the checkpoint covers it), and it is
+// acknowledged again.
+func (s *Source) duplicate(msg jetstream.Msg, seq uint64) {
+	s.m.add(Skipped, 1)
+	s.mu.Lock()
+	for i := range s.pending {
+		if p := &s.pending[i]; p.streamSeq == seq {
+			p.msg, p.touched = msg, time.Now()
 			s.mu.Unlock()
-			if again {
-				s.acks.enqueue([]jetstream.Msg{msg})
-			}
-			s.m.add(Skipped, 1)
-			return item{}, false
+			return
 		}
-		s.pending = append(s.pending, pendingMsg{streamSeq: meta.Sequence.Stream, consumerSeq: meta.Sequence.Consumer, msg: msg, touched: time.Now()})
-		s.mu.Unlock()
 	}
-	// Positions are small: cut them from one shared buffer.
-	if cap(*pos)-len(*pos) < 64 {
-		*pos = make([]byte, 0, 64*256)
+	s.mu.Unlock()
+	if s.acks != nil {
+		s.acks.enqueue([]jetstream.Msg{msg})
 	}
-	start := len(*pos)
-	*pos = appendJSPos(*pos, meta.Sequence.Stream, meta.Sequence.Consumer)
-	p := (*pos)[start:len(*pos):len(*pos)]
-	return item{
-		ev:  event(msg.Subject(), msg.Data(), msg.Headers(), format, p, meta.Timestamp.UnixMilli()),
-		msg: msg, streamSeq: meta.Sequence.Stream, consumerSeq: meta.Sequence.Consumer,
-	}, true
 }
 
 // keepAlive sends in-progress acks for messages handed out (or queued) and
@@ -454,48 +554,4 @@ func (s *Source) pollLag() {
 			s.m.setLag(info.NumPending)
 		}
 	}
-}
-
-// pendingHasLocked reports whether the message with stream sequence seq
-// was handed out and is not yet acknowledged. Redeliveries after a server
-// restart can come out of stream order, so it scans: pending is bounded
-// by max_ack_pending, and it is only consulted for redeliveries.
-func (s *Source) pendingHasLocked(seq uint64) bool {
-	for i := range s.pending {
-		if s.pending[i].streamSeq == seq {
-			return true
-		}
-	}
-	return false
-}
-
-// seqWindow remembers the most recent stream sequences added to it, up to
-// a bound, oldest forgotten first.
-type seqWindow struct {
-	set  map[uint64]struct{}
-	ring []uint64
-	next int
-}
-
-func newSeqWindow(n int) *seqWindow {
-	return &seqWindow{set: make(map[uint64]struct{}, n), ring: make([]uint64, 0, n)}
-}
-
-func (w *seqWindow) add(seq uint64) {
-	if len(w.ring) < cap(w.ring) {
-		w.ring = append(w.ring, seq)
-	} else {
-		delete(w.set, w.ring[w.next])
-		w.ring[w.next] = seq
-		w.next = (w.next + 1) % len(w.ring)
-	}
-	w.set[seq] = struct{}{}
-}
-
-func (w *seqWindow) has(seq uint64) bool {
-	if w == nil {
-		return false
-	}
-	_, ok := w.set[seq]
-	return ok
 }

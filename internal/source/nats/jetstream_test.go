@@ -27,7 +27,7 @@ func TestJetStreamDeliversInStreamOrderWithPositions(t *testing.T) {
 		if got := number(t, ev); got != i {
 			t.Fatalf("event %d has payload %d", i, got)
 		}
-		if want := `{"stream_seq":` + itoa(i+1) + `,"consumer_seq":` + itoa(i+1) + `}`; string(ev.Pos) != want {
+		if want := `{"stream_seq":` + itoa(i+1) + `}`; string(ev.Pos) != want {
 			t.Fatalf("event %d position %s, want %s", i, ev.Pos, want)
 		}
 		if ev.Op != cdc.OpInsert || ev.Namespace != "orders.eu" || ev.PayloadFormat != cdc.PayloadJSON || ev.WallTimeMS == 0 {
@@ -44,8 +44,8 @@ func TestJetStreamDeliversInStreamOrderWithPositions(t *testing.T) {
 	src.Close()
 	eventually(t, "acked 600", func() bool { return src.Stats().Acked == 600 })
 
-	// A new source on the same consumer resumes from the ack floor, once
-	// the unacknowledged messages' ack wait has passed.
+	// The unacknowledged messages stay pending on the server until a new
+	// source repositions the consumer.
 	info := consumerInfo(t, js, "ORDERS", "tide")
 	if info.NumAckPending != 600 {
 		t.Fatalf("ack pending %d, want 600", info.NumAckPending)
@@ -80,8 +80,9 @@ func TestNoAckBeforeCommit(t *testing.T) {
 		t.Fatalf("after 2.5×AckWait: redelivered %d, ack pending %d", info.NumRedelivered, info.NumAckPending)
 	}
 
-	// The commit failed: the runtime never calls Ack; the source closes and
-	// the broker redelivers every message to the next one.
+	// The commit failed: the runtime never calls Ack; the source closes,
+	// and the next one repositions the consumer after its ack floor (there
+	// is no checkpoint) and reads every message again, at once.
 	src.Close()
 	src2 := openSource(t, cfg, &cdc.Checkpoint{})
 	again := pollN(t, src2, 300)
@@ -90,8 +91,8 @@ func TestNoAckBeforeCommit(t *testing.T) {
 			t.Fatalf("redelivery %d is stream seq %d, want %d", i, streamSeq(t, again[i]), streamSeq(t, evs[i]))
 		}
 	}
-	if src2.Stats().Redelivered != 300 {
-		t.Errorf("redelivered counted %d, want 300", src2.Stats().Redelivered)
+	if st := src2.Stats(); st.Repositioned != 1 || st.Fetched != 300 {
+		t.Errorf("second source: repositioned %d, fetched %d; want 1, 300", st.Repositioned, st.Fetched)
 	}
 }
 
@@ -213,10 +214,15 @@ func TestOpenRefuses(t *testing.T) {
 		restored *cdc.Checkpoint
 		want     string
 	}{
-		"consumer deleted since the checkpoint": {
-			edit:     func(c *Config) { c.Consumer = "gone" },
+		"consumer deleted since the checkpoint, deliver new": {
+			edit:     func(c *Config) { c.Consumer, c.Deliver = "gone", "new" },
 			restored: &cdc.Checkpoint{Source: pos, Meta: meta},
 			want:     "the consumer no longer exists",
+		},
+		"checkpoint past the end of the stream": {
+			edit:     func(c *Config) { c.Consumer = "gone" },
+			restored: &cdc.Checkpoint{Source: cdc.Position(`{"stream_seq":9}`), Meta: meta},
+			want:     "stream ORDERS ends at sequence 3, but Tide already wrote up to 9",
 		},
 		"checkpoint of another consumer": {
 			edit:     func(c *Config) { c.Consumer = "other" },
@@ -265,47 +271,82 @@ func TestOpenRefuses(t *testing.T) {
 	}
 }
 
-func TestRestoredCheckpointIsInformational(t *testing.T) {
+// TestCheckpointDecidesWhereReadingResumes: Tide, not the consumer's ack
+// floor, owns the position. A restart resumes right after the checkpoint
+// at once, whatever an earlier reader left unacknowledged, with the
+// default ack wait of 30s.
+func TestCheckpointDecidesWhereReadingResumes(t *testing.T) {
 	s := testenv.NATS(t)
 	nc := connectTo(t, s)
 	js := newStream(t, nc, "ORDERS", "orders.>")
 	publishJSON(t, js, "orders.eu", 0, 10)
 
 	cfg := jsConfig(t, nc, "ORDERS", "tide")
+	cfg.AckWait = 30 * time.Second
 	src := openSource(t, cfg, nil)
 	evs := pollN(t, src, 10)
 	src.Ack(t.Context(), evs[3].Pos)
 	src.Close()
 	eventually(t, "ack floor 4", func() bool { return consumerInfo(t, js, "ORDERS", "tide").AckFloor.Stream == 4 })
 
-	// Restart with the checkpoint the runtime saved: the consumer, not the
-	// checkpoint, decides where reading resumes (after its ack floor,
-	// once the unacknowledged messages' AckWait ran out).
-	cfg.AckWait = time.Second
-	cp := &cdc.Checkpoint{Source: evs[3].Pos, Meta: src.Identity()}
+	// A checkpoint behind the ack floor (a checkpoint store that fell back
+	// to its previous page, say) is where reading resumes: the sink holds
+	// only what the checkpoint names.
+	cp := &cdc.Checkpoint{Source: evs[1].Pos, Meta: src.Identity()}
+	start := time.Now()
 	src2 := openSource(t, cfg, cp)
-	again := pollN(t, src2, 6)
-	if n := number(t, again[0]); n != 4 {
-		t.Fatalf("resumed at payload %d, want 4", n)
+	again := pollN(t, src2, 1)
+	t.Logf("restart to first delivery: %v (ack wait %v)", time.Since(start), cfg.AckWait)
+	if time.Since(start) > cfg.AckWait/2 {
+		t.Errorf("first delivery after %v: the restart waited for the ack wait", time.Since(start))
 	}
-	src2.Ack(t.Context(), again[2].Pos) // acks payloads 4..6
+	again = append(again, pollN(t, src2, 7)...)
+	for i, ev := range again {
+		if n := number(t, ev); n != i+2 {
+			t.Fatalf("event %d after a checkpoint at payload 1 has payload %d, want %d", i, n, i+2)
+		}
+	}
+	src2.Ack(t.Context(), again[4].Pos) // payloads 2..6
 	src2.Close()
 
-	// A crash after the checkpoint named payload 8 and before its ack:
-	// the redelivered 7 and 8 are acknowledged, not handed out again.
-	cp = &cdc.Checkpoint{Source: again[4].Pos, Meta: src.Identity()}
+	// A crash after the checkpoint named payload 8 and before its ack.
+	cp = &cdc.Checkpoint{Source: again[6].Pos, Meta: src.Identity()}
 	src3 := openSource(t, cfg, cp)
 	rest := pollN(t, src3, 1)
 	if n := number(t, rest[0]); n != 9 {
 		t.Fatalf("after a checkpoint at payload 8, got payload %d first, want 9", n)
 	}
-	if st := src3.Stats(); st.Skipped != 2 {
-		t.Errorf("skipped %d, want 2", st.Skipped)
-	}
 	src3.Ack(t.Context(), rest[0].Pos)
-	eventually(t, "ack floor 10", func() bool { return consumerInfo(t, js, "ORDERS", "tide").AckFloor.Stream == 10 })
+	eventually(t, "ack floor 10", func() bool {
+		info := consumerInfo(t, js, "ORDERS", "tide")
+		return info.AckFloor.Stream == 10 && info.NumAckPending == 0
+	})
+	src3.Close()
+
+	// The consumer deleted meanwhile: deliver: all recreates it, and the
+	// checkpoint still decides.
+	if err := js.DeleteConsumer(t.Context(), "ORDERS", "tide"); err != nil {
+		t.Fatal(err)
+	}
+	cp = &cdc.Checkpoint{Source: evs[6].Pos, Meta: src.Identity()}
+	src4 := openSource(t, cfg, cp)
+	for i, ev := range pollN(t, src4, 3) {
+		if n := number(t, ev); n != 7+i {
+			t.Fatalf("recreated consumer: event %d has payload %d, want %d", i, n, 7+i)
+		}
+	}
+
+	// A checkpoint of the old format, with a consumer_seq, is accepted.
+	src4.Close()
+	old := &cdc.Checkpoint{Source: cdc.Position(`{"stream_seq":8,"consumer_seq":3}`), Meta: src.Identity()}
+	src5 := openSource(t, cfg, old)
+	if n := number(t, pollN(t, src5, 1)[0]); n != 8 {
+		t.Fatalf("old-format checkpoint at stream sequence 8: got payload %d, want 8", n)
+	}
 }
 
+// TestServerRestartLosesNothing: what was in flight across a server
+// restart comes again after the reconnect, in stream order, once.
 func TestServerRestartLosesNothing(t *testing.T) {
 	s := testenv.NATS(t)
 	nc := connectTo(t, s)
@@ -314,34 +355,25 @@ func TestServerRestartLosesNothing(t *testing.T) {
 
 	cfg := jsConfig(t, nc, "ORDERS", "tide")
 	cfg.FetchBatch = 100
-	cfg.AckWait = 2 * time.Second // messages lost in flight come back after this
+	cfg.AckWait = 30 * time.Second // nothing may wait for it
 	src := openSource(t, cfg, nil)
-	first := pollN(t, src, 1000)
-	src.Ack(t.Context(), first[len(first)-1].Pos)
+	got := pollN(t, src, 1000)
+	src.Ack(t.Context(), got[len(got)-1].Pos)
 	eventually(t, "ack floor 1000", func() bool { return consumerInfo(t, js, "ORDERS", "tide").AckFloor.Stream == 1000 })
 
 	s = testenv.NATSRestart(t, s)
 	eventually(t, "reconnected", nc.IsConnected)
 	publishJSON(t, js, "orders.eu", 2000, 3000)
 
-	// Whatever was in flight across the restart comes again, after its
-	// AckWait (at-least-once, so possibly out of order); nothing may be
-	// missing.
-	seen := map[int]bool{}
-	for _, ev := range first {
-		seen[number(t, ev)] = true
-	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	var buf []cdc.Event
-	for len(seen) < 3000 && time.Now().Before(deadline) {
+	for len(got) < 3000 && time.Now().Before(deadline) {
 		var err error
 		buf, err = src.Poll(t.Context(), buf[:0], 500)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, ev := range buf {
-			seen[number(t, ev)] = true
-		}
+		got = append(got, buf...)
 		if len(buf) > 0 {
 			src.Ack(t.Context(), buf[len(buf)-1].Pos)
 		} else {
@@ -351,8 +383,13 @@ func TestServerRestartLosesNothing(t *testing.T) {
 			}
 		}
 	}
-	if len(seen) != 3000 {
-		t.Fatalf("saw %d distinct messages, want 3000", len(seen))
+	for i, ev := range got {
+		if n := number(t, ev); n != i {
+			t.Fatalf("event %d has payload %d (lost, duplicated or reordered)", i, n)
+		}
+	}
+	if len(got) != 3000 {
+		t.Fatalf("got %d events, want 3000", len(got))
 	}
 	eventually(t, "everything acknowledged", func() bool {
 		info := consumerInfo(t, js, "ORDERS", "tide")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -17,7 +18,12 @@ import (
 	"github.com/tide-cdc/tide/internal/cdc"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childNATSEnv); spec != "" {
+		runChildNATS(spec) // a nats-server for a test to SIGKILL; never returns
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))

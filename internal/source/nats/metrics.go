@@ -14,7 +14,8 @@ const (
 	Redelivered   Counter = "redelivered"    // messages delivered more than once
 	DecodeErrors  Counter = "decode_errors"  // payloads that did not decode
 	DeadLettered  Counter = "dead_lettered"  // messages republished to the dead-letter subject
-	Skipped       Counter = "skipped"        // redelivered messages the restored checkpoint covers, acknowledged again
+	Skipped       Counter = "skipped"        // deliveries of messages already handed out or checkpointed, acknowledged again
+	Repositioned  Counter = "repositioned"   // consumer resets to the next expected message after a fault
 )
 
 // Metrics receives the source's counts, for example to export them to
@@ -28,6 +29,7 @@ type Metrics interface {
 type Stats struct {
 	Fetched, Acked, AckErrors, AcksDropped, AcksAbandoned uint64
 	Redelivered, DecodeErrors, DeadLettered, Skipped      uint64
+	Repositioned                                          uint64
 	Lag                                                   uint64
 }
 
@@ -35,6 +37,7 @@ type counters struct {
 	hook                                                  Metrics
 	fetched, acked, ackErrors, acksDropped, acksAbandoned atomic.Uint64
 	redelivered, decodeErrors, deadLettered, skipped, lag atomic.Uint64
+	repositioned                                          atomic.Uint64
 }
 
 func (m *counters) add(c Counter, n uint64) {
@@ -60,6 +63,8 @@ func (m *counters) add(c Counter, n uint64) {
 		m.deadLettered.Add(n)
 	case Skipped:
 		m.skipped.Add(n)
+	case Repositioned:
+		m.repositioned.Add(n)
 	}
 	if m.hook != nil {
 		m.hook.Add(c, n)
@@ -78,6 +83,7 @@ func (m *counters) snapshot() Stats {
 		Fetched: m.fetched.Load(), Acked: m.acked.Load(), AckErrors: m.ackErrors.Load(),
 		AcksDropped: m.acksDropped.Load(), AcksAbandoned: m.acksAbandoned.Load(),
 		Redelivered: m.redelivered.Load(), DecodeErrors: m.decodeErrors.Load(),
-		DeadLettered: m.deadLettered.Load(), Skipped: m.skipped.Load(), Lag: m.lag.Load(),
+		DeadLettered: m.deadLettered.Load(), Skipped: m.skipped.Load(),
+		Repositioned: m.repositioned.Load(), Lag: m.lag.Load(),
 	}
 }

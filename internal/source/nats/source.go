@@ -32,19 +32,20 @@ type Source struct {
 	queue chan item     // reader → Poll; the reader closes it
 	ready chan struct{} // one pending wake-up for the runtime
 	stop  chan struct{} // closed by Close
-	wg    sync.WaitGroup
+	// life bounds the reader's calls to the server; canceled by Close.
+	life    context.Context
+	endLife context.CancelFunc
+	wg      sync.WaitGroup
 	// endErr says why the reader stopped; written before queue is closed.
 	endErr error
 
 	failed error // a decode failure held back until the next Poll (Poll's goroutine only)
 
-	// skipThrough is the stream sequence of the restored checkpoint:
-	// messages up to it are in the sink already and are only acknowledged.
-	skipThrough uint64
+	// settled has a wake-up whenever pending became empty.
+	settled chan struct{}
 
 	mu      sync.Mutex   // guards the fields below
-	pending []pendingMsg // fetched, not yet handed to the acker, in delivery order
-	acked   *seqWindow   // stream sequences acknowledged lately, to recognise redeliveries
+	pending []pendingMsg // queued or handed out, not yet acknowledged, in stream order
 	closed  bool
 
 	closeOnce sync.Once
@@ -59,28 +60,28 @@ type item struct {
 
 	// JetStream only: the message, acknowledged by Poll if its payload
 	// does not decode and the policy skips or dead-letters it.
-	msg         jetstream.Msg
-	streamSeq   uint64
-	consumerSeq uint64
+	msg       jetstream.Msg
+	streamSeq uint64
 }
 
-// pendingMsg is a message fetched and not yet acknowledged.
+// pendingMsg is a message queued and not yet acknowledged.
 type pendingMsg struct {
-	streamSeq   uint64
-	consumerSeq uint64
-	msg         jetstream.Msg
-	touched     time.Time // fetched, or last kept alive with an in-progress ack
+	streamSeq uint64
+	msg       jetstream.Msg // its latest delivery
+	touched   time.Time     // fetched, or last kept alive with an in-progress ack
 }
 
 // New returns a Source for cfg. It does no I/O; Open connects.
 func New(cfg Config) *Source {
 	cfg.setDefaults()
 	s := &Source{
-		cfg:   cfg,
-		log:   cfg.Logger.With("source", "nats", "mode", cfg.Mode),
-		ready: make(chan struct{}, 1),
-		stop:  make(chan struct{}),
+		cfg:     cfg,
+		log:     cfg.Logger.With("source", "nats", "mode", cfg.Mode),
+		ready:   make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		settled: make(chan struct{}, 1),
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	s.m.hook = cfg.Metrics
 	return s
 }
@@ -231,22 +232,36 @@ func (s *Source) decodeFailed(ctx context.Context, it *item) error {
 		}
 		return fmt.Errorf("message %d of stream %s on %s (on_decode_error: fail): %w", it.streamSeq, s.cfg.Stream, it.ev.Namespace, derr)
 	}
-	if it.msg != nil && s.acks != nil {
-		s.forget(it.consumerSeq)
-		s.acks.enqueue([]jetstream.Msg{it.msg})
+	if it.msg != nil {
+		s.forget(it.streamSeq)
+		if s.acks != nil {
+			s.acks.enqueue([]jetstream.Msg{it.msg})
+		}
 	}
 	return nil
 }
 
 // forget drops a message from the pending list: it is acknowledged on its
 // own.
-func (s *Source) forget(consumerSeq uint64) {
+func (s *Source) forget(streamSeq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.pending {
-		if s.pending[i].consumerSeq == consumerSeq {
+		if s.pending[i].streamSeq == streamSeq {
 			s.pending = slices.Delete(s.pending, i, i+1)
+			s.settleLocked()
 			return
+		}
+	}
+}
+
+// settleLocked wakes a reader waiting for every handed-out message to be
+// acknowledged.
+func (s *Source) settleLocked() {
+	if len(s.pending) == 0 {
+		select {
+		case s.settled <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -256,8 +271,8 @@ func (s *Source) forget(consumerSeq uint64) {
 // saved: only then may the broker forget the messages. It hands every
 // message up to upTo to the asynchronous ack worker and returns.
 func (s *Source) Ack(_ context.Context, upTo cdc.Position) error {
-	if s.acks == nil {
-		return nil // core mode, or ack: none
+	if s.js == nil {
+		return nil // core mode
 	}
 	p, err := parseJSPos(upTo)
 	if err != nil {
@@ -265,19 +280,22 @@ func (s *Source) Ack(_ context.Context, upTo cdc.Position) error {
 	}
 	s.mu.Lock()
 	n := 0
-	for n < len(s.pending) && s.pending[n].consumerSeq <= p.ConsumerSeq {
+	for n < len(s.pending) && s.pending[n].streamSeq <= p.StreamSeq {
 		n++
 	}
-	msgs := make([]jetstream.Msg, n)
-	for i := range n {
-		msgs[i] = s.pending[i].msg
-	}
-	for i := range n {
-		s.acked.add(s.pending[i].streamSeq)
+	var msgs []jetstream.Msg
+	if s.acks != nil {
+		msgs = make([]jetstream.Msg, n)
+		for i := range n {
+			msgs[i] = s.pending[i].msg
+		}
 	}
 	s.pending = append(s.pending[:0:0], s.pending[n:]...)
+	s.settleLocked()
 	s.mu.Unlock()
-	s.acks.enqueue(msgs)
+	if s.acks != nil {
+		s.acks.enqueue(msgs)
+	}
 	return nil
 }
 
@@ -287,6 +305,7 @@ func (s *Source) Ack(_ context.Context, upTo cdc.Position) error {
 func (s *Source) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
+		s.endLife()
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
@@ -317,25 +336,24 @@ func (s *Source) Close() error {
 	return s.closeErr
 }
 
-// jsPos is a JetStream position.
+// jsPos is a JetStream position: the stream sequence of the last message
+// handed out. Checkpoints written before Tide owned the position also
+// carry a consumer_seq, which is ignored.
 type jsPos struct {
-	StreamSeq   uint64 `json:"stream_seq"`
-	ConsumerSeq uint64 `json:"consumer_seq"`
+	StreamSeq uint64 `json:"stream_seq"`
 }
 
 func parseJSPos(p cdc.Position) (jsPos, error) {
 	var j jsPos
-	if err := json.Unmarshal(p, &j); err != nil || j.StreamSeq == 0 || j.ConsumerSeq == 0 {
-		return jsPos{}, fmt.Errorf("%w: %q is not a JetStream position {\"stream_seq\":N,\"consumer_seq\":M}", ErrPosition, p)
+	if err := json.Unmarshal(p, &j); err != nil || j.StreamSeq == 0 {
+		return jsPos{}, fmt.Errorf("%w: %q is not a JetStream position {\"stream_seq\":N}", ErrPosition, p)
 	}
 	return j, nil
 }
 
-func appendJSPos(b []byte, streamSeq, consumerSeq uint64) []byte {
+func appendJSPos(b []byte, streamSeq uint64) []byte {
 	b = append(b, `{"stream_seq":`...)
 	b = strconv.AppendUint(b, streamSeq, 10)
-	b = append(b, `,"consumer_seq":`...)
-	b = strconv.AppendUint(b, consumerSeq, 10)
 	return append(b, '}')
 }
 
