@@ -203,6 +203,27 @@ func (s *Source) reposition(ctx context.Context, last uint64, known bool) (uint6
 	return last, nil
 }
 
+// ensureConsumer creates the durable consumer again if it was deleted
+// under the running source: the server answers a reset of a missing
+// consumer with silence, not an error.
+func (s *Source) ensureConsumer(ctx context.Context) error {
+	_, err := s.js.Consumer(ctx, s.cfg.Stream, s.cfg.Consumer)
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return err
+	}
+	if s.cfg.Deliver == "new" || s.cfg.Deliver == "by_start_time" {
+		return fmt.Errorf("%w: consumer %s on stream %s was deleted while the pipeline ran, and a new one with deliver: %s "+
+			"cannot start right after what Tide wrote; restart with deliver: all or a reset checkpoint", ErrPosition, s.cfg.Consumer, s.cfg.Stream, s.cfg.Deliver)
+	}
+	s.log.Warn("consumer was deleted; creating it again", "consumer", s.cfg.Consumer, "stream", s.cfg.Stream)
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, s.cfg.Stream, s.cons.CachedInfo().Config)
+	if err != nil {
+		return fmt.Errorf("create consumer %s on stream %s again: %w", s.cfg.Consumer, s.cfg.Stream, err)
+	}
+	s.cons = cons
+	return nil
+}
+
 // errReconnected ends a consumption after the connection came back: what
 // was in flight when it broke is lost, so the reader repositions.
 var errReconnected = errors.New("reconnected to nats")
@@ -261,7 +282,10 @@ func (s *Source) readJetStream(last uint64, reconnected chan nats.Status) {
 			}
 			drain(reconnected) // a reconnect before the reset needs no second one
 			rctx, rcancel := context.WithTimeout(s.life, s.cfg.AckTimeout)
-			_, err := s.reposition(rctx, d.last, true)
+			err := s.ensureConsumer(rctx)
+			if err == nil {
+				_, err = s.reposition(rctx, d.last, true)
+			}
 			rcancel()
 			if err == nil {
 				break
