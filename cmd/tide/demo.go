@@ -119,7 +119,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		URI: srv.URI(), Database: "demo", Collection: "orders", Snapshot: "never",
 		MaxAwait: 100 * time.Millisecond, Logger: log,
 	})
-	sink := file.New(file.Config{Path: out, Logger: log})
+	sink := file.New(file.Config{Path: out, Pipeline: name, DataDir: filepath.Join(f.dir, ".tide"), Logger: log})
 	p := runtime.New(runtime.Config{Name: name, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
 
 	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)

@@ -139,7 +139,7 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		LagPollInterval: 500 * time.Millisecond,
 		Logger:          log,
 	})
-	sink := &subjectCounter{Sink: file.New(file.Config{Path: out, Logger: log}), put: map[string]int64{}, committed: map[string]int64{}}
+	sink := &subjectCounter{Sink: file.New(file.Config{Path: out, Pipeline: natsDemoPipeline, DataDir: filepath.Join(f.dir, ".tide-nats"), Logger: log}), put: map[string]int64{}, committed: map[string]int64{}}
 	p := runtime.New(runtime.Config{Name: natsDemoPipeline, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
 
 	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)

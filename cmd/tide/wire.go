@@ -132,7 +132,7 @@ func buildSink(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc.S
 	s := cfg.Sink
 	switch {
 	case s.File != nil:
-		return file.New(file.Config{Path: s.File.Path, Logger: log}), nil
+		return file.New(file.Config{Path: s.File.Path, Pipeline: cfg.Name, DataDir: cfg.DataDir, Logger: log}), nil
 	case s.Stdout != nil:
 		return stdout.New(stdout.Config{}), nil
 	case s.NATS != nil:

@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 		writeLoop(dir)
 		return
 	}
+	if path := os.Getenv(holderEnv); path != "" {
+		holdLock(path)
+		return
+	}
 	os.Exit(m.Run())
 }
 

@@ -14,6 +14,13 @@
 // the file, or point the sink at another path. A file shorter than its
 // committed length means data the checkpoint recorded as durable is gone;
 // Open refuses that too, rather than write a file with a hole.
+//
+// The file has one writer: Open takes a lock beside it, held until Close,
+// and refuses a second sink on the path, naming the pipeline and PID that
+// hold it. The state also holds CRC-32C checksums of the first and last
+// 4 KiB of the committed bytes, and Open refuses a file whose ends no
+// longer match: something else rewrote or truncated it (logrotate's
+// copytruncate leaves NUL bytes at its start).
 package file
 
 import (
@@ -40,15 +47,26 @@ const bufferSize = 1 << 20
 
 // Config configures a file sink.
 type Config struct {
-	Path   string       // the JSON-lines file; parent directories are created
+	Path string // the JSON-lines file; parent directories are created
+
+	// Pipeline and DataDir name the pipeline that owns the file. A
+	// second sink on the same path is refused, naming them, and so is a
+	// file that another pipeline began before its first checkpoint.
+	Pipeline string
+	DataDir  string
+
 	Logger *slog.Logger // nil discards
 }
 
 // Sink appends records to a JSON-lines file. Put and Commit are called from
 // one goroutine, as cdc.Sink requires.
 type Sink struct {
-	path string
-	log  *slog.Logger
+	path  string
+	log   *slog.Logger
+	owner owner // DataDir made absolute by Open
+
+	lockFile *os.File // holds the file's lock from Open to Close
+	ends     ends     // the file's first and last bytes, for State's checksums
 
 	f         *os.File
 	w         *bufio.Writer
@@ -64,24 +82,61 @@ func New(cfg Config) *Sink {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sink{path: cfg.Path, log: log.With("sink", "file", "path", cfg.Path)}
+	return &Sink{
+		path:  cfg.Path,
+		log:   log.With("sink", "file", "path", cfg.Path),
+		owner: owner{Pipeline: cfg.Pipeline, DataDir: cfg.DataDir},
+	}
 }
 
 // state is the sink's part of the checkpoint.
 type state struct {
 	CommittedBytes *int64 `json:"committed_bytes"`
+
+	// CRC-32C of the committed file's first and last bytes; absent in
+	// checkpoints written before the sink recorded them.
+	HeadBytes  *int64  `json:"head_bytes"`
+	HeadCRC32C *uint32 `json:"head_crc32c"`
+	TailBytes  *int64  `json:"tail_bytes"`
+	TailCRC32C *uint32 `json:"tail_crc32c"`
 }
 
-// Open opens or creates the file and cuts it back to the length committed
-// in restored, if any.
+// Open takes the file's lock, opens or creates the file, checks that its
+// committed bytes are the ones this pipeline wrote, and cuts it back to
+// the length committed in restored, if any.
 func (s *Sink) Open(ctx context.Context, restored *cdc.Checkpoint) error {
+	if s.path == "" || s.f != nil {
+		return s.open(ctx, restored) // refuses before touching anything
+	}
+	o, err := ownerOf(s.owner.Pipeline, s.owner.DataDir)
+	if err != nil {
+		return err
+	}
+	s.owner = o
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
+		return fmt.Errorf("file sink: create directory: %w", err)
+	}
+	lock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	if err := s.open(ctx, restored); err != nil {
+		lock.Close()
+		return err
+	}
+	s.lockFile = lock
+	return nil
+}
+
+// open is Open under the file's lock.
+func (s *Sink) open(_ context.Context, restored *cdc.Checkpoint) error {
 	if s.path == "" {
 		return errors.New("file sink: no path configured")
 	}
 	if s.f != nil {
 		return fmt.Errorf("file sink %s: already open", s.path)
 	}
-	committed, restoring, err := restoredLength(restored)
+	committed, sums, restoring, err := restoredLength(restored)
 	if err != nil {
 		return fmt.Errorf("file sink %s: %w", s.path, err)
 	}
@@ -102,6 +157,10 @@ func (s *Sink) Open(ctx context.Context, restored *cdc.Checkpoint) error {
 		}
 	}
 	if err := s.claim(f, restoring); err != nil {
+		f.Close()
+		return err
+	}
+	if err := s.verifyEnds(f, committed, sums); err != nil {
 		f.Close()
 		return err
 	}
@@ -132,18 +191,22 @@ const freshSuffix = ".tide-new"
 // during the run, or by the next Open.
 func (s *Sink) claim(f *os.File, restoring bool) error {
 	marker := s.path + freshSuffix
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	ours, err := s.checkMarker(marker, fi.Size())
+	if err != nil {
+		return err
+	}
 	if restoring {
 		if err := os.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("file sink: %w", err)
 		}
 		return nil
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("file sink: %w", err)
-	}
 	if fi.Size() > 0 {
-		if _, err := os.Stat(marker); err != nil {
+		if !ours {
 			return nil // not ours: restore refuses it
 		}
 		s.log.Warn("file sink: cutting the bytes a crashed first run wrote before its first checkpoint",
@@ -155,8 +218,8 @@ func (s *Sink) claim(f *os.File, restoring bool) error {
 		return f.Sync()
 	}
 	s.marked.Store(true)
-	if err := os.WriteFile(marker, []byte("written by tide: "+s.path+" has no checkpoint yet; its content is uncommitted\n"), 0o644); err != nil {
-		return fmt.Errorf("file sink: %w", err)
+	if err := s.writeMarker(marker); err != nil {
+		return err
 	}
 	return syncDir(filepath.Dir(s.path))
 }
@@ -173,18 +236,23 @@ func (s *Sink) CheckpointSaved(cdc.Checkpoint) {
 }
 
 // restoredLength returns the committed length from restored's sink state,
-// and whether there was one.
-func restoredLength(restored *cdc.Checkpoint) (int64, bool, error) {
+// its checksums (nil in an older state without them), and whether there
+// was one.
+func restoredLength(restored *cdc.Checkpoint) (int64, *checksums, bool, error) {
 	if restored == nil || len(restored.Sink) == 0 {
-		return 0, false, nil
+		return 0, nil, false, nil
 	}
 	var st state
 	dec := json.NewDecoder(bytes.NewReader(restored.Sink))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil || st.CommittedBytes == nil || *st.CommittedBytes < 0 {
-		return 0, false, fmt.Errorf(`checkpoint sink state %.100q is not {"committed_bytes": N}: it was not written by a file sink`, restored.Sink)
+		return 0, nil, false, fmt.Errorf(`checkpoint sink state %.100q is not {"committed_bytes": N}: it was not written by a file sink`, restored.Sink)
 	}
-	return *st.CommittedBytes, true, nil
+	sums, err := checksumsOf(st)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("checkpoint sink state %.100q %w", restored.Sink, err)
+	}
+	return *st.CommittedBytes, sums, true, nil
 }
 
 // restore checks the file's length against the checkpoint and truncates
@@ -221,6 +289,8 @@ func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 	if s.w == nil {
 		return fmt.Errorf("file sink %s: not open", s.path)
 	}
+	done := 0 // records in the buffer, for State's checksums
+	defer func() { s.ends.wrote(batch[:done]) }()
 	for i := range batch {
 		r := &batch[i]
 		if r.Op == cdc.OpMarker {
@@ -234,16 +304,20 @@ func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 			return fmt.Errorf("file sink: %w", err)
 		}
 		s.written += int64(len(r.Data)) + 1
+		done = i + 1
 	}
 	return nil
 }
 
-// State returns {"committed_bytes": N}, N counting every record put so far:
-// the length the file will have once the pending Commit returns.
+// State returns {"committed_bytes": N, ...}, N counting every record put
+// so far: the length the file will have once the pending Commit returns.
+// The other fields are CRC-32C checksums of the first and last up to 4 KiB
+// of those N bytes, which the next Open verifies.
 func (s *Sink) State() []byte {
-	b := make([]byte, 0, 40)
+	b := make([]byte, 0, 160)
 	b = append(b, `{"committed_bytes":`...)
 	b = strconv.AppendInt(b, s.written, 10)
+	b = s.ends.sums().appendState(b)
 	return append(b, '}')
 }
 
@@ -277,15 +351,19 @@ func syncDir(dir string) error {
 	return d.Close()
 }
 
-// Close closes the file. Records put after the last Commit are dropped:
-// they were never committed, and the next run truncates to the committed
-// length anyway.
+// Close closes the file, then releases its lock. Records put after the
+// last Commit are dropped: they were never committed, and the next run
+// truncates to the committed length anyway.
 func (s *Sink) Close() error {
 	if s.f == nil {
 		return nil
 	}
 	err := s.f.Close()
 	s.f, s.w = nil, nil
+	if lerr := s.lockFile.Close(); lerr != nil && err == nil { // closing the descriptor releases the flock
+		err = lerr
+	}
+	s.lockFile = nil
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}

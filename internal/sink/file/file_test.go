@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -82,7 +83,10 @@ func TestWritesLinesAndState(t *testing.T) {
 	if got := readFile(t, path); got != want {
 		t.Fatalf("file = %q, want %q (markers skipped)", got, want)
 	}
-	if wantState := fmt.Sprintf(`{"committed_bytes":%d}`, len(want)); string(cp.Sink) != wantState {
+	crc := crc32.Checksum([]byte(want), crc32.MakeTable(crc32.Castagnoli))
+	wantState := fmt.Sprintf(`{"committed_bytes":%d,"head_bytes":%d,"head_crc32c":%d,"tail_bytes":%d,"tail_crc32c":%d}`,
+		len(want), len(want), crc, len(want), crc)
+	if string(cp.Sink) != wantState {
 		t.Fatalf("State = %s, want %s", cp.Sink, wantState)
 	}
 	// A commit with nothing put keeps the same state.
