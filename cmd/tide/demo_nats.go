@@ -120,8 +120,8 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "resuming from the checkpoint: %d messages already in the file, %d in the stream\n", before, published)
 	}
 	if info, err := natsDemoConsumerInfo(ctx, js); err == nil && info.NumAckPending > 0 {
-		fmt.Fprintf(stdout, "the last run left %d messages delivered and not acknowledged: waiting %s (the ack wait) for the server to redeliver them first, in order\n",
-			info.NumAckPending, natsDemoAckWait)
+		fmt.Fprintf(stdout, "the last run left %d messages delivered and not acknowledged: the source resets the consumer to the message after its checkpoint and reads them again, in order, at once\n",
+			info.NumAckPending)
 	} else if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return err
 	}
@@ -130,8 +130,6 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		Name: natsDemoPipeline, Servers: []string{url},
 		Stream: natsDemoStream, Consumer: natsDemoConsumer, FilterSubjects: []string{natsDemoSubjects},
 		Deliver: "all", Ack: "explicit",
-		// A short ack wait: a run after a crash waits it out once, so that
-		// the unacknowledged messages come back first, in order.
 		AckWait: natsDemoAckWait,
 		// Above two batches plus the source's queue: delivery never waits
 		// for a commit.

@@ -184,6 +184,7 @@ func (n *natsProc) start() {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childNATSEnv+"="+strconv.Itoa(n.port)+":"+n.store)
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		n.t.Fatalf("start nats-server process: %v", err)
 	}
@@ -335,6 +336,12 @@ func compareToStream(file, stream []int) (lost, duplicated, reordered int) {
 // sink in this process (under the race detector in CI), through a proxy
 // that cuts the connection at random moments while a publisher writes.
 func TestJetStreamConnectionCutsInProcess(t *testing.T) {
+	for _, ack := range []string{"explicit", "none"} {
+		t.Run("ack "+ack, func(t *testing.T) { connectionCuts(t, ack) })
+	}
+}
+
+func connectionCuts(t *testing.T, ack string) {
 	const total, cuts = 20000, 20
 	srv := testenv.NATS(t)
 	nc := connectTo(t, srv)
@@ -350,6 +357,7 @@ func TestJetStreamConnectionCutsInProcess(t *testing.T) {
 	cfg := jsConfig(t, tideConn, "ORDERS", "tide")
 	cfg.AckWait = 30 * time.Second
 	cfg.MaxAckPending = 20000
+	cfg.Ack = ack
 	path := filepath.Join(t.TempDir(), "out.jsonl")
 	var store checkpoint.Mem
 	p := runtime.New(runtime.Config{Name: "orders", MaxRecords: 1000, Logger: testLogger(t)},
