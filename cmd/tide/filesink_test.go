@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -99,19 +98,7 @@ batch: {commit_interval: 10ms}
 	if err != nil {
 		t.Fatalf("the first pipeline after SIGTERM: %v\n%s", err, stderr.String())
 	}
-	shownOut, err := runTide(t, dir, "checkpoint", "show", "-f", alpha)
-	if err != nil {
-		t.Fatalf("checkpoint show: %v\n%s", err, shownOut)
-	}
-	var shown struct {
-		Source struct {
-			Seq int `json:"seq"`
-		} `json:"source"`
-	}
-	if err := json.Unmarshal([]byte(shownOut), &shown); err != nil {
-		t.Fatalf("checkpoint show output is not JSON: %v\n%s", err, shownOut)
-	}
-	checkSeqFile(t, filepath.Join(dir, "out.jsonl"), shown.Source.Seq)
+	checkSeqFile(t, filepath.Join(dir, "out.jsonl"), checkpointSeq(t, dir, alpha))
 }
 
 // TestCopytruncateRefused runs a pipeline, truncates its file as

@@ -320,6 +320,17 @@ batch: {commit_interval: 10ms}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("tide run after SIGTERM: %v\n%s", err, stderr.String())
 	}
+	seq := checkpointSeq(t, dir, cfg)
+	if seq == 0 {
+		t.Fatal("nothing was committed before the drain")
+	}
+	checkSeqFile(t, filepath.Join(dir, "out.jsonl"), seq)
+}
+
+// checkpointSeq is the generate source's seq in the checkpoint that
+// `tide checkpoint show` prints for the pipeline file cfg.
+func checkpointSeq(t *testing.T, dir, cfg string) int {
+	t.Helper()
 	out, err := runTide(t, dir, "checkpoint", "show", "-f", cfg)
 	if err != nil {
 		t.Fatalf("checkpoint show: %v\n%s", err, out)
@@ -332,10 +343,7 @@ batch: {commit_interval: 10ms}
 	if err := json.Unmarshal([]byte(out), &shown); err != nil {
 		t.Fatalf("checkpoint show output is not JSON: %v\n%s", err, out)
 	}
-	if shown.Source.Seq == 0 {
-		t.Fatalf("nothing was committed before the drain:\n%s", out)
-	}
-	checkSeqFile(t, filepath.Join(dir, "out.jsonl"), shown.Source.Seq)
+	return shown.Source.Seq
 }
 
 func TestValidateNamesBadKey(t *testing.T) {
