@@ -91,40 +91,59 @@ func warnLogger(buf *lockedBuffer) *slog.Logger {
 // positions 0..n-1, once each, in order.
 func checkStream(t *testing.T, url, name string, n int) {
 	t.Helper()
-	st := streamMsgs(t, connectTo(t, url), name)
-	info, err := st.Info(t.Context())
+	nc := connectTo(t, url)
+	info, err := streamMsgs(t, nc, name).Info(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.State.Msgs != uint64(n) {
 		t.Errorf("stream holds %d messages, want %d", info.State.Msgs, n)
 	}
-	for seq := uint64(1); seq <= info.State.Msgs; seq++ {
-		m, err := st.GetMsg(t.Context(), seq)
+	js, _ := jetstream.New(nc)
+	cons, err := js.OrderedConsumer(t.Context(), name, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for i := range int(info.State.Msgs) {
+		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			t.Fatalf("stream seq %d: %v", seq, err)
+			t.Fatalf("read stream message %d: %v", i+1, err)
 		}
-		wantID := fmt.Sprintf(`orders:{"seq":%d}`, seq-1)
-		if id := m.Header.Get("Nats-Msg-Id"); id != wantID || string(m.Data) != fmt.Sprintf(`{"n":%d}`, seq-1) {
-			t.Fatalf("stream seq %d holds %s %q, want %s: lost, duplicated or reordered", seq, id, m.Data, wantID)
+		wantID := fmt.Sprintf(`orders:{"seq":%d}`, i)
+		if id := m.Headers().Get("Nats-Msg-Id"); id != wantID || string(m.Data()) != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Fatalf("stream message %d is %s %q, want %s: lost, duplicated or reordered", i+1, id, m.Data(), wantID)
 		}
 	}
 }
 
 // TestCommitRidesOutOutage stops the server for 3s in the middle of a run
-// of commits, one batch published just before it stops and the next put
-// while it is down: every Commit succeeds once the server is back on the
-// same port and store, and the stream holds every record once, in order.
+// of commits: the server stops while a large batch is being put, and the
+// next batch is put while it is down. Every Commit succeeds once the
+// server is back on the same port and store, and the stream holds every
+// record once, in order.
 func TestCommitRidesOutOutage(t *testing.T) {
 	srv := testenv.NATS(t)
 	url := srv.ClientURL()
 	var logs lockedBuffer
 	s := openSink(t, Config{
 		Pipeline: "orders", Servers: []string{url}, Stream: "CDC", CreateStream: &StreamSpec{},
-		Logger: warnLogger(&logs),
+		MaxInFlight: 500, Logger: warnLogger(&logs),
 	})
-	const batch = 1000
 	n := 0
+	put := func(what string, count int) {
+		t.Helper()
+		if err := s.Put(t.Context(), records(n, n+count)); err != nil {
+			t.Fatalf("put %s: %v", what, err)
+		}
+		n += count
+	}
 	commit := func(what string) {
 		t.Helper()
 		if err := s.Commit(t.Context(), cdc.Checkpoint{}); err != nil {
@@ -132,35 +151,26 @@ func TestCommitRidesOutOutage(t *testing.T) {
 		}
 	}
 	for range 3 {
-		if err := s.Put(t.Context(), records(n, n+batch)); err != nil {
-			t.Fatal(err)
-		}
-		n += batch
+		put("before the outage", 500)
 		commit("before the outage")
 	}
 
-	// This batch is in flight when the server stops: some of it may be
-	// stored, acknowledged or not, and the rest lost.
-	if err := s.Put(t.Context(), records(n, n+batch)); err != nil {
-		t.Fatal(err)
-	}
-	n += batch
-	back := startNATSAfter(t, stopNATS(t, srv), 3*time.Second)
-	commit("of the batch in flight at the outage")
+	// The server stops while this batch is put: of it, some records are
+	// stored and acknowledged, some stored with the PubAck lost, some
+	// lost, and some put while the client reconnects.
+	stopped := make(chan natsAddr)
+	go func() { stopped <- stopNATS(t, srv) }()
+	put("while the server stops", 20000)
+	back := startNATSAfter(t, <-stopped, 3*time.Second)
+	commit("of the batch put while the server stopped")
 
 	// This one is put while the server is down, unless it is back already.
-	if err := s.Put(t.Context(), records(n, n+batch)); err != nil {
-		t.Fatalf("put during the outage: %v", err)
-	}
-	n += batch
+	put("during the outage", 500)
 	commit("of the batch put during the outage")
 	<-back
 
 	for range 2 {
-		if err := s.Put(t.Context(), records(n, n+batch)); err != nil {
-			t.Fatal(err)
-		}
-		n += batch
+		put("after the outage", 500)
 		commit("after the outage")
 	}
 	if !strings.Contains(logs.String(), "nats unavailable; retrying the batch from its first unacknowledged record") {
@@ -279,4 +289,52 @@ func TestPermanentErrorsFailAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPermissionViolationFailsAtOnce publishes to a subject the user may
+// not publish to: the server answers with a permissions violation, not a
+// PubAck, and Commit fails with it instead of retrying for max_outage.
+func TestPermissionViolationFailsAtOnce(t *testing.T) {
+	srv := testenv.NATSWithOptions(t, &server.Options{Users: []*server.User{{
+		Username: "tide", Password: "pw",
+		Permissions: &server.Permissions{Publish: &server.SubjectPermission{Deny: []string{"cdc.shop.>"}}},
+	}}})
+	url := fmt.Sprintf("nats://tide:pw@127.0.0.1:%d", srv.Addr().(*net.TCPAddr).Port)
+	s := openSink(t, Config{Pipeline: "orders", Servers: []string{url}, Stream: "CDC", CreateStream: &StreamSpec{}, MaxOutage: 10 * time.Minute})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := s.Put(ctx, records(0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Commit(ctx, cdc.Checkpoint{})
+	const want = `nats: permissions violation: Permissions Violation for Publish to "cdc.shop.orders"`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Commit = %v, want an error containing %q", err, want)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Commit = %v: it retried a permission violation", err)
+	}
+}
+
+// TestCommitKeepsOrderAcrossLostPublishes loses a stretch of what the
+// sink publishes, silently, and then the connection, in the middle of a
+// large batch; Put goes on while the client reconnects. The stream must
+// still hold the batch once and in order: the records published after the
+// lost ones must not be stored before them.
+func TestCommitKeepsOrderAcrossLostPublishes(t *testing.T) {
+	srv := testenv.NATS(t)
+	proxy := startLossyProxy(t, srv.Addr().String(), 1<<20, 300*time.Millisecond)
+	var logs lockedBuffer
+	s := openSink(t, Config{
+		Pipeline: "orders", Servers: []string{proxy.url()}, Stream: "CDC", CreateStream: &StreamSpec{},
+		MaxInFlight: 500, Logger: warnLogger(&logs),
+	})
+	const n = 20000 // about 4 MB of messages: the cut comes after 1 MB
+	if err := putCommit(t, s, records(0, n)); err != nil {
+		t.Fatalf("commit: %v\n%s", err, logs.String())
+	}
+	if proxy.cutCount() != 1 {
+		t.Fatalf("the proxy cut %d times, want once", proxy.cutCount())
+	}
+	checkStream(t, srv.ClientURL(), "CDC", n)
 }

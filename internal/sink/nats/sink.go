@@ -151,7 +151,7 @@ func New(cfg Config) *Sink {
 }
 
 // Duplicates reports how many publishes the stream dropped as duplicates:
-// records replayed after a restart.
+// records replayed after a restart, or republished after an outage.
 func (s *Sink) Duplicates() uint64 { return s.dups }
 
 // Open connects and checks (or creates) the stream. ctx bounds the setup.
