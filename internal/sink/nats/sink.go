@@ -39,7 +39,10 @@ type Config struct {
 	// through; default DefaultMaxOutage.
 	MaxOutage time.Duration
 
-	// Conn, if set, is used instead of dialing Servers; Close leaves it open.
+	// Conn, if set, is used instead of dialing Servers; Close leaves it
+	// open. Make it with nats.ReconnectBufSize(-1): a connection that
+	// buffers publishes while it reconnects can store a record before
+	// an earlier one lost with the connection.
 	Conn   *nats.Conn
 	Logger *slog.Logger
 }
@@ -86,7 +89,7 @@ type Sink struct {
 	reconnected chan struct{}
 
 	futures []pending // put since the last Commit, in order
-	unsent  bool      // a publish of this batch failed: later records wait for Commit
+	unsent  error     // why a publish of this batch failed: later records wait for Commit
 	msgID   []byte
 	dups    uint64
 }
@@ -324,7 +327,7 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 			m.Header["Tide-Cluster-Time"] = []string{strconv.FormatUint(uint64(r.ClusterTime.T), 10) + "." + strconv.FormatUint(uint64(r.ClusterTime.I), 10)}
 		}
 		p := pending{msg: m, pos: r.Pos}
-		if !s.unsent {
+		if s.unsent == nil {
 			f, err := s.js.PublishMsgAsync(m, s.pubOpts...)
 			switch {
 			case err == nil:
@@ -333,7 +336,7 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 				// NATS is down. Publishing the records after this one
 				// could store them before it: they all wait for Commit,
 				// which publishes them in order once NATS is back.
-				s.unsent = true
+				s.unsent = fmt.Errorf("publish %s to %s: %w", id, m.Subject, explain(err))
 			default:
 				return fmt.Errorf("publish %s to %s: %w", id, m.Subject, err)
 			}
@@ -357,7 +360,7 @@ func (s *Sink) Commit(ctx context.Context, _ cdc.Checkpoint) error {
 	batch := s.futures
 	defer func() {
 		clear(batch) // drop the messages, keep the slice for the next batch
-		s.futures, s.unsent = batch[:0], false
+		s.futures, s.unsent = batch[:0], nil
 	}()
 	if len(batch) == 0 {
 		return nil
@@ -384,11 +387,11 @@ func (s *Sink) retry(ctx context.Context, batch []pending, first int, err error,
 	for {
 		if o.over() {
 			return fmt.Errorf("commit %d records: NATS at %s unavailable for %s (max_outage %s), %d records not acknowledged; last error: %w",
-				len(batch), servers, o.length(), s.cfg.MaxOutage, len(batch)-first, explain(err))
+				len(batch), servers, o.length(), s.cfg.MaxOutage, len(batch)-first, err)
 		}
 		if o.shouldLog() {
 			s.log.Warn("nats unavailable; retrying the batch from its first unacknowledged record",
-				"servers", servers, "records", len(batch)-first, "outage", o.length(), "max_outage", s.cfg.MaxOutage, "err", explain(err))
+				"servers", servers, "records", len(batch)-first, "outage", o.length(), "max_outage", s.cfg.MaxOutage, "err", err)
 		}
 		if err := o.sleep(ctx, s.reconnected); err != nil {
 			return fmt.Errorf("commit %d records: %w", len(batch), err)
@@ -428,7 +431,7 @@ func (s *Sink) republish(ctx context.Context, batch []pending, from int, wait ti
 			p := &batch[n]
 			f, err := s.js.PublishMsgAsync(p.msg, s.pubOpts...)
 			if err != nil {
-				perr = fmt.Errorf("publish of position %s: %w", p.pos, err)
+				perr = fmt.Errorf("publish of position %s: %w", p.pos, explain(err))
 				break
 			}
 			p.f = f
@@ -446,8 +449,8 @@ func (s *Sink) republish(ctx context.Context, batch []pending, from int, wait ti
 
 // await waits for the PubAck of every record in batch, for up to wait.
 // It returns the index of the first record not acknowledged, how many
-// failed, and the first failure; a record never published counts as
-// failed with nats.ErrReconnectBufExceeded (NATS was down).
+// failed, and the first failure; a record that Put did not publish
+// counts as failed with the error that stopped Put publishing.
 func (s *Sink) await(ctx context.Context, batch []pending, wait time.Duration) (first, nerr int, failed error) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -461,7 +464,10 @@ func (s *Sink) await(ctx context.Context, batch []pending, wait time.Duration) (
 	}
 	for i, p := range batch {
 		if p.f == nil {
-			fail(i, nats.ErrReconnectBufExceeded)
+			if failed == nil {
+				first, failed = i, s.unsent
+			}
+			nerr++
 			continue
 		}
 		select {
