@@ -229,6 +229,24 @@ func TestMaxOutage(t *testing.T) {
 			t.Errorf("Open = %v: the error shows the credentials", err)
 		}
 	})
+	t.Run("open without jetstream", func(t *testing.T) {
+		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Start()
+		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+		if !srv.ReadyForConnections(10 * time.Second) {
+			t.Fatal("nats-server not ready")
+		}
+		s := New(Config{Pipeline: "orders", Servers: []string{srv.ClientURL()}, Stream: "CDC", MaxOutage: time.Second, Logger: testLogger(t)})
+		err = s.Open(t.Context(), nil)
+		s.Close()
+		want := "JetStream at " + srv.ClientURL() + " did not answer for "
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "(max_outage 1s)") {
+			t.Fatalf("Open = %v, want an error containing %q and the max_outage", err, want)
+		}
+	})
 	t.Run("commit", func(t *testing.T) {
 		srv := testenv.NATS(t)
 		url := srv.ClientURL()

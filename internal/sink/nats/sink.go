@@ -192,14 +192,22 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 			s.closeOwnConn()
 			return err
 		}
+		// Connected, NATS is reachable, and JetStream is what is missing.
+		connected := s.nc != nil && s.nc.IsConnected()
 		if o.over() {
+			what := "NATS at %s was unreachable for %s (max_outage %s): %w"
+			if connected {
+				what = "JetStream at %s did not answer for %s (max_outage %s): %w"
+			}
 			s.closeOwnConn()
-			return fmt.Errorf("nats sink: NATS at %s was unreachable for %s (max_outage %s): %w",
-				servers, o.length(), s.cfg.MaxOutage, explain(err))
+			return fmt.Errorf("nats sink: "+what, servers, o.length(), s.cfg.MaxOutage, explain(err))
 		}
 		if o.shouldLog() {
-			s.log.Warn("waiting for nats to become reachable", "servers", servers,
-				"waited", o.length(), "max_outage", s.cfg.MaxOutage, "err", explain(err))
+			msg := "waiting for nats to become reachable"
+			if connected {
+				msg = "waiting for jetstream to answer"
+			}
+			s.log.Warn(msg, "servers", servers, "waited", o.length(), "max_outage", s.cfg.MaxOutage, "err", explain(err))
 		}
 		if err := o.sleep(ctx, nil); err != nil {
 			s.closeOwnConn()
