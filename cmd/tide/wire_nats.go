@@ -44,6 +44,7 @@ func newNATSSink(pipeline string, n *config.NATSSink, log *slog.Logger) *natssin
 		TLS: natssink.TLS{CAFile: n.TLS.CAFile, CertFile: n.TLS.CertFile, KeyFile: n.TLS.KeyFile,
 			InsecureSkipVerify: n.TLS.InsecureSkipVerify},
 		Stream: n.Stream, CreateStream: spec, Subject: n.Subject, MaxInFlight: n.MaxInFlight,
-		Logger: log,
+		MaxOutage: n.MaxOutage,
+		Logger:    log,
 	})
 }

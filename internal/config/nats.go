@@ -70,7 +70,7 @@ func (c *NATSSource) setDefaults() {
 }
 
 func (c *NATSSink) setDefaults() {
-	*c = NATSSink{Subject: "cdc.{db}.{coll}", MaxInFlight: 4096}
+	*c = NATSSink{Subject: "cdc.{db}.{coll}", MaxInFlight: 4096, MaxOutage: DefaultNATSSinkMaxOutage}
 }
 
 // NATSStreamSpec is the stream the JetStream sink creates when it is missing.
@@ -91,7 +91,16 @@ type NATSSink struct {
 	CreateStream *NATSStreamSpec `yaml:"create_stream"` // create the stream if missing; nil: it must exist
 	Subject      string          `yaml:"subject"`       // template with {db} {coll} {op} {namespace}; default "cdc.{db}.{coll}"
 	MaxInFlight  int             `yaml:"max_in_flight"` // unacknowledged publishes; default 4096
+
+	// MaxOutage is how long the sink waits for NATS while it is
+	// unreachable, at start and for a batch not acknowledged, before the
+	// pipeline fails. Default 60s; 0 also means the default, as for the
+	// postgres sink's retries.
+	MaxOutage time.Duration `yaml:"max_outage"`
 }
+
+// DefaultNATSSinkMaxOutage is sink.nats.max_outage's default.
+const DefaultNATSSinkMaxOutage = time.Minute
 
 func (c *NATSSource) validate(path string) []error {
 	var errs []error
@@ -221,6 +230,9 @@ func (c *NATSSink) validate(path string) []error {
 	}
 	if c.MaxInFlight < 0 {
 		bad("max_in_flight", "must not be negative")
+	}
+	if c.MaxOutage < 0 {
+		bad("max_outage", "must not be negative (0 means the default, %s)", DefaultNATSSinkMaxOutage)
 	}
 	if cs := c.CreateStream; cs != nil {
 		for i, s := range cs.Subjects {

@@ -92,3 +92,40 @@ sink: {nats: {stream: CDC, subject: "cdc.*.{coll}"}}`, want: []string{`sink.nats
 		})
 	}
 }
+
+func TestNATSSinkMaxOutage(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	tests := map[string]struct {
+		value string // sink.nats.max_outage, or "" to leave it out
+		want  time.Duration
+		err   string // a substring of the error, or "" for none
+	}{
+		"default":      {"", time.Minute, ""},
+		"set":          {"3s", 3 * time.Second, ""},
+		"zero":         {"0s", 0, ""}, // the sink's default, as for postgres
+		"negative":     {"-1s", 0, "line 4: sink.nats.max_outage: must not be negative (0 means the default, 1m0s)"},
+		"not duration": {"soon", 0, "line 4: sink.nats.max_outage: "},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			yaml := "name: p\nsource: {generate: {count: 1}}\nsink:\n  nats: {stream: CDC"
+			if tc.value != "" {
+				yaml += ", max_outage: " + tc.value
+			}
+			yaml += "}\n"
+			p, err := Parse([]byte(yaml), env)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Parse = %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Sink.NATS.MaxOutage; got != tc.want {
+				t.Errorf("max_outage = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

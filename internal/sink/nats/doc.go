@@ -11,6 +11,20 @@
 // After a crash, Tide replays from its last checkpoint and publishes those
 // records again with the same ids, and the stream drops them as duplicates.
 //
+// # Outages
+//
+// While NATS is unreachable, Open waits for it and Commit retries, with
+// capped, jittered backoff, for up to Config.MaxOutage (sink.nats
+// max_outage, default 60s) without progress; then the pipeline fails,
+// with an error that says for how long which servers were unreachable.
+// Commit republishes the batch from its first unacknowledged record, in
+// order and under the same Nats-Msg-Ids: the stream drops what it already
+// holds, and stores the rest in batch order. For that order, the
+// connection does not buffer publishes while it reconnects, and the
+// client does not retry a publish by itself. Errors that a retry cannot
+// fix (a stream that does not exist, a subject no stream captures, a
+// message too large, a permission violation) fail at once.
+//
 // That makes delivery effectively-once as long as the restart happens
 // within the stream's duplicate window (create_stream.duplicate_window,
 // default 2m), and at-least-once beyond it: a replay after the window has

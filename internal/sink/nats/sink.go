@@ -34,7 +34,15 @@ type Config struct {
 
 	PublishTimeout time.Duration // how long Commit waits for the PubAcks; default 30s
 
-	// Conn, if set, is used instead of dialing Servers; Close leaves it open.
+	// MaxOutage bounds how long Open waits for NATS to become reachable,
+	// and how long Commit retries a batch without any of it getting
+	// through; default DefaultMaxOutage.
+	MaxOutage time.Duration
+
+	// Conn, if set, is used instead of dialing Servers; Close leaves it
+	// open. Make it with nats.ReconnectBufSize(-1): a connection that
+	// buffers publishes while it reconnects can store a record before
+	// an earlier one lost with the connection.
 	Conn   *nats.Conn
 	Logger *slog.Logger
 }
@@ -71,13 +79,26 @@ type Sink struct {
 	ownConn bool
 	js      jetstream.JetStream
 
-	futures []pending // published since the last Commit
+	// Publish options, made once: per-message options would allocate.
+	pubOpts []jetstream.PublishOpt
+	// denied receives the connection's permission violations, which the
+	// server reports instead of a PubAck.
+	denied chan error
+	// reconnected is signalled when the sink's own connection is back,
+	// to end a retry's backoff early.
+	reconnected chan struct{}
+
+	futures []pending // put since the last Commit, in order
+	unsent  error     // why a publish of this batch failed: later records wait for Commit
 	msgID   []byte
 	dups    uint64
 }
 
+// pending is one record of the batch: its message, kept for a retry,
+// and the future of its latest publish.
 type pending struct {
-	f   jetstream.PubAckFuture
+	msg *nats.Msg
+	f   jetstream.PubAckFuture // nil: not published yet
 	pos cdc.Position
 }
 
@@ -94,6 +115,9 @@ func New(cfg Config) *Sink {
 	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = 30 * time.Second
+	}
+	if cfg.MaxOutage <= 0 {
+		cfg.MaxOutage = DefaultMaxOutage
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -114,14 +138,28 @@ func New(cfg Config) *Sink {
 		}
 		cfg.CreateStream = &c
 	}
-	return &Sink{cfg: cfg, log: cfg.Logger.With("sink", "nats", "stream", cfg.Stream)}
+	return &Sink{
+		cfg: cfg,
+		log: cfg.Logger.With("sink", "nats", "stream", cfg.Stream),
+		pubOpts: []jetstream.PublishOpt{
+			jetstream.WithStallWait(cfg.PublishTimeout),
+			// No retry inside the client: it republishes a message while
+			// later ones go ahead, which could store them out of order.
+			// Commit retries instead, in order.
+			jetstream.WithRetryAttempts(0),
+		},
+		denied:      make(chan error, 1),
+		reconnected: make(chan struct{}, 1),
+	}
 }
 
 // Duplicates reports how many publishes the stream dropped as duplicates:
-// records replayed after a restart.
+// records replayed after a restart, or republished after an outage.
 func (s *Sink) Duplicates() uint64 { return s.dups }
 
 // Open connects and checks (or creates) the stream. ctx bounds the setup.
+// While NATS is unreachable it waits, logging that it does, for up to
+// MaxOutage.
 func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 	if s.cfg.Pipeline == "" {
 		return errors.New("nats sink: a pipeline name is required for message ids")
@@ -134,20 +172,72 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 		return fmt.Errorf("nats sink: %w", err)
 	}
 	s.subject = parts
-	s.nc = s.cfg.Conn
-	if s.nc == nil {
-		if s.nc, err = s.connect(); err != nil {
+	servers := redactServers(s.cfg.Servers)
+	o := newOutage(s.cfg.MaxOutage, time.Now())
+	for {
+		err := s.tryOpen(ctx)
+		if err == nil {
+			if o.attempts > 0 {
+				s.log.Info("nats reachable; sink open", "servers", servers, "waited", o.length())
+			}
+			// A permission violation seen so far (checkSync asks the
+			// system account) is not about a publish.
+			select {
+			case <-s.denied:
+			default:
+			}
+			return nil
+		}
+		if !transient(err) || ctx.Err() != nil {
+			s.closeOwnConn()
 			return err
 		}
-		s.ownConn = true
-	}
-	if err := s.openStream(ctx); err != nil {
-		if s.ownConn {
-			s.nc.Close()
+		// Connected, NATS is reachable, and JetStream is what is missing.
+		connected := s.nc != nil && s.nc.IsConnected()
+		if o.over() {
+			what := "NATS at %s was unreachable for %s (max_outage %s): %w"
+			if connected {
+				what = "JetStream at %s did not answer for %s (max_outage %s): %w"
+			}
+			s.closeOwnConn()
+			return fmt.Errorf("nats sink: "+what, servers, o.length(), s.cfg.MaxOutage, explain(err))
 		}
-		return err
+		if o.shouldLog() {
+			msg := "waiting for nats to become reachable"
+			if connected {
+				msg = "waiting for jetstream to answer"
+			}
+			s.log.Warn(msg, "servers", servers, "waited", o.length(), "max_outage", s.cfg.MaxOutage, "err", explain(err))
+		}
+		if err := o.sleep(ctx, nil); err != nil {
+			s.closeOwnConn()
+			return fmt.Errorf("nats sink: waiting for NATS at %s: %w", servers, err)
+		}
 	}
-	return nil
+}
+
+// tryOpen makes one attempt at Open: it connects, unless connected
+// already, and looks up or creates the stream.
+func (s *Sink) tryOpen(ctx context.Context) error {
+	if s.nc == nil {
+		if s.cfg.Conn != nil {
+			s.nc = s.cfg.Conn
+		} else {
+			nc, err := s.connect()
+			if err != nil {
+				return err
+			}
+			s.nc, s.ownConn = nc, true
+		}
+	}
+	return s.openStream(ctx)
+}
+
+func (s *Sink) closeOwnConn() {
+	if s.ownConn && s.nc != nil {
+		s.nc.Close()
+	}
+	s.nc, s.ownConn = nil, false
 }
 
 func (s *Sink) openStream(ctx context.Context) error {
@@ -244,11 +334,22 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 		if r.ClusterTime != (cdc.Timestamp{}) {
 			m.Header["Tide-Cluster-Time"] = []string{strconv.FormatUint(uint64(r.ClusterTime.T), 10) + "." + strconv.FormatUint(uint64(r.ClusterTime.I), 10)}
 		}
-		f, err := s.js.PublishMsgAsync(m, jetstream.WithStallWait(s.cfg.PublishTimeout))
-		if err != nil {
-			return fmt.Errorf("publish %s to %s: %w", id, m.Subject, err)
+		p := pending{msg: m, pos: r.Pos}
+		if s.unsent == nil {
+			f, err := s.js.PublishMsgAsync(m, s.pubOpts...)
+			switch {
+			case err == nil:
+				p.f = f
+			case transient(err):
+				// NATS is down. Publishing the records after this one
+				// could store them before it: they all wait for Commit,
+				// which publishes them in order once NATS is back.
+				s.unsent = fmt.Errorf("publish %s to %s: %w", id, m.Subject, explain(err))
+			default:
+				return fmt.Errorf("publish %s to %s: %w", id, m.Subject, err)
+			}
 		}
-		s.futures = append(s.futures, pending{f: f, pos: r.Pos})
+		s.futures = append(s.futures, p)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -257,40 +358,162 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 }
 
 // Commit waits until the stream acknowledged every record put since the
-// last Commit. Any publish error or a timeout fails it: the runtime then
-// saves no checkpoint, and a restart publishes the batch again under the
-// same ids.
+// last Commit. When NATS is unreachable or does not answer, it publishes
+// the batch again from its first unacknowledged record, in order and with
+// the same Nats-Msg-Ids, so the stream drops the copies it already holds;
+// it gives up after MaxOutage without progress. A permanent error fails
+// it at once. A failed Commit saves no checkpoint, and a restart
+// publishes the batch again under the same ids.
 func (s *Sink) Commit(ctx context.Context, _ cdc.Checkpoint) error {
-	futures := s.futures
-	s.futures = s.futures[:0]
-	if len(futures) == 0 {
+	batch := s.futures
+	defer func() {
+		clear(batch) // drop the messages, keep the slice for the next batch
+		s.futures, s.unsent = batch[:0], nil
+	}()
+	if len(batch) == 0 {
 		return nil
 	}
-	t := time.NewTimer(s.cfg.PublishTimeout)
+	start := time.Now()
+	first, nerr, err := s.await(ctx, batch, s.cfg.PublishTimeout)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("commit %d records: %w", len(batch), ctx.Err())
+	}
+	if err = s.classify(ctx, err, batch[first].msg.Subject); !transient(err) {
+		return fmt.Errorf("commit %d records: %d publishes failed, first: %w", len(batch), nerr, err)
+	}
+	return s.retry(ctx, batch, first, err, start)
+}
+
+// retry republishes batch[first:] until the stream acknowledged all of
+// it, MaxOutage passed without progress, or a permanent error.
+func (s *Sink) retry(ctx context.Context, batch []pending, first int, err error, start time.Time) error {
+	o := newOutage(s.cfg.MaxOutage, start)
+	servers := redactServers(s.cfg.Servers)
+	for {
+		if o.over() {
+			return fmt.Errorf("commit %d records: NATS at %s unavailable for %s (max_outage %s), %d records not acknowledged; last error: %w",
+				len(batch), servers, o.length(), s.cfg.MaxOutage, len(batch)-first, err)
+		}
+		if o.shouldLog() {
+			s.log.Warn("nats unavailable; retrying the batch from its first unacknowledged record",
+				"servers", servers, "records", len(batch)-first, "outage", o.length(), "max_outage", s.cfg.MaxOutage, "err", err)
+		}
+		if err := o.sleep(ctx, s.reconnected); err != nil {
+			return fmt.Errorf("commit %d records: %w", len(batch), err)
+		}
+		next, rerr := s.republish(ctx, batch, first, time.Until(o.since.Add(o.max)))
+		if rerr == nil {
+			s.log.Info("nats available again; batch acknowledged", "records", len(batch),
+				"retries", o.attempts, "took", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("commit %d records: %w", len(batch), ctx.Err())
+		}
+		if rerr = s.classify(ctx, rerr, batch[min(next, len(batch)-1)].msg.Subject); !transient(rerr) {
+			return fmt.Errorf("commit %d records: republish after an outage: %w", len(batch), rerr)
+		}
+		if next > first {
+			o.progressed()
+			first = next
+		}
+		err = rerr
+	}
+}
+
+// republish publishes batch[from:] again, in order, at most MaxInFlight
+// at a time, waiting for each window's PubAcks before the next: the
+// stream then stores the records that were missing in batch order, and
+// drops the ones it holds as duplicates. It returns the index of the
+// first record still not acknowledged and why.
+func (s *Sink) republish(ctx context.Context, batch []pending, from int, wait time.Duration) (int, error) {
+	wait = min(max(wait, time.Second), s.cfg.PublishTimeout)
+	for lo := from; lo < len(batch); {
+		hi := min(lo+s.cfg.MaxInFlight, len(batch))
+		var perr error
+		n := lo
+		for ; n < hi; n++ {
+			p := &batch[n]
+			f, err := s.js.PublishMsgAsync(p.msg, s.pubOpts...)
+			if err != nil {
+				perr = fmt.Errorf("publish of position %s: %w", p.pos, explain(err))
+				break
+			}
+			p.f = f
+		}
+		if i, _, err := s.await(ctx, batch[lo:n], wait); err != nil {
+			return lo + i, err
+		}
+		if perr != nil {
+			return n, perr
+		}
+		lo = n
+	}
+	return len(batch), nil
+}
+
+// await waits for the PubAck of every record in batch, for up to wait.
+// It returns the index of the first record not acknowledged, how many
+// failed, and the first failure; a record that Put did not publish
+// counts as failed with the error that stopped Put publishing.
+func (s *Sink) await(ctx context.Context, batch []pending, wait time.Duration) (first, nerr int, failed error) {
+	t := time.NewTimer(wait)
 	defer t.Stop()
-	var failed error
-	nerr := 0
-	for _, p := range futures {
+	first = len(batch)
+	fail := func(i int, err error) {
+		nerr++
+		if failed == nil {
+			first = i
+			failed = fmt.Errorf("publish of position %s: %w", batch[i].pos, err)
+		}
+	}
+	for i, p := range batch {
+		if p.f == nil {
+			if failed == nil {
+				first, failed = i, s.unsent
+			}
+			nerr++
+			continue
+		}
 		select {
 		case ack := <-p.f.Ok():
 			if ack.Duplicate {
 				s.dups++
 			}
 		case err := <-p.f.Err():
-			nerr++
-			if failed == nil {
-				failed = fmt.Errorf("publish of position %s: %w", p.pos, err)
-			}
+			fail(i, err)
+		case err := <-s.denied:
+			fail(i, err)
+			return first, nerr, failed
 		case <-t.C:
-			return fmt.Errorf("commit %d records: no PubAck within %s", len(futures), s.cfg.PublishTimeout)
+			if failed == nil {
+				first, failed = i, fmt.Errorf("%w within %s for position %s", errNoPubAck, wait, p.pos)
+			}
+			return first, nerr + len(batch) - i, failed
 		case <-ctx.Done():
-			return fmt.Errorf("commit %d records: %w", len(futures), ctx.Err())
+			return i, nerr, ctx.Err()
 		}
 	}
-	if failed != nil {
-		return fmt.Errorf("commit %d records: %d publishes failed, first: %w", len(futures), nerr, failed)
+	return first, nerr, failed
+}
+
+// classify turns a "no response from stream" for subject into a
+// permanent error when no stream captures the subject: JetStream is up,
+// and no stream will ever answer. Other errors, and this one while
+// JetStream does not answer either, are returned as they are.
+func (s *Sink) classify(ctx context.Context, err error, subject string) error {
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
+		return err
 	}
-	return nil
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, lerr := s.js.StreamNameBySubject(ctx, subject); errors.Is(lerr, jetstream.ErrStreamNotFound) {
+		return permanentError{fmt.Errorf("subject %s is not captured by stream %s or any other: %w", subject, s.cfg.Stream, err)}
+	}
+	return err
 }
 
 // Close closes the connection the sink opened. Records not committed are
@@ -419,7 +642,26 @@ func (s *Sink) connect() (*nats.Conn, error) {
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			select {
+			case s.reconnected <- struct{}{}:
+			default: // a retry will see the one already there
+			}
+		}),
+		// Refuse publishes while reconnecting instead of buffering them:
+		// a buffered record sent on the new connection could be stored
+		// before an earlier one lost with the old connection. Commit
+		// republishes, in order.
+		nats.ReconnectBufSize(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				select {
+				case s.denied <- err:
+				default: // one is enough to fail the commit
+				}
+			}
+		}),
 	}
 	a := s.cfg.Auth
 	switch {
@@ -445,10 +687,9 @@ func (s *Sink) connect() (*nats.Conn, error) {
 	if s.cfg.TLS.InsecureSkipVerify {
 		opts = append(opts, nats.Secure(&tls.Config{InsecureSkipVerify: true}))
 	}
-	servers := strings.Join(s.cfg.Servers, ",")
-	nc, err := nats.Connect(servers, opts...)
+	nc, err := nats.Connect(strings.Join(s.cfg.Servers, ","), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", servers, err)
+		return nil, fmt.Errorf("connect to nats %s: %w", redactServers(s.cfg.Servers), err)
 	}
 	return nc, nil
 }

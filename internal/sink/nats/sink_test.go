@@ -150,6 +150,7 @@ func TestCommitFails(t *testing.T) {
 		srv := testenv.NATS(t)
 		c := cfg
 		c.Servers = []string{srv.ClientURL()}
+		c.MaxOutage = time.Second // the server never comes back: give up soon
 		s := openSink(t, c)
 		// The server goes before the batch is published: publishing after
 		// Put could otherwise win the race and be acknowledged, and a
