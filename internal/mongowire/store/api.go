@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/tide-cdc/tide/internal/faultfs"
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 )
 
@@ -27,6 +28,9 @@ type Config struct {
 	// 10 s (MongoDB's periodicNoopIntervalSecs); negative disables it.
 	NoopInterval time.Duration
 	Logger       *slog.Logger
+	// FS writes the files of Dir; nil is the real file system. Tests pass
+	// a *faultfs.Disk to cut the power under the store.
+	FS faultfs.FS
 }
 
 // CollectionInfo describes a collection.
