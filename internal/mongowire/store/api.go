@@ -27,6 +27,10 @@ type Config struct {
 	// an idle change stream's postBatchResumeToken keeps moving. 0 means
 	// 10 s (MongoDB's periodicNoopIntervalSecs); negative disables it.
 	NoopInterval time.Duration
+	// SyncInterval is how often the background syncer fsyncs the journal
+	// (only with Dir). 0 means 100 ms, MongoDB's journal commit interval;
+	// negative disables it, leaving WaitDurable and Close to sync.
+	SyncInterval time.Duration
 	Logger       *slog.Logger
 	// FS writes the files of Dir; nil is the real file system. Tests pass
 	// a *faultfs.Disk to cut the power under the store.

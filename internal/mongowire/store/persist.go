@@ -541,14 +541,18 @@ func (s *Store) apply(e *OplogEntry) error {
 func (s *Store) background() {
 	defer close(s.done)
 	var syncC, noopC <-chan time.Time
-	if s.cfg.Dir != "" { // s.jr itself is replaced by compactions
-		t := time.NewTicker(syncInterval)
+	iv := syncInterval
+	if s.cfg.SyncInterval != 0 {
+		iv = s.cfg.SyncInterval
+	}
+	if s.cfg.Dir != "" && iv > 0 { // s.jr itself is replaced by compactions
+		t := time.NewTicker(iv)
 		defer t.Stop()
 		syncC = t.C
 	}
-	iv := s.noopInterval()
-	if iv > 0 {
-		t := time.NewTicker(iv)
+	noopIv := s.noopInterval()
+	if noopIv > 0 {
+		t := time.NewTicker(noopIv)
 		defer t.Stop()
 		noopC = t.C
 	}
@@ -557,7 +561,7 @@ func (s *Store) background() {
 		case <-s.stop:
 			return
 		case now := <-noopC:
-			s.noop(now, iv)
+			s.noop(now, noopIv)
 		case <-syncC:
 			s.syncJournal()
 		}

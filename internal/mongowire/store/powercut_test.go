@@ -94,7 +94,7 @@ func TestJournalSurvivesPowerCuts(t *testing.T) {
 			dir := t.TempDir()
 			disk := faultfs.NewDisk()
 			rng := rand.New(rand.NewPCG(uint64(budget), variant))
-			s, err := Open(Config{Dir: dir, FS: disk, NoopInterval: -1})
+			s, err := Open(Config{Dir: dir, FS: disk, NoopInterval: -1, SyncInterval: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +194,7 @@ func TestWaitDurable(t *testing.T) {
 	for _, wait := range []bool{true, false} {
 		dir := t.TempDir()
 		disk := faultfs.NewDisk()
-		s, err := Open(Config{Dir: dir, FS: disk, NoopInterval: -1})
+		s, err := Open(Config{Dir: dir, FS: disk, NoopInterval: -1, SyncInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +232,7 @@ func TestWaitDurable(t *testing.T) {
 // TestWaitDurableFailure: a failed sync is reported and breaks the store.
 func TestWaitDurableFailure(t *testing.T) {
 	disk := faultfs.NewDisk()
-	s, err := Open(Config{Dir: t.TempDir(), FS: disk, NoopInterval: -1})
+	s, err := Open(Config{Dir: t.TempDir(), FS: disk, NoopInterval: -1, SyncInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
