@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tide-cdc/tide/internal/cdc"
+	"github.com/tide-cdc/tide/internal/faultfs"
 )
 
 // bufferSize is the write buffer: large enough that a batch of small
@@ -42,6 +43,7 @@ const bufferSize = 1 << 20
 type Config struct {
 	Path   string       // the JSON-lines file; parent directories are created
 	Logger *slog.Logger // nil discards
+	FS     faultfs.FS   // writes the file; nil is the real file system (tests cut the power with a *faultfs.Disk)
 }
 
 // Sink appends records to a JSON-lines file. Put and Commit are called from
@@ -49,8 +51,9 @@ type Config struct {
 type Sink struct {
 	path string
 	log  *slog.Logger
+	fs   faultfs.FS
 
-	f         *os.File
+	f         faultfs.File
 	w         *bufio.Writer
 	written   int64 // bytes put so far, committed or not
 	committed int64 // bytes made durable by the last Commit
@@ -64,7 +67,11 @@ func New(cfg Config) *Sink {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sink{path: cfg.Path, log: log.With("sink", "file", "path", cfg.Path)}
+	fsys := cfg.FS
+	if fsys == nil {
+		fsys = faultfs.OS
+	}
+	return &Sink{path: cfg.Path, log: log.With("sink", "file", "path", cfg.Path), fs: fsys}
 }
 
 // state is the sink's part of the checkpoint.
@@ -89,16 +96,16 @@ func (s *Sink) Open(ctx context.Context, restored *cdc.Checkpoint) error {
 		return fmt.Errorf("file sink: create directory: %w", err)
 	}
 	_, statErr := os.Stat(s.path)
-	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := s.fs.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
 	if errors.Is(statErr, fs.ErrNotExist) {
 		// A new file's name must be durable before a checkpoint counts
 		// bytes in it.
-		if err := syncDir(filepath.Dir(s.path)); err != nil {
+		if err := s.fs.SyncDir(filepath.Dir(s.path)); err != nil {
 			f.Close()
-			return fmt.Errorf("file sink: %w", err)
+			return fmt.Errorf("file sink: sync directory: %w", err)
 		}
 	}
 	if err := s.claim(f, restoring); err != nil {
@@ -130,10 +137,10 @@ const freshSuffix = ".tide-new"
 // from a file that was there before (refused by restore). Once a
 // checkpoint names the file, the marker is removed: by CheckpointSaved
 // during the run, or by the next Open.
-func (s *Sink) claim(f *os.File, restoring bool) error {
+func (s *Sink) claim(f faultfs.File, restoring bool) error {
 	marker := s.path + freshSuffix
 	if restoring {
-		if err := os.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.fs.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("file sink: %w", err)
 		}
 		return nil
@@ -155,10 +162,10 @@ func (s *Sink) claim(f *os.File, restoring bool) error {
 		return f.Sync()
 	}
 	s.marked.Store(true)
-	if err := os.WriteFile(marker, []byte("written by tide: "+s.path+" has no checkpoint yet; its content is uncommitted\n"), 0o644); err != nil {
+	if err := faultfs.WriteFile(s.fs, marker, []byte("written by tide: "+s.path+" has no checkpoint yet; its content is uncommitted\n"), 0o644); err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
-	return syncDir(filepath.Dir(s.path))
+	return s.fs.SyncDir(filepath.Dir(s.path))
 }
 
 // CheckpointSaved removes the fresh-file marker once a checkpoint names the
@@ -166,7 +173,7 @@ func (s *Sink) claim(f *os.File, restoring bool) error {
 // non-empty file without one is somebody else's.
 func (s *Sink) CheckpointSaved(cdc.Checkpoint) {
 	if s.marked.Swap(false) {
-		if err := os.Remove(s.path + freshSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.fs.Remove(s.path + freshSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.log.Warn("file sink: remove fresh-file marker", "err", err)
 		}
 	}
@@ -189,7 +196,7 @@ func restoredLength(restored *cdc.Checkpoint) (int64, bool, error) {
 
 // restore checks the file's length against the checkpoint and truncates
 // what was written after the last commit.
-func (s *Sink) restore(f *os.File, committed int64, restoring bool) error {
+func (s *Sink) restore(f faultfs.File, committed int64, restoring bool) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
@@ -263,18 +270,6 @@ func (s *Sink) Commit(_ context.Context, _ cdc.Checkpoint) error {
 	}
 	s.committed = s.written
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return d.Close()
 }
 
 // Close closes the file. Records put after the last Commit are dropped:
