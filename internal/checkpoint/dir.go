@@ -154,7 +154,7 @@ func (d *Dir) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) erro
 	if err != nil {
 		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
 	}
-	if len(b) < pageSize && pf != nil {
+	if len(b) <= pageSize && pf != nil {
 		older := 1 - pf.newest
 		if err := d.writePageLocked(pf, older, padPage(b)); err != nil {
 			pf.f.Close()
@@ -165,7 +165,7 @@ func (d *Dir) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) erro
 		return nil
 	}
 	content, pages := b, false
-	if len(b) < pageSize {
+	if len(b) <= pageSize {
 		// Page 0 holds the record; page 1 none yet, so the first
 		// in-place Save writes there.
 		content, pages = append(padPage(b), blankPage()...), true
@@ -183,8 +183,8 @@ func (d *Dir) writePageLocked(pf *pageFile, page int, b []byte) error {
 	return fdatasync(pf.f)
 }
 
-// padPage pads a record (which ends in a newline) with spaces to exactly
-// one page, ending in a newline. JSON ignores the padding; any damage to it
+// padPage pads a record (which ends in a newline, and is at most a page)
+// with spaces to exactly one page, ending in a newline. JSON ignores the padding; any damage to it
 // is still detected, because the decoder refuses data after the record.
 func padPage(b []byte) []byte {
 	p := make([]byte, pageSize)

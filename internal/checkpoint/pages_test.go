@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tide-cdc/tide/internal/cdc"
 	"github.com/tide-cdc/tide/internal/faultfs"
@@ -244,4 +245,39 @@ func TestDirSurvivesPowerCuts(t *testing.T) {
 
 func slogTo(w *bytes.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// TestDirRecordOfExactlyOnePage: a record that fills a page to the last
+// byte is still a page of a two-page file, and loads after a restart.
+func TestDirRecordOfExactlyOnePage(t *testing.T) {
+	dir := t.TempDir()
+	var cp cdc.Checkpoint
+	for n := range pageSize {
+		cp = cdc.Checkpoint{Source: cdc.Position(`{"seq":1}`), Meta: map[string]string{"pad": strings.Repeat("x", n)}}
+		b, err := encodeGeneration("p", 2, cp, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) == pageSize {
+			break
+		}
+	}
+	d, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the rename path, then in place
+		if err := d.Save(t.Context(), "p", cp); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(File(dir, "p")); len(b) != 2*pageSize {
+			t.Fatalf("the file is %d bytes, want two pages", len(b))
+		}
+	}
+	d.Close()
+	d = openDir(t, dir)
+	got, err := d.Load(t.Context(), "p")
+	if err != nil || !sameCheckpoint(got, cp) {
+		t.Fatalf("Load = %v, %v", got, err)
+	}
 }
