@@ -189,10 +189,11 @@ func (d *Disk) SyncDir(dir string) error {
 	} else if !fi.IsDir() {
 		return &fs.PathError{Op: "sync", Path: dir, Err: errors.New("not a directory")}
 	}
+	// A rename counts as in the directory of its new name; the durable
+	// code here never renames across directories.
 	for i := range d.log {
-		op := &d.log[i]
-		if filepath.Dir(op.path) == dir || (op.from != "" && filepath.Dir(op.from) == dir && filepath.Dir(op.path) == dir) {
-			op.durable = true
+		if filepath.Dir(d.log[i].path) == dir {
+			d.log[i].durable = true
 		}
 	}
 	return nil
