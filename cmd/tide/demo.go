@@ -22,6 +22,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/tide-cdc/tide/internal/cdc"
 	"github.com/tide-cdc/tide/internal/checkpoint"
@@ -101,7 +102,9 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer client.Disconnect(context.Background())
-	orders := client.Database("demo").Collection("orders")
+	// w: 1, not the default majority, which waits for the journal's fsync
+	// on every write: a single writer would then fall far below --rate.
+	orders := client.Database("demo").Collection("orders", options.Collection().SetWriteConcern(writeconcern.W1()))
 	if err := client.Database("demo").CreateCollection(ctx, "orders"); err != nil && !isNamespaceExists(err) {
 		return fmt.Errorf("create demo.orders: %w", err)
 	}

@@ -208,8 +208,12 @@ sink:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := len(data) / 3; i < len(data)/3+4 && i < len(data); i++ {
-		data[i] ^= 0x5a
+	// Damage both halves: a checkpoint file keeps two pages, and damage
+	// to one of them falls back to the other.
+	for _, start := range []int{len(data) / 6, len(data)/2 + len(data)/6} {
+		for i := start; i < start+4 && i < len(data); i++ {
+			data[i] ^= 0x5a
+		}
 	}
 	if err := os.WriteFile(files[0], data, 0o644); err != nil {
 		t.Fatal(err)

@@ -1,13 +1,16 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tide-cdc/tide/internal/cdc"
+	"github.com/tide-cdc/tide/internal/faultfs"
 )
 
 const (
@@ -27,18 +31,33 @@ const (
 // concurrent use; Saves of different pipelines proceed in parallel.
 type Dir struct {
 	path   string
+	fs     faultfs.FS
 	log    *slog.Logger
 	lock   *os.File // holds the flock
 	closed atomic.Bool
 
-	mu   sync.Mutex          // guards the fields below
-	open map[string]*os.File // one-page checkpoint files, rewritten in place by Save
+	mu   sync.Mutex           // guards the fields below
+	open map[string]*pageFile // two-page checkpoint files, rewritten in place by Save
+}
+
+// pageFile is an open two-page checkpoint file and which page holds its
+// newest record.
+type pageFile struct {
+	f      faultfs.File
+	newest int    // 0 or 1
+	gen    uint64 // the newest record's generation
 }
 
 // Open creates dir if needed and takes its single-owner lock. It removes
 // temporary files left by a Save that was interrupted by a crash. Close
 // releases the lock. A nil log discards.
 func Open(dir string, log *slog.Logger) (*Dir, error) {
+	return OpenFS(faultfs.OS, dir, log)
+}
+
+// OpenFS is Open with the checkpoint files written through fsys, so that
+// tests can cut the power under the store.
+func OpenFS(fsys faultfs.FS, dir string, log *slog.Logger) (*Dir, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -49,7 +68,7 @@ func Open(dir string, log *slog.Logger) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dir{path: dir, log: log, lock: lock, open: make(map[string]*os.File)}
+	d := &Dir{path: dir, fs: fsys, log: log, lock: lock, open: make(map[string]*pageFile)}
 	if err := d.removeTemps(); err != nil {
 		d.Close()
 		return nil, err
@@ -66,8 +85,8 @@ func (d *Dir) Close() error {
 		return nil
 	}
 	d.mu.Lock()
-	for name, f := range d.open {
-		f.Close()
+	for name, pf := range d.open {
+		pf.f.Close()
 		delete(d.open, name)
 	}
 	d.mu.Unlock()
@@ -81,7 +100,7 @@ func (d *Dir) Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r, err := Read(d.path, pipeline)
+	r, err := d.read(pipeline)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -92,23 +111,24 @@ func (d *Dir) Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, error
 	return &cp, nil
 }
 
-// pageSize is the size of a checkpoint file in the steady state: one
-// record padded with spaces to a page, so that it can be rewritten in place.
+// pageSize is the size of one page of a checkpoint file. In the steady
+// state the file is two pages, each holding one record padded with spaces,
+// so that either can be rewritten in place.
 const pageSize = 4096
 
 // Save replaces the pipeline's checkpoint atomically and durably: after a
-// crash of the process at any point, Load returns this checkpoint or the
-// previous one.
+// crash of the process or a power cut at any point, Load returns this
+// checkpoint or the previous one.
 //
-// A record that fits in one page is written in place over the previous
-// one, at offset 0 of a file that is exactly one page long, and the file is
-// fdatasynced. A one-page write into the page cache is never torn by the
-// death of the writer (the kernel copies a page whole), the file's size
-// does not change, so the sync flushes one data page and no metadata: this
-// is several times cheaper than a rename and a directory sync, and Save
-// runs once per batch. The first Save of a pipeline, and a record larger
-// than a page, go the slow way: a temporary file, fsync, rename, fsync of
-// the directory.
+// A record that fits in a page is written in place over the older of the
+// file's two pages, and the file is fdatasynced. The newer page, holding
+// the previous checkpoint, is not touched, so a write torn by a power cut
+// damages only the page being written, and Load falls back to the other.
+// The file's size does not change, so the sync flushes one data page and
+// no metadata: this is several times cheaper than a rename and a directory
+// sync, and Save runs once per batch. The first Save of a pipeline in a
+// process, and a record larger than a page, go the slow way: a temporary
+// file, fsync, rename, fsync of the directory.
 func (d *Dir) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -119,32 +139,52 @@ func (d *Dir) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) erro
 	if d.closed.Load() {
 		return errClosed
 	}
-	b, err := encodeRecord(pipeline, cp, time.Now())
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	pf := d.open[pipeline]
+	var gen uint64
+	if pf != nil {
+		gen = pf.gen + 1
+	} else if r, err := d.read(pipeline); err == nil {
+		gen = r.Generation + 1
+	} else {
+		gen = 1 // none, or a damaged one that this save replaces
+	}
+	b, err := encodeGeneration(pipeline, gen, cp, time.Now())
 	if err != nil {
 		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(b) < pageSize {
-		b = padPage(b)
-		if f := d.open[pipeline]; f != nil {
-			if _, err := f.WriteAt(b, 0); err != nil {
-				return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
-			}
-			if err := fdatasync(f); err != nil {
-				return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
-			}
-			return nil
+	if len(b) <= pageSize && pf != nil {
+		older := 1 - pf.newest
+		if err := d.writePageLocked(pf, older, padPage(b)); err != nil {
+			pf.f.Close()
+			delete(d.open, pipeline) // the next Save rewrites the file whole
+			return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
 		}
+		pf.newest, pf.gen = older, gen
+		return nil
 	}
-	if err := d.replaceLocked(pipeline, b); err != nil {
+	content, pages := b, false
+	if len(b) <= pageSize {
+		// Page 0 holds the record; page 1 none yet, so the first
+		// in-place Save writes there.
+		content, pages = append(padPage(b), blankPage()...), true
+	}
+	if err := d.replaceLocked(pipeline, content, pages, gen); err != nil {
 		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
 	}
 	return nil
 }
 
-// padPage pads a record (which ends in a newline) with spaces to exactly
-// one page, ending in a newline. JSON ignores the padding; any damage to it
+func (d *Dir) writePageLocked(pf *pageFile, page int, b []byte) error {
+	if _, err := pf.f.WriteAt(b, int64(page)*pageSize); err != nil {
+		return err
+	}
+	return fdatasync(pf.f)
+}
+
+// padPage pads a record (which ends in a newline, and is at most a page)
+// with spaces to exactly one page, ending in a newline. JSON ignores the padding; any damage to it
 // is still detected, because the decoder refuses data after the record.
 func padPage(b []byte) []byte {
 	p := make([]byte, pageSize)
@@ -156,20 +196,24 @@ func padPage(b []byte) []byte {
 	return p
 }
 
+// blankPage is a page that holds no record: spaces and a newline.
+func blankPage() []byte { return padPage([]byte("\n")) }
+
 // replaceLocked replaces the pipeline's file with content b the slow,
 // always-atomic way, and keeps the new file open for in-place saves if it
-// is one page long.
-func (d *Dir) replaceLocked(pipeline string, b []byte) error {
-	if f := d.open[pipeline]; f != nil {
-		f.Close()
+// is a two-page file whose page 0 holds generation gen.
+func (d *Dir) replaceLocked(pipeline string, b []byte, pages bool, gen uint64) error {
+	if pf := d.open[pipeline]; pf != nil {
+		pf.f.Close()
 		delete(d.open, pipeline)
 	}
 	path := File(d.path, pipeline)
-	f, err := os.CreateTemp(d.path, filepath.Base(path)+tempInfix+"*")
+	tmp := path + tempInfix + strconv.FormatUint(rand.Uint64(), 36)
+	f, err := d.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name()) // fails harmlessly once renamed
+	defer d.fs.Remove(tmp) // fails harmlessly once renamed
 	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return err
@@ -178,19 +222,19 @@ func (d *Dir) replaceLocked(pipeline string, b []byte) error {
 		f.Close()
 		return err
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := d.fs.Rename(tmp, path); err != nil {
 		f.Close()
 		return err
 	}
 	// The rename is durable only once the directory is.
-	if err := syncDir(d.path); err != nil {
+	if err := d.fs.SyncDir(d.path); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("sync directory %s: %w", d.path, err)
 	}
-	if len(b) != pageSize {
+	if !pages {
 		return f.Close()
 	}
-	d.open[pipeline] = f // the descriptor now names path
+	d.open[pipeline] = &pageFile{f: f, newest: 0, gen: gen} // the descriptor now names path
 	return nil
 }
 
@@ -209,20 +253,20 @@ func (d *Dir) Reset(ctx context.Context, pipeline string) error {
 	}
 	path := File(d.path, pipeline)
 	d.mu.Lock()
-	if f := d.open[pipeline]; f != nil {
-		f.Close()
+	if pf := d.open[pipeline]; pf != nil {
+		pf.f.Close()
 		delete(d.open, pipeline)
 	}
 	d.mu.Unlock()
-	err := os.Remove(path)
+	err := d.fs.Remove(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("reset checkpoint: %w", err)
 	}
-	if err := syncDir(d.path); err != nil {
-		return fmt.Errorf("reset checkpoint: %w", err)
+	if err := d.fs.SyncDir(d.path); err != nil {
+		return fmt.Errorf("reset checkpoint: sync directory %s: %w", d.path, err)
 	}
 	d.log.Info("checkpoint reset", "pipeline", pipeline, "path", path)
 	return nil
@@ -249,15 +293,34 @@ func ReadRaw(dir, pipeline string) ([]byte, error) {
 
 // Read returns the pipeline's verified record, taking no lock. If there is
 // no checkpoint the error matches fs.ErrNotExist; a record that cannot be
-// read or trusted is a *CorruptError.
+// read or trusted is a *CorruptError. Of a two-page file it returns the
+// newest valid page.
 func Read(dir, pipeline string) (*Record, error) {
 	if err := checkName(pipeline); err != nil {
 		return nil, err
 	}
-	path := File(dir, pipeline)
+	r, _, err := readFile(File(dir, pipeline), pipeline)
+	return r, err
+}
+
+// read is Read, logging a damaged page that the other page replaces.
+func (d *Dir) read(pipeline string) (*Record, error) {
+	path := File(d.path, pipeline)
+	r, damaged, err := readFile(path, pipeline)
+	if damaged != nil {
+		d.log.Warn("checkpoint page is damaged, probably by a write torn by a power cut; using the other page, the previous checkpoint",
+			"pipeline", pipeline, "path", path, "err", damaged)
+	}
+	return r, err
+}
+
+// readFile reads and verifies a checkpoint file: one record (the format
+// of earlier versions, and of a record larger than a page) or two pages.
+// damaged is the problem of a page that was skipped for the other.
+func readFile(path, pipeline string) (r *Record, damaged, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read checkpoint: %w", err)
+		return nil, nil, fmt.Errorf("read checkpoint: %w", err)
 	}
 	if err != nil {
 		reason := err.Error()
@@ -265,9 +328,55 @@ func Read(dir, pipeline string) (*Record, error) {
 		if errors.As(err, &pe) {
 			reason = pe.Err.Error() // the path is in the message already
 		}
-		return nil, &CorruptError{Path: path, Reason: reason, Err: err}
+		return nil, nil, &CorruptError{Path: path, Reason: reason, Err: err}
 	}
-	return decodeRecord(path, pipeline, b)
+	if len(b) != 2*pageSize {
+		r, err := decodeRecord(path, pipeline, b)
+		if err == nil && r.Generation != 0 && len(b) == pageSize {
+			// Only a two-page file has padded records with a generation.
+			return nil, nil, &CorruptError{Path: path, Reason: "truncated: one page of a two-page checkpoint file"}
+		}
+		return r, nil, err
+	}
+	var recs [2]*Record
+	var errs [2]error
+	for i := range recs {
+		page := b[i*pageSize : (i+1)*pageSize]
+		if bytes.Equal(page, blankPage()) {
+			errs[i] = errors.New("never written")
+			continue
+		}
+		recs[i], errs[i] = decodeRecord(path, pipeline, page)
+	}
+	switch {
+	case recs[0] != nil && recs[1] != nil:
+		if recs[1].Generation > recs[0].Generation {
+			return recs[1], nil, nil
+		}
+		return recs[0], nil, nil
+	case recs[0] != nil:
+		return recs[0], pageDamage(errs[1], 2), nil
+	case recs[1] != nil:
+		return recs[1], pageDamage(errs[0], 1), nil
+	}
+	return nil, nil, &CorruptError{Path: path, Reason: fmt.Sprintf("both pages are damaged: page 1: %s; page 2: %s", reasonOf(errs[0]), reasonOf(errs[1]))}
+}
+
+// pageDamage is nil for a page that was never written: it was not damaged.
+func pageDamage(err error, page int) error {
+	var ce *CorruptError
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	return fmt.Errorf("page %d: %s", page, ce.Reason)
+}
+
+func reasonOf(err error) string {
+	var ce *CorruptError
+	if errors.As(err, &ce) {
+		return ce.Reason
+	}
+	return err.Error()
 }
 
 // checkName rejects pipeline names that are not a plain file name.
@@ -290,7 +399,7 @@ func (d *Dir) removeTemps() error {
 		return fmt.Errorf("list temporary checkpoint files: %w", err)
 	}
 	for _, p := range tmps {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := d.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove temporary checkpoint file: %w", err)
 		}
 		d.log.Debug("removed interrupted checkpoint write", "path", p)

@@ -4,21 +4,30 @@
 // # Layout
 //
 // Dir keeps one file per pipeline, <data_dir>/<pipeline>.checkpoint.json.
-// The first Save of a pipeline writes it the always-atomic way: a temporary
-// file in the same directory, fsync, rename over the old one, fsync of the
-// directory. The record is padded with spaces to exactly one 4 KiB page, so
-// every later Save rewrites that page in place and fdatasyncs the file: no
+// The file is two 4 KiB pages, each holding one record padded with spaces
+// and numbered by a generation that every Save increments (as bbolt keeps
+// two meta pages). The first Save of a pipeline in a process writes the
+// file the always-atomic way: a temporary file, fsync, rename over the old
+// one, fsync of the directory. Every later Save rewrites the page that
+// does not hold the newest record, in place, and fdatasyncs the file: no
 // new inode, no size change, no directory entry, one data page to flush.
 // That is several times cheaper than a rename, and Save runs once per
-// batch. A one-page write is never torn by the death of the process (the
-// kernel copies a page whole), so after a crash Load returns the old record
-// or the new one, never a mix. A record larger than a page (unusually large
-// positions) always takes the rename path.
+// batch. A record larger than a page (unusually large positions) always
+// takes the rename path, as a file of that one record.
 //
-// A power cut in the middle of an in-place write could tear the page at the
-// disk's sector size. Load then finds a checksum mismatch and refuses to
-// start, as it does for any damage: it never silently falls back to an
-// older position or to none.
+// Load takes the valid page with the higher generation. A power cut in the
+// middle of an in-place write can tear the page being written, but never
+// the other one, which holds the previous checkpoint: Load logs the damaged
+// page and returns that previous checkpoint, which the source replays from
+// (the sink's commit that followed it is undone by the sink's own restore).
+// Only if neither page is valid does Load refuse to start, as it does for
+// any damage: it never silently falls back to no position. A file of one
+// record, as earlier versions wrote, is read as before and replaced by a
+// two-page file at the next Save.
+//
+// Tests cut the power under a Dir at every one of its writes and syncs
+// (OpenFS with a faultfs.Disk) and check that Load then returns the last
+// or the previous checkpoint saved.
 //
 // We chose plain files over bbolt because a checkpoint is one small record
 // written whole on every commit: a file per pipeline costs one write and one
@@ -33,6 +42,7 @@
 //	{
 //	  "format": 1,
 //	  "pipeline": "gen-to-file",
+//	  "generation": 42,
 //	  "saved_at": "2026-11-30T03:20:00.123456789Z",
 //	  "source": {"seq": 1000},
 //	  "meta": {"k": "v"},
@@ -40,7 +50,8 @@
 //	  "checksum": "crc32c:1a2b3c4d"
 //	}
 //
-// The source position and sink state are embedded as raw JSON. The checksum
+// The generation is absent (0) in records of the one-page format. The
+// source position and sink state are embedded as raw JSON. The checksum
 // is CRC-32C (Castagnoli) over the canonical content: the compact JSON
 // encoding, without HTML escaping, of every field but the checksum, in the
 // order above. Load returns the position compacted, so a compact position

@@ -24,24 +24,29 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Record is a checkpoint as stored on disk.
 type Record struct {
-	Format   int               `json:"format"`
-	Pipeline string            `json:"pipeline"`
-	SavedAt  time.Time         `json:"saved_at"`
-	Source   json.RawMessage   `json:"source"` // cdc.Position; null before the first commit
-	Meta     map[string]string `json:"meta,omitempty"`
-	Sink     json.RawMessage   `json:"sink"` // sink state; null if the sink has none
-	Checksum string            `json:"checksum"`
+	Format   int    `json:"format"`
+	Pipeline string `json:"pipeline"`
+	// Generation counts the pipeline's saves; of the two pages of a
+	// checkpoint file, the valid one with the higher generation is the
+	// checkpoint. Records written before pages alternated have none (0).
+	Generation uint64            `json:"generation,omitempty"`
+	SavedAt    time.Time         `json:"saved_at"`
+	Source     json.RawMessage   `json:"source"` // cdc.Position; null before the first commit
+	Meta       map[string]string `json:"meta,omitempty"`
+	Sink       json.RawMessage   `json:"sink"` // sink state; null if the sink has none
+	Checksum   string            `json:"checksum"`
 }
 
 // content is Record without its checksum: the canonical form the checksum
 // covers. Field order and tags must match Record's.
 type content struct {
-	Format   int               `json:"format"`
-	Pipeline string            `json:"pipeline"`
-	SavedAt  time.Time         `json:"saved_at"`
-	Source   json.RawMessage   `json:"source"`
-	Meta     map[string]string `json:"meta,omitempty"`
-	Sink     json.RawMessage   `json:"sink"`
+	Format     int               `json:"format"`
+	Pipeline   string            `json:"pipeline"`
+	Generation uint64            `json:"generation,omitempty"`
+	SavedAt    time.Time         `json:"saved_at"`
+	Source     json.RawMessage   `json:"source"`
+	Meta       map[string]string `json:"meta,omitempty"`
+	Sink       json.RawMessage   `json:"sink"`
 }
 
 // Checkpoint returns the record as the runtime sees it.
@@ -57,7 +62,7 @@ func (r *Record) Checkpoint() cdc.Checkpoint {
 // compacts raw messages and sorts map keys, so the encoding depends only on
 // the values, not on how the file was indented.
 func (r *Record) checksum() (string, error) {
-	b, err := marshal(content{r.Format, r.Pipeline, r.SavedAt, r.Source, r.Meta, r.Sink}, false)
+	b, err := marshal(content{r.Format, r.Pipeline, r.Generation, r.SavedAt, r.Source, r.Meta, r.Sink}, false)
 	if err != nil {
 		return "", err
 	}
@@ -79,8 +84,13 @@ func marshal(v any, indent bool) ([]byte, error) {
 	return buf.Bytes(), nil // ends in a newline
 }
 
-// encodeRecord returns the file content for cp.
+// encodeRecord returns the file content for cp, with no generation.
 func encodeRecord(pipeline string, cp cdc.Checkpoint, now time.Time) ([]byte, error) {
+	return encodeGeneration(pipeline, 0, cp, now)
+}
+
+// encodeGeneration returns the record of cp as the gen-th save.
+func encodeGeneration(pipeline string, gen uint64, cp cdc.Checkpoint, now time.Time) ([]byte, error) {
 	if len(cp.Source) > 0 && !json.Valid(cp.Source) {
 		return nil, fmt.Errorf("source position is not JSON: %.64q", cp.Source)
 	}
@@ -93,12 +103,13 @@ func encodeRecord(pipeline string, cp cdc.Checkpoint, now time.Time) ([]byte, er
 		}
 	}
 	r := Record{
-		Format:   FormatVersion,
-		Pipeline: pipeline,
-		SavedAt:  now.UTC(),
-		Source:   json.RawMessage(cp.Source),
-		Meta:     cp.Meta,
-		Sink:     json.RawMessage(cp.Sink),
+		Format:     FormatVersion,
+		Pipeline:   pipeline,
+		Generation: gen,
+		SavedAt:    now.UTC(),
+		Source:     json.RawMessage(cp.Source),
+		Meta:       cp.Meta,
+		Sink:       json.RawMessage(cp.Sink),
 	}
 	sum, err := r.checksum()
 	if err != nil {

@@ -2,7 +2,7 @@
 
 package checkpoint
 
-import "os"
+import "github.com/tide-cdc/tide/internal/faultfs"
 
 // fdatasync falls back to a full fsync where fdatasync is not available.
-func fdatasync(f *os.File) error { return f.Sync() }
+func fdatasync(f faultfs.File) error { return f.Sync() }

@@ -40,6 +40,19 @@ func (s *Server) cmdReplSetGetConfig(context.Context, *conn, *request) (bson.D, 
 	}}}, nil
 }
 
+// cmdGetDefaultRWConcern reports the defaults a command without a read or
+// write concern gets: mongod 7.0's implicit ones on a replica set. The
+// write path honours the write concern: a majority write is acknowledged
+// only once journaled (see journaled).
+func (s *Server) cmdGetDefaultRWConcern(context.Context, *conn, *request) (bson.D, error) {
+	return bson.D{
+		{Key: "defaultReadConcern", Value: bson.D{{Key: "level", Value: "local"}}},
+		{Key: "defaultWriteConcern", Value: bson.D{{Key: "w", Value: "majority"}, {Key: "wtimeout", Value: int32(0)}}},
+		{Key: "defaultReadConcernSource", Value: "implicit"},
+		{Key: "defaultWriteConcernSource", Value: "implicit"},
+	}, nil
+}
+
 func (s *Server) cmdReplSetGetStatus(context.Context, *conn, *request) (bson.D, error) {
 	now := time.Now()
 	ts := s.store.ClusterTime()

@@ -80,6 +80,9 @@ func (s *Server) commandTable() map[string]command {
 		"usersInfo":          {run: s.cmdUsersInfo},
 		"validate":           {run: s.cmdValidate},
 		"whatsmyuri":         {run: s.cmdWhatsMyURI},
+
+		// Apart, so that the long name leaves the alignment above alone.
+		"getDefaultRWConcern": {run: s.cmdGetDefaultRWConcern, adminOnly: true},
 	}
 }
 
@@ -175,6 +178,13 @@ func (s *Server) call(ctx context.Context, c *conn, r *request, fn commandFunc) 
 		}
 	}()
 	reply, err = fn(ctx, c, r)
+	if err == nil && writeConcernCommands[r.name] && journaled(r.cmd) {
+		// Acknowledge only once the writes are on disk; concurrent
+		// commands share the fsync.
+		if err := s.store.WaitDurable(); err != nil {
+			return nil, err
+		}
+	}
 	if err == nil && writeConcernCommands[r.name] {
 		if wce := writeConcernError(r.cmd); wce != nil {
 			reply = append(reply, bson.E{Key: "writeConcernError", Value: wce})

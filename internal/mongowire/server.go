@@ -26,6 +26,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/tide-cdc/tide/internal/faultfs"
 	"github.com/tide-cdc/tide/internal/mongowire/store"
 )
 
@@ -58,6 +59,9 @@ type Config struct {
 	// mongod's cursorTimeoutMillis.
 	CursorTimeout time.Duration
 	Logger        *slog.Logger
+	// FS writes the files of DataDir; nil is the real file system. Tests
+	// pass a *faultfs.Disk to cut the power under the server.
+	FS faultfs.FS
 }
 
 // Server is the embedded server. New configures it, Start listens and
@@ -158,6 +162,7 @@ func (s *Server) Start() error {
 		OplogBytes:        s.cfg.OplogBytes,
 		OplogMinRetention: s.cfg.OplogMinRetention,
 		Logger:            s.log,
+		FS:                s.cfg.FS,
 	})
 	if err != nil {
 		s.unlockDataDir()

@@ -16,6 +16,34 @@ var writeConcernCommands = map[string]bool{
 	"dropIndexes": true, "renameCollection": true, "collMod": true,
 }
 
+// journaled reports whether cmd's write concern asks for its writes to be
+// on disk before the reply. That is j: true, or w: "majority": with
+// writeConcernMajorityJournalDefault true, as replSetGetConfig says, a
+// majority write is acknowledged only once journaled. A command without a
+// w gets the default write concern, which getDefaultRWConcern reports as
+// w: "majority", as mongod 7.0's implicit default on a replica set is, so
+// it too waits for the journal. w: 0 waits for nothing: nobody awaits the
+// reply. w: 1 without j is acknowledged once applied in memory and
+// written to the operating system.
+func journaled(cmd bson.Raw) bool {
+	wc, ok := cmd.Lookup("writeConcern").DocumentOK()
+	if !ok {
+		return true
+	}
+	w, err := wc.LookupErr("w")
+	if n, ok := w.AsInt64OK(); err == nil && ok && n == 0 {
+		return false
+	}
+	if j, err := wc.LookupErr("j"); err == nil && truthy(j) {
+		return true
+	}
+	if err != nil {
+		return true // the default w, majority
+	}
+	mode, ok := w.StringValueOK()
+	return ok && mode == "majority"
+}
+
 // writeConcernError is what mongod appends to a successful write whose
 // write concern this one-member replica set cannot satisfy: w greater than
 // 1 (100 UnsatisfiableWriteConcern) or a tag set other than "majority" (79

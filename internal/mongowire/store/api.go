@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/tide-cdc/tide/internal/faultfs"
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 )
 
@@ -26,7 +27,14 @@ type Config struct {
 	// an idle change stream's postBatchResumeToken keeps moving. 0 means
 	// 10 s (MongoDB's periodicNoopIntervalSecs); negative disables it.
 	NoopInterval time.Duration
+	// SyncInterval is how often the background syncer fsyncs the journal
+	// (only with Dir). 0 means 100 ms, MongoDB's journal commit interval;
+	// negative disables it, leaving WaitDurable and Close to sync.
+	SyncInterval time.Duration
 	Logger       *slog.Logger
+	// FS writes the files of Dir; nil is the real file system. Tests pass
+	// a *faultfs.Disk to cut the power under the store.
+	FS faultfs.FS
 }
 
 // CollectionInfo describes a collection.

@@ -60,16 +60,25 @@
 // acknowledged: an acknowledged write survives the process being killed. A
 // goroutine owned by the Store fsyncs the journal every 100 ms (like
 // MongoDB's journal commit interval) and on Close, so a power loss costs at
-// most that window. Each record carries a CRC-32C; a torn record at the end
-// of the journal (a crash during a write, never acknowledged) is cut off
-// with a warning when the store opens.
+// most that window. A writer that needs more (the server, for a write
+// concern that asks for the journal) calls WaitDurable after its write:
+// it returns once the journal is fsynced past that write, and writers that
+// wait at the same time share one fsync (group commit: the first to come
+// fsyncs everything written so far, the others queue behind it and find
+// their bytes covered). Each record carries a CRC-32C; a torn record at the
+// end of the journal (a crash during a write, never acknowledged as
+// durable) is cut off with a warning when the store opens. Config.FS is the
+// seam the power-cut tests use (faultfs): they cut the power at every file
+// operation of a workload and check that the store reopens with a prefix
+// of the writes that holds every one WaitDurable acknowledged.
 //
 // The journal is the oplog itself: each entry holds what is needed to redo
 // the write (inserted document, post-image of an update, document key of a
 // delete, DDL details). Opening replays the journal onto the last snapshot.
 // When the journal outgrows the last snapshot (and 64 MiB), the syncer
 // compacts: under the write lock it captures the state (slice headers
-// only) and switches to a new journal generation, then, without the lock,
+// only), fsyncs the journal (only the newest journal may end torn) and
+// switches to a new journal generation, then, without the lock,
 // writes a snapshot of the documents, indexes and retained oplog entries to
 // a temporary file, syncs it, renames it into place, syncs the directory
 // and deletes the journals the snapshot covers. A crash at any point leaves

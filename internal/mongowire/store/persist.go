@@ -13,10 +13,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/internal/faultfs"
 )
 
 // Files in the data directory. The journal is a sequence of generations;
@@ -92,20 +95,29 @@ func readRecord(r *bufio.Reader) (kind byte, payload []byte, err error) {
 
 // journal is the append-only log of writes of one generation.
 type journal struct {
-	f     *os.File
-	gen   uint64
-	size  atomic.Int64
-	dirty atomic.Bool
-	buf   []byte
+	f    faultfs.File
+	gen  uint64
+	size atomic.Int64 // bytes written to the operating system
+	buf  []byte
+
+	// syncMu lets one fsync run at a time. A writer that waits for its
+	// bytes to be on disk queues behind the fsync in progress and usually
+	// finds them covered once it gets the lock: concurrent writers share
+	// one fsync (group commit).
+	syncMu sync.Mutex
+	synced atomic.Int64 // bytes known to be on disk
+	closed bool         // guarded by syncMu
 }
+
+var errJournalClosed = errors.New("journal closed before it was synced")
 
 func journalPath(dir string, gen uint64) string {
 	return filepath.Join(dir, fmt.Sprintf("%s%016d%s", journalPrefix, gen, journalSuffix))
 }
 
 // append writes the entries with one write(2): once it returns, they
-// survive the process being killed; the syncer makes them survive a power
-// loss within syncInterval.
+// survive the process being killed; syncTo, or the syncer within
+// syncInterval, makes them survive a power loss.
 func (j *journal) append(entries []OplogEntry) error {
 	buf := j.buf[:0]
 	var err error
@@ -128,19 +140,48 @@ func (j *journal) append(entries []OplogEntry) error {
 		return err
 	}
 	j.size.Add(int64(len(buf)))
-	j.dirty.Store(true)
 	return nil
 }
 
-func (j *journal) sync() error {
-	if !j.dirty.Swap(false) {
+// syncTo returns once the journal's first off bytes are on disk. It
+// fsyncs everything written so far, so the writers that queue behind it
+// find their bytes covered and need no fsync of their own.
+func (j *journal) syncTo(off int64) error {
+	if j.synced.Load() >= off {
 		return nil
 	}
-	return j.f.Sync()
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	if j.synced.Load() >= off {
+		return nil
+	}
+	if j.closed {
+		return errJournalClosed
+	}
+	end := j.size.Load()
+	if err := j.f.Sync(); err != nil {
+		return err
+	}
+	j.synced.Store(end)
+	return nil
 }
 
+// sync syncs everything written so far.
+func (j *journal) sync() error { return j.syncTo(j.size.Load()) }
+
 func (j *journal) close() error {
-	return errors.Join(j.f.Sync(), j.f.Close())
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	if j.closed {
+		return nil
+	}
+	j.closed = true
+	end := j.size.Load()
+	err := j.f.Sync()
+	if err == nil {
+		j.synced.Store(end)
+	}
+	return errors.Join(err, j.f.Close())
 }
 
 // meta is the header of a snapshot and of a journal.
@@ -154,7 +195,7 @@ type meta struct {
 
 // createJournal starts journal generation gen.
 func (s *Store) createJournal(gen uint64) (*journal, error) {
-	f, err := os.OpenFile(journalPath(s.cfg.Dir, gen), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := s.fs.OpenFile(journalPath(s.cfg.Dir, gen), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -166,20 +207,11 @@ func (s *Store) createJournal(gen uint64) (*journal, error) {
 	}
 	j := &journal{f: f, gen: gen}
 	j.size.Store(int64(len(rec)))
-	j.dirty.Store(true)
-	if err := syncDir(s.cfg.Dir); err != nil {
+	if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return j, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
 
 // journalGens lists the journal generations present, in order.
@@ -229,7 +261,7 @@ func (s *Store) load() error {
 	var last uint64
 	for i, g := range gens {
 		if g < gen {
-			if err := os.Remove(journalPath(dir, g)); err != nil {
+			if err := s.fs.Remove(journalPath(dir, g)); err != nil {
 				return err
 			}
 			continue
@@ -247,7 +279,7 @@ func (s *Store) load() error {
 		s.rsID = bson.NewObjectID()
 	}
 	if last != 0 {
-		f, err := os.OpenFile(journalPath(dir, last), os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := s.fs.OpenFile(journalPath(dir, last), os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return err
 		}
@@ -374,10 +406,7 @@ func (s *Store) replayJournal(gen uint64, last bool) (bson.ObjectID, error) {
 		}
 		if errors.Is(err, errTorn) && last {
 			s.log.Warn("journal ends with a torn record; cutting it off", "journal", filepath.Base(path), "offset", off)
-			if err := os.Truncate(path, off); err != nil {
-				return rs, err
-			}
-			return rs, nil
+			return rs, s.truncate(path, off)
 		}
 		if err != nil {
 			return rs, fmt.Errorf("read %s at %d: %w", filepath.Base(path), off, err)
@@ -405,6 +434,20 @@ func (s *Store) replayJournal(gen uint64, last bool) (bson.ObjectID, error) {
 			}
 		}
 	}
+}
+
+// truncate cuts a journal's torn tail off, durably: the writes appended
+// next must not follow the torn bytes.
+func (s *Store) truncate(path string, size int64) error {
+	f, err := s.fs.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // apply redoes a journaled write on the in-memory state.
@@ -498,14 +541,18 @@ func (s *Store) apply(e *OplogEntry) error {
 func (s *Store) background() {
 	defer close(s.done)
 	var syncC, noopC <-chan time.Time
-	if s.cfg.Dir != "" { // s.jr itself is replaced by compactions
-		t := time.NewTicker(syncInterval)
+	iv := syncInterval
+	if s.cfg.SyncInterval != 0 {
+		iv = s.cfg.SyncInterval
+	}
+	if s.cfg.Dir != "" && iv > 0 { // s.jr itself is replaced by compactions
+		t := time.NewTicker(iv)
 		defer t.Stop()
 		syncC = t.C
 	}
-	iv := s.noopInterval()
-	if iv > 0 {
-		t := time.NewTicker(iv)
+	noopIv := s.noopInterval()
+	if noopIv > 0 {
+		t := time.NewTicker(noopIv)
 		defer t.Stop()
 		noopC = t.C
 	}
@@ -514,7 +561,7 @@ func (s *Store) background() {
 		case <-s.stop:
 			return
 		case now := <-noopC:
-			s.noop(now, iv)
+			s.noop(now, noopIv)
 		case <-syncC:
 			s.syncJournal()
 		}
@@ -571,13 +618,21 @@ func (s *Store) compact() error {
 	}
 	fr := frozen{}
 	old := s.jr
+	// The old journal must be whole on disk before the next one exists:
+	// load cuts a torn tail off the newest journal only.
+	if err := old.sync(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	next, err := s.createJournal(old.gen + 1)
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
 	if err := old.close(); err != nil {
-		s.log.Error("close journal", "err", err)
+		// Writes acknowledged as journaled may not be on disk.
+		s.broken = fmt.Errorf("close journal: %w", err)
+		s.log.Error("journal sync failed; refusing further writes", "err", err)
 	}
 	s.jr = next
 	dbs := make([]string, 0, len(s.dbs))
@@ -613,7 +668,7 @@ func (s *Store) compact() error {
 	}
 	for _, g := range gens {
 		if g < next.gen {
-			if err := os.Remove(journalPath(s.cfg.Dir, g)); err != nil {
+			if err := s.fs.Remove(journalPath(s.cfg.Dir, g)); err != nil {
 				return err
 			}
 		}
@@ -626,11 +681,11 @@ func (s *Store) compact() error {
 // renamed over the old one, and the directory synced.
 func (s *Store) writeSnapshot(fr *frozen) (int64, error) {
 	tmp := filepath.Join(s.cfg.Dir, snapshotFile+".tmp")
-	f, err := os.Create(tmp)
+	f, err := faultfs.Create(s.fs, tmp)
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(tmp)
+	defer s.fs.Remove(tmp)
 	w := bufio.NewWriterSize(f, 1<<20)
 	var size int64
 	put := func(kind byte, payload []byte) error {
@@ -680,10 +735,10 @@ func (s *Store) writeSnapshot(fr *frozen) (int64, error) {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(s.cfg.Dir, snapshotFile))
+		err = s.fs.Rename(tmp, filepath.Join(s.cfg.Dir, snapshotFile))
 	}
 	if err == nil {
-		err = syncDir(s.cfg.Dir)
+		err = s.fs.SyncDir(s.cfg.Dir)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("write snapshot: %w", err)

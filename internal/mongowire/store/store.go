@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/tide-cdc/tide/internal/faultfs"
 	"github.com/tide-cdc/tide/internal/mongowire/mongoerr"
 )
 
@@ -19,6 +21,7 @@ import (
 // It is safe for concurrent use.
 type Store struct {
 	cfg   Config
+	fs    faultfs.FS
 	log   *slog.Logger
 	rsID  bson.ObjectID
 	oplog *Oplog
@@ -45,12 +48,16 @@ type Store struct {
 func Open(cfg Config) (*Store, error) {
 	s := &Store{
 		cfg:   cfg,
+		fs:    cfg.FS,
 		log:   cfg.Logger,
 		oplog: newOplog(cfg.OplogBytes, cfg.OplogMinRetention),
 		dbs:   make(map[string]map[string]*collection),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.fs == nil {
+		s.fs = faultfs.OS
 	}
 	// The clock starts at the current second, so that the cluster time is
 	// meaningful before the first write.
@@ -206,6 +213,48 @@ func (s *Store) write(fn func(t *tx) error) error {
 	}
 	s.oplog.append(t.wall, t.entries...)
 	return err
+}
+
+// WaitDurable returns once every write applied before the call is on
+// disk: the journal holding it is fsynced. Writers that wait at the same
+// time share one fsync. Without a data directory it returns at once. An
+// fsync that fails makes the store refuse writes from then on, as a failed
+// journal write does.
+func (s *Store) WaitDurable() error {
+	s.mu.RLock()
+	jr, broken, closed := s.jr, s.broken, s.closed
+	s.mu.RUnlock()
+	switch {
+	case broken != nil:
+		return mongoerr.New(mongoerr.InternalError, "the store refuses writes after a journal failure: %v", broken)
+	case jr == nil && closed:
+		return errClosed
+	case jr == nil:
+		return nil
+	}
+	err := jr.sync()
+	if errors.Is(err, errJournalClosed) {
+		// A compaction or Close closed it, and its final sync failed.
+		s.mu.RLock()
+		broken, closed = s.broken, s.closed
+		s.mu.RUnlock()
+		if broken != nil {
+			return mongoerr.New(mongoerr.InternalError, "the store refuses writes after a journal failure: %v", broken)
+		}
+		if closed {
+			return errClosed
+		}
+	}
+	if err != nil {
+		s.mu.Lock()
+		if s.broken == nil {
+			s.broken = fmt.Errorf("sync journal: %w", err)
+			s.log.Error("journal sync failed; refusing further writes", "err", err)
+		}
+		s.mu.Unlock()
+		return mongoerr.New(mongoerr.InternalError, "sync journal: %v", err)
+	}
+	return nil
 }
 
 // read runs fn under the read lock.

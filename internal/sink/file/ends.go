@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"strconv"
 
 	"github.com/tide-cdc/tide/internal/cdc"
+	"github.com/tide-cdc/tide/internal/faultfs"
 )
 
 // checkLen is how many bytes at each end of the committed file the sink
@@ -131,7 +131,7 @@ func checksumsOf(st state) (*checksums, error) {
 // checkpoint has checksums, before anything is cut or appended, and loads
 // them into s.ends for the next State. A file shorter than committed is
 // left for restore to refuse.
-func (s *Sink) verifyEnds(f *os.File, committed int64, want *checksums) error {
+func (s *Sink) verifyEnds(f faultfs.File, committed int64, want *checksums) error {
 	s.ends = ends{}
 	fi, err := f.Stat()
 	if err != nil {
@@ -167,7 +167,7 @@ func (s *Sink) verifyEnds(f *os.File, committed int64, want *checksums) error {
 
 // verifyRange compares the CRC-32C of the file's length bytes at off with
 // want.
-func (s *Sink) verifyRange(f *os.File, which string, off, length int64, want uint32, committed int64) error {
+func (s *Sink) verifyRange(f faultfs.File, which string, off, length int64, want uint32, committed int64) error {
 	b, err := readRange(f, off, length)
 	if err != nil {
 		return err
@@ -185,7 +185,7 @@ func (s *Sink) verifyRange(f *os.File, which string, off, length int64, want uin
 		"restore the file as it was, or move it aside and reset the checkpoint to start over", s.path, what)
 }
 
-func readRange(f *os.File, off, length int64) ([]byte, error) {
+func readRange(f faultfs.File, off, length int64) ([]byte, error) {
 	b := make([]byte, length)
 	if _, err := f.ReadAt(b, off); err != nil && !(err == io.EOF && length == 0) {
 		return nil, fmt.Errorf("file sink: read back committed bytes: %w", err)

@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tide-cdc/tide/internal/cdc"
+	"github.com/tide-cdc/tide/internal/faultfs"
 )
 
 // bufferSize is the write buffer: large enough that a batch of small
@@ -56,6 +57,7 @@ type Config struct {
 	DataDir  string
 
 	Logger *slog.Logger // nil discards
+	FS     faultfs.FS   // writes the file; nil is the real file system (tests cut the power with a *faultfs.Disk)
 }
 
 // Sink appends records to a JSON-lines file. Put and Commit are called from
@@ -67,8 +69,9 @@ type Sink struct {
 
 	lockFile *os.File // holds the file's lock from Open to Close
 	ends     ends     // the file's first and last bytes, for State's checksums
+	fs       faultfs.FS
 
-	f         *os.File
+	f         faultfs.File
 	w         *bufio.Writer
 	written   int64 // bytes put so far, committed or not
 	committed int64 // bytes made durable by the last Commit
@@ -82,10 +85,15 @@ func New(cfg Config) *Sink {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	fsys := cfg.FS
+	if fsys == nil {
+		fsys = faultfs.OS
+	}
 	return &Sink{
 		path:  cfg.Path,
 		log:   log.With("sink", "file", "path", cfg.Path),
 		owner: owner{Pipeline: cfg.Pipeline, DataDir: cfg.DataDir},
+		fs:    fsys,
 	}
 }
 
@@ -144,16 +152,16 @@ func (s *Sink) open(_ context.Context, restored *cdc.Checkpoint) error {
 		return fmt.Errorf("file sink: create directory: %w", err)
 	}
 	_, statErr := os.Stat(s.path)
-	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := s.fs.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
 	}
 	if errors.Is(statErr, fs.ErrNotExist) {
 		// A new file's name must be durable before a checkpoint counts
 		// bytes in it.
-		if err := syncDir(filepath.Dir(s.path)); err != nil {
+		if err := s.fs.SyncDir(filepath.Dir(s.path)); err != nil {
 			f.Close()
-			return fmt.Errorf("file sink: %w", err)
+			return fmt.Errorf("file sink: sync directory: %w", err)
 		}
 	}
 	if err := s.claim(f, restoring); err != nil {
@@ -189,7 +197,7 @@ const freshSuffix = ".tide-new"
 // from a file that was there before (refused by restore). Once a
 // checkpoint names the file, the marker is removed: by CheckpointSaved
 // during the run, or by the next Open.
-func (s *Sink) claim(f *os.File, restoring bool) error {
+func (s *Sink) claim(f faultfs.File, restoring bool) error {
 	marker := s.path + freshSuffix
 	fi, err := f.Stat()
 	if err != nil {
@@ -200,7 +208,7 @@ func (s *Sink) claim(f *os.File, restoring bool) error {
 		return err
 	}
 	if restoring {
-		if err := os.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.fs.Remove(marker); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("file sink: %w", err)
 		}
 		return nil
@@ -221,7 +229,7 @@ func (s *Sink) claim(f *os.File, restoring bool) error {
 	if err := s.writeMarker(marker); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(s.path))
+	return s.fs.SyncDir(filepath.Dir(s.path))
 }
 
 // CheckpointSaved removes the fresh-file marker once a checkpoint names the
@@ -229,7 +237,7 @@ func (s *Sink) claim(f *os.File, restoring bool) error {
 // non-empty file without one is somebody else's.
 func (s *Sink) CheckpointSaved(cdc.Checkpoint) {
 	if s.marked.Swap(false) {
-		if err := os.Remove(s.path + freshSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.fs.Remove(s.path + freshSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.log.Warn("file sink: remove fresh-file marker", "err", err)
 		}
 	}
@@ -257,7 +265,7 @@ func restoredLength(restored *cdc.Checkpoint) (int64, *checksums, bool, error) {
 
 // restore checks the file's length against the checkpoint and truncates
 // what was written after the last commit.
-func (s *Sink) restore(f *os.File, committed int64, restoring bool) error {
+func (s *Sink) restore(f faultfs.File, committed int64, restoring bool) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
@@ -337,18 +345,6 @@ func (s *Sink) Commit(_ context.Context, _ cdc.Checkpoint) error {
 	}
 	s.committed = s.written
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return d.Close()
 }
 
 // Close closes the file, then releases its lock. Records put after the

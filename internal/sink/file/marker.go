@@ -22,8 +22,19 @@ func (s *Sink) writeMarker(path string) error {
 		Note:  "written by tide: " + s.path + " has no checkpoint yet; its content is uncommitted",
 		owner: owner{Pipeline: s.owner.Pipeline, DataDir: s.owner.DataDir},
 	})
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync() // whole before the directory entry is made durable
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("file sink: write fresh-file marker: %w", err)
 	}
 	return nil
 }
