@@ -17,6 +17,7 @@ import (
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/metrics"
 	"github.com/tide-cdc/tide/internal/runtime"
+	mongosource "github.com/tide-cdc/tide/internal/source/mongo"
 )
 
 type runFlags struct {
@@ -99,6 +100,7 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 	runCtx, abort := context.WithCancel(ctx)
 	defer abort()
 
+	drainTimedOut := false // set by the signal goroutine, read after g.Wait
 	g, gctx := errgroup.WithContext(runCtx)
 	done := make(chan struct{})
 	g.Go(func() error {
@@ -150,6 +152,7 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 			case err := <-drained:
 				if err != nil && !errors.Is(err, context.Canceled) {
 					log.Warn("drain did not finish; stopping", "err", err)
+					drainTimedOut = dctx.Err() != nil // read after g.Wait
 					abort()
 				}
 			case sig := <-sigs:
@@ -162,7 +165,17 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 	err = g.Wait()
 	st := p.Stats()
 	log.Info("pipeline stopped", "state", p.State().String(), "events", st.EventsOut, "batches", st.Batches)
-	if err != nil && !errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, mongosource.ErrInvalidated):
+		return &exitError{code: exitInvalidated, err: err}
+	case drainTimedOut:
+		timedOut := fmt.Errorf("drain did not finish within --drain-timeout %s: stopped hard; "+
+			"the checkpoint stays at the last commit, so what was in flight is read again on the next run", f.drainGrace)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%w: %w", timedOut, err)
+		}
+		return timedOut
+	case err != nil && !errors.Is(err, context.Canceled):
 		return err
 	}
 	return nil

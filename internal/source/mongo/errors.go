@@ -6,6 +6,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/auth"
+
+	"github.com/tide-cdc/tide/internal/cdc"
 )
 
 // Sentinels. Errors from Open and Poll wrap them, with details.
@@ -19,7 +21,48 @@ var (
 	ErrEventTooLarge = errors.New("mongosource: event larger than the buffer")
 	// ErrNotAdmitted: the deployment or the collection cannot be streamed.
 	ErrNotAdmitted = errors.New("mongosource: source not admitted")
+	// ErrInvalidated: the collection was dropped or renamed, or its
+	// database dropped, and the change stream ended with an invalidate.
+	// Errors wrapping it also wrap cdc.ErrEnd, so that the runtime
+	// delivers every event up to the invalidate before it stops.
+	ErrInvalidated = errors.New("mongosource: change stream invalidated")
 )
+
+// invalidatedError is how the stream ends after an invalidate: not a
+// clean end, since the pipeline cannot go on, but one after which every
+// event read is still delivered.
+type invalidatedError struct{ msg string }
+
+func (e *invalidatedError) Error() string   { return e.msg }
+func (e *invalidatedError) Unwrap() []error { return []error{ErrInvalidated, cdc.ErrEnd} }
+
+// invalidated says what ended the stream on ns: cause is the event that
+// came before the invalidate (drop, rename, dropDatabase), and renamedTo
+// the new namespace after a rename.
+func invalidated(ns string, cause cdc.Op, renamedTo string) error {
+	var what, todo string
+	switch cause {
+	case cdc.OpRename:
+		what = "the collection was renamed"
+		if renamedTo != "" {
+			what += " to " + renamedTo
+		}
+		todo = "to follow it, point the pipeline's collection at the new name"
+	case cdc.OpDropDatabase:
+		what = "its database was dropped"
+		todo = "to stream a collection of that name created later"
+	case cdc.OpDrop:
+		what = "the collection was dropped"
+		todo = "to stream a collection of that name created later"
+	default:
+		cause, what = "unknown", "the collection was dropped or renamed"
+		todo = "to stream it again"
+	}
+	return &invalidatedError{fmt.Sprintf("%v on %s after a %s event: %s; every change up to the invalidate is delivered "+
+		"and the pipeline stops; %s, reset the checkpoint (tide checkpoint reset -f FILE --yes) "+
+		"and move a file sink's output aside first, as a fresh start refuses a non-empty file",
+		ErrInvalidated, ns, cause, what, todo)}
+}
 
 // resetHint tells the user how to start over from a fresh checkpoint.
 const resetHint = "to start over from now (with a new snapshot if snapshot is initial), reset the checkpoint: tide checkpoint reset -f FILE --yes"

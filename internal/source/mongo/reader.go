@@ -33,6 +33,8 @@ type reader struct {
 	first      []cdc.Event // markers to hand out before anything else
 	lastTok    bson.Raw    // token of the last position handed out
 	startAfter bool        // lastTok is an invalidate's: reopen with startAfter
+	lastDDL    cdc.Op      // the last drop, rename or dropDatabase: what an invalidate follows
+	renamedTo  string      // with lastDDL rename: the new namespace
 	snap       *snapshotState
 }
 
@@ -263,8 +265,8 @@ func (r *reader) reopen(ctx context.Context, again bool) error {
 	return nil
 }
 
-// stream hands out events until the stream ends (cdc.ErrEnd after an
-// invalidate) or fails. progressed reports whether any getMore succeeded.
+// stream hands out events until the stream ends (an error wrapping
+// ErrInvalidated and cdc.ErrEnd after an invalidate) or fails. progressed reports whether any getMore succeeded.
 func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 	s := r.s
 	cs := r.cs
@@ -284,8 +286,12 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 					return progressed, &permanentError{err}
 				}
 				r.lastTok, r.startAfter = ev.ResumeToken, true
-				s.log.Info("change stream invalidated", "after", string(ev.Pos))
-				return progressed, cdc.ErrEnd
+				s.log.Info("change stream invalidated", "after", string(ev.Pos), "cause", string(r.lastDDL))
+				return progressed, invalidated(s.ns, r.lastDDL, r.renamedTo)
+			}
+			switch ev.Op {
+			case cdc.OpDrop, cdc.OpRename, cdc.OpDropDatabase:
+				r.lastDDL, r.renamedTo = ev.Op, renameTarget(ev)
 			}
 			ev.Pos = resumePos(ev.ResumeToken)
 			ev.Size += len(ev.Pos)
@@ -306,6 +312,20 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 			return progressed, err
 		}
 	}
+}
+
+// renameTarget returns a rename event's new namespace, "db.coll", or "".
+func renameTarget(ev cdc.Event) string {
+	if ev.Op != cdc.OpRename || ev.Extra == nil {
+		return ""
+	}
+	to, ok := bson.Raw(ev.Extra).Lookup("to").DocumentOK()
+	if !ok {
+		return ""
+	}
+	db, _ := to.Lookup("db").StringValueOK()
+	coll, _ := to.Lookup("coll").StringValueOK()
+	return db + "." + coll
 }
 
 // next is cs.TryNext. A getMore is bounded by the await time plus a
