@@ -67,6 +67,13 @@ func invalidated(ns string, cause cdc.Op, renamedTo string) error {
 // resetHint tells the user how to start over from a fresh checkpoint.
 const resetHint = "to start over from now (with a new snapshot if snapshot is initial), reset the checkpoint: tide checkpoint reset -f FILE --yes"
 
+// resnapshotOutputHint says what to do with what a sink already holds
+// before a re-snapshot: a file sink refuses a fresh start into a
+// non-empty file, and the new snapshot copies every document again.
+const resnapshotOutputHint = "before the re-snapshot, move a file sink's existing output aside (or delete it): " +
+	"a fresh start refuses a non-empty file, and the new snapshot writes every document again; " +
+	"other sinks receive the snapshot's documents again"
+
 // Server error codes this package tells apart.
 const (
 	codeUnauthorized           = 13
@@ -140,11 +147,11 @@ func explain(ns string, err error) error {
 	case se.HasErrorCode(codeChangeStreamHistory):
 		return fmt.Errorf("%w on %s: the checkpoint's resume token is older than the oldest oplog entry "+
 			"(the pipeline was stopped longer than the oplog window); nothing was skipped and the checkpoint is unchanged; "+
-			"to recover, re-snapshot: %s (and consider a larger oplog): %v", ErrHistoryLost, ns, resetHint, err)
+			"to recover, re-snapshot: %s (and consider a larger oplog); %s: %v", ErrHistoryLost, ns, resetHint, resnapshotOutputHint, err)
 	case se.HasErrorCode(codeChangeStreamFatal):
 		return fmt.Errorf("%w on %s: the server cannot resume from the checkpoint's token "+
 			"(not found in the oplog, or the pipeline changed or removed _id); the checkpoint is unchanged; "+
-			"to recover, re-snapshot: %s: %v", ErrHistoryLost, ns, resetHint, err)
+			"to recover, re-snapshot: %s; %s: %v", ErrHistoryLost, ns, resetHint, resnapshotOutputHint, err)
 	case se.HasErrorCode(codeUnauthorized):
 		return fmt.Errorf("change stream on %s: not authorized: grant the user the read role on the database "+
 			"and clusterMonitor (for replSetGetConfig): %w", ns, err)
