@@ -259,6 +259,9 @@ func Read(dir, pipeline string) (*Record, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read checkpoint: %w", err)
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, permissionError(path, err)
+	}
 	if err != nil {
 		reason := err.Error()
 		var pe *fs.PathError
