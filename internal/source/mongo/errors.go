@@ -161,8 +161,10 @@ func explain(ns string, err error) error {
 		return fmt.Errorf("change stream on %s: a required pre- or post-image is missing (expired or recorded before images were enabled); "+
 			"use when_available, or %s: %w", ns, resetHint, err)
 	case se.HasErrorCode(codeBSONObjectTooLarge):
-		return fmt.Errorf("change stream on %s: an event exceeds 16 MiB (large documents with images); "+
-			"drop full_document/before_change or project fields away in pipeline: %w", ns, err)
+		return fmt.Errorf("change stream on %s: an event exceeds 16 MiB and the server cannot split it "+
+			"(it has no $changeStreamSplitLargeEvent, which MongoDB 7.0, or 6.0.9 and later, has; or one field alone is over 16 MiB); "+
+			"upgrade the server, or drop full_document/before_change (which changes the stream, so the checkpoint must be reset: "+
+			"tide checkpoint reset -f FILE --yes): %w", ns, err)
 	}
 	return err
 }

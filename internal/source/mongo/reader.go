@@ -35,6 +35,7 @@ type reader struct {
 	startAfter bool        // lastTok is an invalidate's: reopen with startAfter
 	lastDDL    cdc.Op      // the last drop, rename or dropDatabase: what an invalidate follows
 	renamedTo  string      // with lastDDL rename: the new namespace
+	frags      fragments   // the fragments of a split event read so far
 	snap       *snapshotState
 }
 
@@ -135,9 +136,9 @@ func (r *reader) open(ctx context.Context, tok bson.Raw, startAfter bool, batch 
 			o.SetResumeAfter(tok)
 		}
 	}
-	pipeline := r.s.pipeline
-	if pipeline == nil {
-		pipeline = bson.A{}
+	pipeline := append(bson.A{}, r.s.pipeline...)
+	if r.s.split {
+		pipeline = append(pipeline, bson.D{{Key: splitStage, Value: bson.D{}}})
 	}
 	return r.s.coll.Watch(ctx, pipeline, o)
 }
@@ -270,10 +271,26 @@ func (r *reader) reopen(ctx context.Context, again bool) error {
 func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 	s := r.s
 	cs := r.cs
+	// A new stream resumes after the last whole event, so a split event
+	// cut short by a failure is read again from its first fragment.
+	r.frags.reset()
 	for {
 		if r.next(ctx) {
 			progressed = true
-			ev, err := cloneEvent(cs.Current)
+			var ev cdc.Event
+			var err error
+			if s.split {
+				var whole []byte
+				whole, err = r.frags.add(cs.Current)
+				if err == nil && whole == nil {
+					continue // more fragments to come
+				}
+				if whole != nil {
+					ev, err = changeEvent(whole)
+				}
+			} else {
+				ev, err = cloneEvent(cs.Current)
+			}
 			if err != nil {
 				return progressed, &permanentError{fmt.Errorf("change stream on %s: %w", s.ns, err)}
 			}
@@ -354,6 +371,11 @@ const getMoreMargin = 30 * time.Second
 // when it moved past the last position, so that an idle collection's
 // checkpoint advances.
 func (r *reader) watermark(ctx context.Context) error {
+	if r.frags.pending() {
+		// The post-batch token may be a middle fragment's: resuming from
+		// it would skip the event's first part.
+		return nil
+	}
 	tok := r.cs.ResumeToken()
 	if len(tok) == 0 || bytes.Equal(tok, r.lastTok) {
 		return nil
