@@ -102,10 +102,9 @@ func largeUpdate(t *testing.T, coll *mongo.Collection) {
 	insert(t, coll, 2)
 }
 
-// lastFragmentToken reads, with the driver alone, the split update's
-// fragments after tok and returns how many there were and the last one's
-// token.
-func lastFragmentToken(t *testing.T, coll *mongo.Collection, tok bson.Raw) (int, bson.Raw) {
+// fragmentTokens reads, with the driver alone, the split update's
+// fragments after tok and returns their tokens, in order.
+func fragmentTokens(t *testing.T, coll *mongo.Collection, tok bson.Raw) []bson.Raw {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -115,17 +114,19 @@ func lastFragmentToken(t *testing.T, coll *mongo.Collection, tok bson.Raw) (int,
 		t.Fatal(err)
 	}
 	defer cs.Close(context.Background())
+	var toks []bson.Raw
 	for cs.Next(ctx) {
 		frag, of := cs.Current.Lookup("splitEvent", "fragment").AsInt64(), cs.Current.Lookup("splitEvent", "of")
 		if of.Type == 0 {
 			continue
 		}
+		toks = append(toks, bytes.Clone(cs.Current.Lookup("_id").Document()))
 		if frag == of.AsInt64() {
-			return int(frag), bson.Raw(cs.Current.Lookup("_id").Document())
+			return toks
 		}
 	}
 	t.Fatalf("no split event after %v: %v", tok, cs.Err())
-	return 0, nil
+	return nil
 }
 
 // A change event over 16 MiB reaches the runtime as one event, whole,
@@ -165,9 +166,19 @@ func TestLargeEventReassembled(t *testing.T) {
 		t.Errorf("the whole event still carries a splitEvent: %v", bson.Raw(upd.Extra))
 	}
 
-	n, lastTok := lastFragmentToken(t, e.coll, evs[0].ResumeToken)
-	if n < 2 {
-		t.Fatalf("the update came in %d fragment(s), want it split", n)
+	frags := fragmentTokens(t, e.coll, evs[0].ResumeToken)
+	if len(frags) < 2 {
+		t.Fatalf("the update came in %d fragment(s), want it split", len(frags))
+	}
+	lastTok := frags[len(frags)-1]
+	// No position, of an event or of a marker, names a fragment before
+	// the last: a checkpoint there would resume inside the event.
+	for _, ev := range got {
+		for i, ft := range frags[:len(frags)-1] {
+			if bytes.Contains(ev.Pos, []byte(tokenJSON(ft))) {
+				t.Errorf("%s position %s is fragment %d's token", ev.Op, ev.Pos, i+1)
+			}
+		}
 	}
 	if !bytes.Equal(upd.ResumeToken, lastTok) {
 		t.Errorf("update token = %v, want the last fragment's %v", bson.Raw(upd.ResumeToken), lastTok)
@@ -311,5 +322,77 @@ func TestSplitIdentity(t *testing.T) {
 	now[splitKey] = "true"
 	if err := checkIdentity(saved, now); err != nil {
 		t.Errorf("a checkpoint written without splitting is refused by a splitting stream: %v", err)
+	}
+}
+
+// fragment builds fragment n of m of an event, with one field.
+func fragment(t *testing.T, n, m int, key, value string) bson.Raw {
+	t.Helper()
+	b, err := bson.Marshal(bson.D{
+		{Key: "_id", Value: bson.D{{Key: "_data", Value: "tok" + string(rune('0'+n))}}},
+		{Key: "splitEvent", Value: bson.D{{Key: "fragment", Value: int32(n)}, {Key: "of", Value: int32(m)}}},
+		{Key: key, Value: value},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Fragments join in order into one event with the last fragment's token;
+// anything else (a gap, a repeat, an event in between, a start past
+// fragment 1) is an error, and reset drops a half-read event.
+func TestFragmentsJoin(t *testing.T) {
+	var f fragments
+	if whole, err := f.add(fragment(t, 1, 3, "operationType", "update")); whole != nil || err != nil || !f.pending() {
+		t.Fatalf("fragment 1 of 3: %v, %v, pending %v; want nothing yet", whole, err, f.pending())
+	}
+	if whole, err := f.add(fragment(t, 2, 3, "fullDocument", "big")); whole != nil || err != nil {
+		t.Fatalf("fragment 2 of 3: %v, %v; want nothing yet", whole, err)
+	}
+	whole, err := f.add(fragment(t, 3, 3, "updateDescription", "desc"))
+	if err != nil || whole == nil || f.pending() {
+		t.Fatalf("fragment 3 of 3: %v, %v, pending %v; want the whole event", whole, err, f.pending())
+	}
+	want := `{"_id": {"_data": "tok3"},"operationType": "update","fullDocument": "big","updateDescription": "desc"}`
+	if got := bson.Raw(whole).String(); got != want {
+		t.Errorf("whole event = %s, want %s", got, want)
+	}
+
+	plain, _ := bson.Marshal(bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: "p"}}}, {Key: "operationType", Value: "insert"}})
+	if got, err := f.add(plain); err != nil || !bytes.Equal(got, plain) {
+		t.Errorf("a whole event passes as it is: %v, %v", bson.Raw(got), err)
+	}
+
+	bad := map[string][]bson.Raw{
+		"a gap":                 {fragment(t, 1, 3, "a", "x"), fragment(t, 3, 3, "b", "y")},
+		"a repeat":              {fragment(t, 1, 2, "a", "x"), fragment(t, 1, 2, "a", "x")},
+		"an event in between":   {fragment(t, 1, 2, "a", "x"), plain},
+		"a start past 1":        {fragment(t, 2, 2, "a", "x")},
+		"another fragment size": {fragment(t, 1, 2, "a", "x"), fragment(t, 2, 3, "b", "y")},
+	}
+	for name, docs := range bad {
+		t.Run(name, func(t *testing.T) {
+			var f fragments
+			var err error
+			for _, d := range docs {
+				if _, err = f.add(d); err != nil {
+					break
+				}
+			}
+			if err == nil || !strings.Contains(err.Error(), "fragment") {
+				t.Fatalf("err = %v, want one naming the fragment", err)
+			}
+		})
+	}
+
+	f.reset()
+	f.add(fragment(t, 1, 2, "a", "x"))
+	f.reset() // the stream broke: the event is read again from fragment 1
+	if _, err := f.add(fragment(t, 1, 2, "a", "x")); err != nil || !f.pending() {
+		t.Fatalf("after reset, fragment 1 again: %v, pending %v", err, f.pending())
+	}
+	if whole, err := f.add(fragment(t, 2, 2, "b", "y")); err != nil || bson.Raw(whole).Lookup("a").StringValue() != "x" || bson.Raw(whole).Lookup("b").StringValue() != "y" {
+		t.Fatalf("after reset: %v, %v; want a and b once", bson.Raw(whole), err)
 	}
 }
