@@ -38,7 +38,11 @@ func newRunCmd() *cobra.Command {
 a count) it exits 0 once every event is committed; otherwise it runs until
 SIGINT or SIGTERM, then drains: the batch in flight is committed and
 checkpointed, and both ends are closed. A second signal exits at once; the
-checkpoint stays at the last commit.`,
+checkpoint stays at the last commit.
+
+Exit codes: 0 done, 1 an error (a drain that outlived --drain-timeout
+included), 3 the collection was dropped or renamed under the pipeline,
+130 a second signal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPipeline(cmd.Context(), f, cmd.ErrOrStderr())
