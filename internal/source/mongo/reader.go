@@ -267,7 +267,8 @@ func (r *reader) reopen(ctx context.Context, again bool) error {
 }
 
 // stream hands out events until the stream ends (an error wrapping
-// ErrInvalidated and cdc.ErrEnd after an invalidate) or fails. progressed reports whether any getMore succeeded.
+// ErrInvalidated and cdc.ErrEnd after an invalidate) or fails. progressed
+// reports whether any getMore succeeded.
 func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 	s := r.s
 	cs := r.cs
