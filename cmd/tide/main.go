@@ -22,6 +22,11 @@ func main() {
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// Exit codes: 0 success, 1 an error (a drain that timed out included), 3
+// the source's collection was dropped or renamed under a running
+// pipeline, 130 a second signal stopped a drain.
+const exitInvalidated = 3
+
 // exitError carries a specific exit code out of a command.
 type exitError struct {
 	code int

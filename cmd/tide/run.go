@@ -17,6 +17,7 @@ import (
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/metrics"
 	"github.com/tide-cdc/tide/internal/runtime"
+	mongosource "github.com/tide-cdc/tide/internal/source/mongo"
 )
 
 type runFlags struct {
@@ -37,7 +38,11 @@ func newRunCmd() *cobra.Command {
 a count) it exits 0 once every event is committed; otherwise it runs until
 SIGINT or SIGTERM, then drains: the batch in flight is committed and
 checkpointed, and both ends are closed. A second signal exits at once; the
-checkpoint stays at the last commit.`,
+checkpoint stays at the last commit.
+
+Exit codes: 0 done, 1 an error (a drain that outlived --drain-timeout
+included), 3 the collection was dropped or renamed under the pipeline,
+130 a second signal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPipeline(cmd.Context(), f, cmd.ErrOrStderr())
@@ -99,6 +104,7 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 	runCtx, abort := context.WithCancel(ctx)
 	defer abort()
 
+	drainTimedOut := false // set by the signal goroutine, read after g.Wait
 	g, gctx := errgroup.WithContext(runCtx)
 	done := make(chan struct{})
 	g.Go(func() error {
@@ -150,6 +156,7 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 			case err := <-drained:
 				if err != nil && !errors.Is(err, context.Canceled) {
 					log.Warn("drain did not finish; stopping", "err", err)
+					drainTimedOut = dctx.Err() != nil // read after g.Wait
 					abort()
 				}
 			case sig := <-sigs:
@@ -162,7 +169,17 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 	err = g.Wait()
 	st := p.Stats()
 	log.Info("pipeline stopped", "state", p.State().String(), "events", st.EventsOut, "batches", st.Batches)
-	if err != nil && !errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, mongosource.ErrInvalidated):
+		return &exitError{code: exitInvalidated, err: err}
+	case drainTimedOut:
+		timedOut := fmt.Errorf("drain did not finish within --drain-timeout %s: stopped hard; "+
+			"the checkpoint stays at the last commit, so what was in flight is read again on the next run", f.drainGrace)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%w: %w", timedOut, err)
+		}
+		return timedOut
+	case err != nil && !errors.Is(err, context.Canceled):
 		return err
 	}
 	return nil

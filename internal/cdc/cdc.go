@@ -13,6 +13,11 @@ import (
 // event and never will have another (a finite generator, an invalidated
 // change stream, a closed core subscription). Events returned together with
 // ErrEnd are still delivered.
+//
+// A source whose end is not a success (a change stream invalidated because
+// its collection was dropped) returns an error that wraps ErrEnd and says
+// why: the runtime still delivers and commits every event, then reports
+// that error, so that the command can exit with it.
 var ErrEnd = errors.New("cdc: end of stream")
 
 // Position is an opaque, source-defined resume point: a MongoDB resume token,

@@ -322,6 +322,9 @@ func readFile(path, pipeline string) (r *Record, damaged, err error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, fmt.Errorf("read checkpoint: %w", err)
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, nil, permissionError(path, err)
+	}
 	if err != nil {
 		reason := err.Error()
 		var pe *fs.PathError

@@ -3,6 +3,9 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/user"
+	"strconv"
 )
 
 var errClosed = errors.New("checkpoint: data directory closed")
@@ -39,4 +42,33 @@ func (e *InUseError) Error() string {
 		return fmt.Sprintf("data directory %s is in use by another tide process (pid unknown)", e.Dir)
 	}
 	return fmt.Sprintf("data directory %s is in use by another tide process (pid %d)", e.Dir, e.PID)
+}
+
+// permissionError explains err, which matches fs.ErrPermission, for a
+// checkpoint that this process may not read or write. The record is likely fine, so the way out is to run as the file's
+// owner or to fix its mode, never to reset it and lose the position.
+func permissionError(path string, err error) error {
+	owner, mode := "unknown", "unknown"
+	if fi, statErr := os.Stat(path); statErr == nil {
+		mode = fi.Mode().Perm().String()
+		if uid, ok := fileOwner(fi); ok {
+			owner = userName(uid)
+		}
+	}
+	runAs := "unknown"
+	if uid := os.Getuid(); uid >= 0 {
+		runAs = userName(uid)
+	}
+	return fmt.Errorf("checkpoint %s: permission denied: the file is owned by %s with mode %s and tide runs as %s; "+
+		"this is a permission problem, not a damaged checkpoint: run tide as the file's owner or give it read "+
+		"and write access (chmod u+rw, or chown), and do not reset the checkpoint: %w", path, owner, mode, runAs, err)
+}
+
+// userName returns "name (uid N)", or "uid N" if the user is unknown.
+func userName(uid int) string {
+	id := strconv.Itoa(uid)
+	if u, err := user.LookupId(id); err == nil {
+		return u.Username + " (uid " + id + ")"
+	}
+	return "uid " + id
 }

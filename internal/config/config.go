@@ -132,11 +132,12 @@ func setDefaults(p reflect.Value) {
 }
 
 // Load reads and parses a pipeline file, taking variables from the
-// environment. Every error names the file.
+// environment. Every error names the file. It reads only a regular file of
+// at most MaxFileBytes.
 func Load(path string) (*Pipeline, error) {
-	data, err := os.ReadFile(path)
+	data, err := readPipelineFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read pipeline file: %w", err)
+		return nil, err
 	}
 	p, err := Parse(data, os.LookupEnv)
 	if err != nil {
@@ -151,7 +152,8 @@ func Load(path string) (*Pipeline, error) {
 
 // Parse decodes and validates a pipeline file. getenv looks variables up,
 // as os.LookupEnv does. The error joins every problem found, each naming
-// its line and YAML path.
+// its line and YAML path. A document whose aliases expand beyond MaxNodes
+// values is refused before anything is decoded.
 func Parse(data []byte, getenv func(string) (string, bool)) (*Pipeline, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
@@ -168,6 +170,9 @@ func Parse(data []byte, getenv func(string) (string, bool)) (*Pipeline, error) {
 			return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 		}
 		return nil, fmt.Errorf("line %d: a pipeline file holds one YAML document; found a second one", line)
+	}
+	if err := checkExpansion(&root); err != nil {
+		return nil, err
 	}
 	doc := &root
 	if doc.Kind == yaml.DocumentNode {

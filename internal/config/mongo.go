@@ -116,7 +116,16 @@ func (c *MongoSource) validate(path string) []error {
 			bad(fmt.Sprintf("pipeline[%d]", i), "a stage is an object with exactly one key, such as {\"$match\": {...}}")
 			continue
 		}
-		for name := range st {
+		for name, arg := range st {
+			if name == "$changeStreamSplitLargeEvent" {
+				// Tide adds it where the server supports it; writing it
+				// is allowed, last and with an empty argument.
+				if m, ok := arg.(map[string]any); !ok || len(m) != 0 || i != len(stages)-1 {
+					bad(fmt.Sprintf("pipeline[%d]", i), "$changeStreamSplitLargeEvent must be the last stage and take an empty object: "+
+						"{\"$changeStreamSplitLargeEvent\": {}} (Tide adds it by itself where the server supports it)")
+				}
+				continue
+			}
 			if !mongoStreamStages[name] {
 				bad(fmt.Sprintf("pipeline[%d]", i), "stage %q is not allowed in a change stream; use $match, $project, $addFields, $set, $unset, $replaceRoot, $replaceWith or $redact", name)
 			}

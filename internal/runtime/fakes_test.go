@@ -70,8 +70,9 @@ type sliceSource struct {
 
 	mu       sync.Mutex // guards the fields below
 	events   []cdc.Event
-	next     int  // index of the next event to hand out
-	end      bool // return cdc.ErrEnd once every event was handed out
+	next     int   // index of the next event to hand out
+	end      bool  // return cdc.ErrEnd once every event was handed out
+	endErr   error // with end: return this (wrapping cdc.ErrEnd) instead
 	polls    int
 	restored *cdc.Checkpoint
 	acked    []string
@@ -122,6 +123,9 @@ func (s *sliceSource) Poll(_ context.Context, buf []cdc.Event, max int) ([]cdc.E
 	buf = append(buf, s.events[s.next:s.next+k]...)
 	s.next += k
 	if s.end && s.next == len(s.events) {
+		if s.endErr != nil {
+			return buf, s.endErr
+		}
 		return buf, cdc.ErrEnd
 	}
 	return buf, nil

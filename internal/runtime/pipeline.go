@@ -210,7 +210,8 @@ func New(cfg Config, src cdc.Source, enc EncodeFunc, sink cdc.Sink, store Checkp
 // result.
 //
 // It returns nil after a finite source ended and everything was committed,
-// or after a completed Drain. Cancelling ctx is a hard stop: nothing further
+// or after a completed Drain. A source that ended with an error wrapping
+// cdc.ErrEnd has everything committed too, and Run returns that error. Cancelling ctx is a hard stop: nothing further
 // is committed, and because a checkpoint names only committed events, what
 // was in flight is read again after a restart.
 func (p *Pipeline) Run(ctx context.Context) (err error) {
@@ -246,7 +247,12 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		return err
 	})
 	g.Go(func() error { return p.commitLoop(gctx, encoded) })
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	// Everything the source handed out is committed; a source that ended
+	// for a reason (an invalidated change stream) says so now.
+	return r.endErr
 }
 
 // load returns the checkpoint to resume from: the sink's own when it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	goruntime "runtime"
 	"slices"
@@ -900,4 +901,32 @@ func TestSaveOverlapsNextCommit(t *testing.T) {
 			t.Fatalf("acks %q, want one per saved batch, in order", acked)
 		}
 	})
+}
+
+// A source that ends with a reason (an error wrapping cdc.ErrEnd, as an
+// invalidated change stream does) still has every event committed, and
+// Run reports the reason instead of a clean end.
+func TestEndWithReasonCommitsThenFails(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, events(0, 250))
+	src.end = true
+	reason := fmt.Errorf("%w: collection dropped", cdc.ErrEnd)
+	src.endErr = reason
+	sink := newSink(log)
+	store := newStore(log)
+	p := New(Config{Name: "p", MaxRecords: 100, Logger: discard()}, src, testEncode, sink, store)
+
+	err := p.Run(t.Context())
+	if !errors.Is(err, reason) {
+		t.Fatalf("Run = %v, want the source's end reason %v", err, reason)
+	}
+	if got := sink.committedList(); !slices.Equal(got, want(0, 250)) {
+		t.Fatalf("sink committed %d records, want all 250 in order", len(got))
+	}
+	if cp, ok := store.get("p"); !ok || string(cp.Source) != "249" {
+		t.Errorf("saved checkpoint = %q, want 249", cp.Source)
+	}
+	if p.State() != Failed {
+		t.Errorf("state = %v, want failed", p.State())
+	}
 }

@@ -33,6 +33,7 @@ type reader struct {
 
 	carry   []cdc.Event // polled events that did not fit the batch's byte budget
 	ended   bool        // the source returned cdc.ErrEnd
+	endErr  error       // the source's end, when it wraps cdc.ErrEnd with a reason; Run returns it
 	avgSize int         // running average event size, to size polls by bytes
 	barrier *pause      // the pause the last barrier was sent for
 }
@@ -102,6 +103,9 @@ func (r *reader) run(ctx context.Context) error {
 			}
 			r.cur.events = evs
 			r.ended = end
+			if end && err != cdc.ErrEnd {
+				r.endErr = err // not a plain end: reported once everything is committed
+			}
 			added := len(evs) - before
 			r.polled(evs[before:])
 			if added == 0 && !end {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -23,6 +24,8 @@ type live struct {
 	deploymentID   string // "replset:<replicaSetId hex>" or "cluster:<clusterId hex>"
 	collectionUUID string // hex, or "" when the server reports none
 	prePostImages  bool
+	serverVersion  string // buildInfo's version, "" if unknown
+	splitSupported bool   // the server has $changeStreamSplitLargeEvent
 }
 
 // admit checks the deployment and the collection, retrying transient
@@ -113,6 +116,8 @@ func (s *Source) admitOnce(ctx context.Context) (live, error) {
 			"(for one node, start mongod with --replSet rs0 and run rs.initiate(), or use uri: embedded)", ErrNotAdmitted)
 	}
 
+	l.serverVersion, l.splitSupported = s.splitSupport(ctx)
+
 	cur, err := s.client.Database(s.cfg.Database).ListCollections(ctx, bson.D{{Key: "name", Value: s.cfg.Collection}})
 	if err != nil {
 		if isCode(err, codeUnauthorized) {
@@ -164,6 +169,25 @@ func (s *Source) admitOnce(ctx context.Context) (live, error) {
 	return l, nil
 }
 
+// splitSupport reports the server's version and whether it has
+// $changeStreamSplitLargeEvent: MongoDB 7.0 and later, and 6.0.9 and later
+// 6.0 releases. A server that does not say is taken not to.
+func (s *Source) splitSupport(ctx context.Context) (version string, ok bool) {
+	var info struct {
+		Version      string  `bson:"version"`
+		VersionArray []int32 `bson:"versionArray"`
+	}
+	if err := s.client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		s.log.Info("buildInfo failed; not splitting large change events", "err", err)
+		return "", false
+	}
+	v := info.VersionArray
+	if len(v) < 3 {
+		return info.Version, false
+	}
+	return info.Version, v[0] >= 7 || (v[0] == 6 && v[1] == 0 && v[2] >= 9)
+}
+
 func isCode(err error, code int) bool {
 	var se mongo.ServerError
 	return errors.As(err, &se) && se.HasErrorCode(code)
@@ -179,8 +203,17 @@ func (s *Source) identity(l live) map[string]string {
 		"collection":      s.cfg.Collection,
 		"collection_uuid": l.collectionUUID,
 		"stream_hash":     s.streamHash,
+		splitKey:          strconv.FormatBool(s.split),
 	}
 }
+
+// splitKey records in the identity whether the stream splits large
+// events. It is not in identityKeys: a checkpoint written before Tide
+// split events has no such field and is accepted, as is one written
+// without splitting, since their tokens resume with or without the stage.
+// A checkpoint written while splitting may hold a fragment's token, which
+// the server resumes only with the stage, so it needs a splitting stream.
+const splitKey = "split_large_events"
 
 // streamHash is a SHA-256 of everything that changes what the stream
 // returns: the pipeline in canonical form, both image modes, and expanded
@@ -217,6 +250,12 @@ func checkIdentity(saved, now map[string]string) error {
 		}
 		return fmt.Errorf("%w: %s is %s in the checkpoint but %s now%s; %s",
 			ErrIdentity, k, quote(saved[k]), quote(now[k]), why, resetHint)
+	}
+	if saved[splitKey] == "true" && now[splitKey] != "true" {
+		return fmt.Errorf("%w: %s is \"true\" in the checkpoint but %s now (the server no longer supports "+
+			"$changeStreamSplitLargeEvent, which MongoDB 7.0, or 6.0.9 and later, has, and the checkpoint's token "+
+			"may resume only with it); connect to a server that supports it, or %s",
+			ErrIdentity, splitKey, quote(now[splitKey]), resetHint)
 	}
 	return nil
 }

@@ -58,11 +58,11 @@ func TestConfigSection(t *testing.T) {
 		if string(c.Pipeline) != want {
 			t.Fatalf("pipeline = %s, want %s", c.Pipeline, want)
 		}
-		_, yamlCanon, err := parsePipeline(string(c.Pipeline))
+		_, yamlCanon, _, err := parsePipeline(string(c.Pipeline))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, jsonCanon, err := parsePipeline(`[ {"$match": {"operationType": {"$in": ["insert", "update"]}, "fullDocument.total": {"$gt": 10}}}, {"$project": {"z": 1, "a": 1}} ]`)
+		_, jsonCanon, _, err := parsePipeline(`[ {"$match": {"operationType": {"$in": ["insert", "update"]}, "fullDocument.total": {"$gt": 10}}}, {"$project": {"z": 1, "a": 1}} ]`)
 		if err != nil {
 			t.Fatal(err)
 		}

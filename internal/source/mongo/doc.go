@@ -16,7 +16,11 @@
 // clones each change event once and hands out sub-slices of the clone, and
 // the runtime's encode pool does the BSON to JSON work in parallel.
 // Post-batch resume tokens seen while idle become marker events, so the
-// checkpoint advances on an idle collection. Network and resumable errors
+// checkpoint advances on an idle collection. Where the server supports it,
+// the stream ends with $changeStreamSplitLargeEvent, and the reader joins
+// the fragments of an event over 16 MiB into one event whose position is
+// the last fragment's token (split.go); no marker is made in the middle of
+// a split event. Network and resumable errors
 // reopen the stream from the last position handed out, after checking the
 // deployment and the collection again; lost history (286, 280) and other
 // permanent errors stop the source with a message that says what to do.

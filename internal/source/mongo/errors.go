@@ -6,6 +6,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/auth"
+
+	"github.com/tide-cdc/tide/internal/cdc"
 )
 
 // Sentinels. Errors from Open and Poll wrap them, with details.
@@ -19,10 +21,58 @@ var (
 	ErrEventTooLarge = errors.New("mongosource: event larger than the buffer")
 	// ErrNotAdmitted: the deployment or the collection cannot be streamed.
 	ErrNotAdmitted = errors.New("mongosource: source not admitted")
+	// ErrInvalidated: the collection was dropped or renamed, or its
+	// database dropped, and the change stream ended with an invalidate.
+	// Errors wrapping it also wrap cdc.ErrEnd, so that the runtime
+	// delivers every event up to the invalidate before it stops.
+	ErrInvalidated = errors.New("mongosource: change stream invalidated")
 )
+
+// invalidatedError is how the stream ends after an invalidate: not a
+// clean end, since the pipeline cannot go on, but one after which every
+// event read is still delivered.
+type invalidatedError struct{ msg string }
+
+func (e *invalidatedError) Error() string   { return e.msg }
+func (e *invalidatedError) Unwrap() []error { return []error{ErrInvalidated, cdc.ErrEnd} }
+
+// invalidated says what ended the stream on ns: cause is the event that
+// came before the invalidate (drop, rename, dropDatabase), and renamedTo
+// the new namespace after a rename.
+func invalidated(ns string, cause cdc.Op, renamedTo string) error {
+	var what, todo string
+	switch cause {
+	case cdc.OpRename:
+		what = "the collection was renamed"
+		if renamedTo != "" {
+			what += " to " + renamedTo
+		}
+		todo = "to follow it, point the pipeline's collection at the new name"
+	case cdc.OpDropDatabase:
+		what = "its database was dropped"
+		todo = "to stream a collection of that name created later"
+	case cdc.OpDrop:
+		what = "the collection was dropped"
+		todo = "to stream a collection of that name created later"
+	default:
+		cause, what = "unknown", "the collection was dropped or renamed"
+		todo = "to stream it again"
+	}
+	return &invalidatedError{fmt.Sprintf("%v on %s after a %s event: %s; every change up to the invalidate is delivered "+
+		"and the pipeline stops; %s, reset the checkpoint (tide checkpoint reset -f FILE --yes) "+
+		"and move a file sink's output aside first, as a fresh start refuses a non-empty file",
+		ErrInvalidated, ns, cause, what, todo)}
+}
 
 // resetHint tells the user how to start over from a fresh checkpoint.
 const resetHint = "to start over from now (with a new snapshot if snapshot is initial), reset the checkpoint: tide checkpoint reset -f FILE --yes"
+
+// resnapshotOutputHint says what to do with what a sink already holds
+// before a re-snapshot: a file sink refuses a fresh start into a
+// non-empty file, and the new snapshot copies every document again.
+const resnapshotOutputHint = "before the re-snapshot, move a file sink's existing output aside (or delete it): " +
+	"a fresh start refuses a non-empty file, and the new snapshot writes every document again; " +
+	"other sinks receive the snapshot's documents again"
 
 // Server error codes this package tells apart.
 const (
@@ -97,11 +147,11 @@ func explain(ns string, err error) error {
 	case se.HasErrorCode(codeChangeStreamHistory):
 		return fmt.Errorf("%w on %s: the checkpoint's resume token is older than the oldest oplog entry "+
 			"(the pipeline was stopped longer than the oplog window); nothing was skipped and the checkpoint is unchanged; "+
-			"to recover, re-snapshot: %s (and consider a larger oplog): %v", ErrHistoryLost, ns, resetHint, err)
+			"to recover, re-snapshot: %s (and consider a larger oplog); %s: %v", ErrHistoryLost, ns, resetHint, resnapshotOutputHint, err)
 	case se.HasErrorCode(codeChangeStreamFatal):
 		return fmt.Errorf("%w on %s: the server cannot resume from the checkpoint's token "+
 			"(not found in the oplog, or the pipeline changed or removed _id); the checkpoint is unchanged; "+
-			"to recover, re-snapshot: %s: %v", ErrHistoryLost, ns, resetHint, err)
+			"to recover, re-snapshot: %s; %s: %v", ErrHistoryLost, ns, resetHint, resnapshotOutputHint, err)
 	case se.HasErrorCode(codeUnauthorized):
 		return fmt.Errorf("change stream on %s: not authorized: grant the user the read role on the database "+
 			"and clusterMonitor (for replSetGetConfig): %w", ns, err)
@@ -111,8 +161,10 @@ func explain(ns string, err error) error {
 		return fmt.Errorf("change stream on %s: a required pre- or post-image is missing (expired or recorded before images were enabled); "+
 			"use when_available, or %s: %w", ns, resetHint, err)
 	case se.HasErrorCode(codeBSONObjectTooLarge):
-		return fmt.Errorf("change stream on %s: an event exceeds 16 MiB (large documents with images); "+
-			"drop full_document/before_change or project fields away in pipeline: %w", ns, err)
+		return fmt.Errorf("change stream on %s: an event exceeds 16 MiB and the server cannot split it "+
+			"(it has no $changeStreamSplitLargeEvent, which MongoDB 7.0, or 6.0.9 and later, has; or one field alone is over 16 MiB); "+
+			"upgrade the server, or drop full_document/before_change (which changes the stream, so the checkpoint must be reset: "+
+			"tide checkpoint reset -f FILE --yes): %w", ns, err)
 	}
 	return err
 }

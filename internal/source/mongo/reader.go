@@ -33,6 +33,9 @@ type reader struct {
 	first      []cdc.Event // markers to hand out before anything else
 	lastTok    bson.Raw    // token of the last position handed out
 	startAfter bool        // lastTok is an invalidate's: reopen with startAfter
+	lastDDL    cdc.Op      // the last drop, rename or dropDatabase: what an invalidate follows
+	renamedTo  string      // with lastDDL rename: the new namespace
+	frags      fragments   // the fragments of a split event read so far
 	snap       *snapshotState
 }
 
@@ -133,9 +136,9 @@ func (r *reader) open(ctx context.Context, tok bson.Raw, startAfter bool, batch 
 			o.SetResumeAfter(tok)
 		}
 	}
-	pipeline := r.s.pipeline
-	if pipeline == nil {
-		pipeline = bson.A{}
+	pipeline := append(bson.A{}, r.s.pipeline...)
+	if r.s.split {
+		pipeline = append(pipeline, bson.D{{Key: splitStage, Value: bson.D{}}})
 	}
 	return r.s.coll.Watch(ctx, pipeline, o)
 }
@@ -263,15 +266,32 @@ func (r *reader) reopen(ctx context.Context, again bool) error {
 	return nil
 }
 
-// stream hands out events until the stream ends (cdc.ErrEnd after an
-// invalidate) or fails. progressed reports whether any getMore succeeded.
+// stream hands out events until the stream ends (an error wrapping
+// ErrInvalidated and cdc.ErrEnd after an invalidate) or fails. progressed
+// reports whether any getMore succeeded.
 func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 	s := r.s
 	cs := r.cs
+	// A new stream resumes after the last whole event, so a split event
+	// cut short by a failure is read again from its first fragment.
+	r.frags.reset()
 	for {
 		if r.next(ctx) {
 			progressed = true
-			ev, err := cloneEvent(cs.Current)
+			var ev cdc.Event
+			var err error
+			if s.split {
+				var whole []byte
+				whole, err = r.frags.add(cs.Current)
+				if err == nil && whole == nil {
+					continue // more fragments to come
+				}
+				if whole != nil {
+					ev, err = changeEvent(whole)
+				}
+			} else {
+				ev, err = cloneEvent(cs.Current)
+			}
 			if err != nil {
 				return progressed, &permanentError{fmt.Errorf("change stream on %s: %w", s.ns, err)}
 			}
@@ -284,8 +304,12 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 					return progressed, &permanentError{err}
 				}
 				r.lastTok, r.startAfter = ev.ResumeToken, true
-				s.log.Info("change stream invalidated", "after", string(ev.Pos))
-				return progressed, cdc.ErrEnd
+				s.log.Info("change stream invalidated", "after", string(ev.Pos), "cause", string(r.lastDDL))
+				return progressed, invalidated(s.ns, r.lastDDL, r.renamedTo)
+			}
+			switch ev.Op {
+			case cdc.OpDrop, cdc.OpRename, cdc.OpDropDatabase:
+				r.lastDDL, r.renamedTo = ev.Op, renameTarget(ev)
 			}
 			ev.Pos = resumePos(ev.ResumeToken)
 			ev.Size += len(ev.Pos)
@@ -306,6 +330,20 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 			return progressed, err
 		}
 	}
+}
+
+// renameTarget returns a rename event's new namespace, "db.coll", or "".
+func renameTarget(ev cdc.Event) string {
+	if ev.Op != cdc.OpRename || ev.Extra == nil {
+		return ""
+	}
+	to, ok := bson.Raw(ev.Extra).Lookup("to").DocumentOK()
+	if !ok {
+		return ""
+	}
+	db, _ := to.Lookup("db").StringValueOK()
+	coll, _ := to.Lookup("coll").StringValueOK()
+	return db + "." + coll
 }
 
 // next is cs.TryNext. A getMore is bounded by the await time plus a
@@ -334,6 +372,11 @@ const getMoreMargin = 30 * time.Second
 // when it moved past the last position, so that an idle collection's
 // checkpoint advances.
 func (r *reader) watermark(ctx context.Context) error {
+	if r.frags.pending() {
+		// The post-batch token may be a middle fragment's: resuming from
+		// it would skip the event's first part.
+		return nil
+	}
 	tok := r.cs.ResumeToken()
 	if len(tok) == 0 || bytes.Equal(tok, r.lastTok) {
 		return nil

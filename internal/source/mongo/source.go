@@ -71,6 +71,7 @@ type Source struct {
 	ns         string // "db.coll"
 	pipeline   bson.A
 	streamHash string
+	split      bool // the stream ends with $changeStreamSplitLargeEvent; the reader reassembles fragments
 
 	embedded *mongowire.Server
 	client   *mongo.Client
@@ -197,9 +198,44 @@ func (s *Source) checkConfig() error {
 	return errors.Join(errs...)
 }
 
+// splitStage is the stage that makes the server cut a change event over
+// 16 MiB into fragments, which the reader reassembles.
+const splitStage = "$changeStreamSplitLargeEvent"
+
 // parsePipeline reads cfg.Pipeline and returns the stages and their
-// canonical Extended JSON, which the stream hash covers.
-func parsePipeline(text string) (bson.A, []byte, error) {
+// canonical Extended JSON, which the stream hash covers. A final
+// $changeStreamSplitLargeEvent is taken out of both and reported as
+// split: the source adds it itself where the server supports it, so it is
+// not part of the hash, and writing it or not makes the same stream.
+func parsePipeline(text string) (stages bson.A, canon []byte, split bool, err error) {
+	stages, canon, err = parseStages(text)
+	if err != nil || len(stages) == 0 {
+		return stages, canon, false, err
+	}
+	last := stages[len(stages)-1].(bson.Raw)
+	if last.Index(0).Key() != splitStage {
+		return stages, canon, false, nil
+	}
+	if arg, ok := last.Index(0).Value().DocumentOK(); !ok || len(arg) != 5 {
+		return nil, nil, false, fmt.Errorf("pipeline[%d]: %s takes an empty document: {%q: {}}", len(stages)-1, splitStage, splitStage)
+	}
+	stages = stages[:len(stages)-1]
+	if len(stages) == 0 {
+		return nil, []byte("[]"), true, nil
+	}
+	// The canonical form of the remaining stages, exactly as if they had
+	// been written alone.
+	raw, err := bson.Marshal(bson.D{{Key: "p", Value: stages}})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("pipeline: %v", err)
+	}
+	if canon, err = bson.MarshalExtJSON(bson.Raw(raw), true, false); err != nil {
+		return nil, nil, false, fmt.Errorf("pipeline: %v", err)
+	}
+	return stages, canon, true, nil
+}
+
+func parseStages(text string) (bson.A, []byte, error) {
 	if text == "" {
 		return nil, []byte("[]"), nil
 	}
@@ -225,6 +261,9 @@ func parsePipeline(text string) (bson.A, []byte, error) {
 		if len(elems) != 1 {
 			return nil, nil, fmt.Errorf("pipeline[%d] must have exactly one key, the stage name", i)
 		}
+		if elems[0].Key() == splitStage && i != len(vals)-1 {
+			return nil, nil, fmt.Errorf("pipeline[%d]: %s must be the last stage", i, splitStage)
+		}
 		stages = append(stages, d)
 	}
 	canon, err := bson.MarshalExtJSON(wrapper, true, false)
@@ -244,7 +283,7 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	if err := s.checkConfig(); err != nil {
 		return fmt.Errorf("mongo source %s: %w", s.ns, err)
 	}
-	stages, canon, err := parsePipeline(s.cfg.Pipeline)
+	stages, canon, splitWritten, err := parsePipeline(s.cfg.Pipeline)
 	if err != nil {
 		return fmt.Errorf("mongo source %s: %w", s.ns, err)
 	}
@@ -277,6 +316,11 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 
 	if s.live, err = s.admit(ctx); err != nil {
 		return err
+	}
+	s.split = s.live.splitSupported || splitWritten
+	if !s.split {
+		s.log.Warn("the server cannot split change events over 16 MiB ($changeStreamSplitLargeEvent needs MongoDB 7.0, or 6.0.9 and later); such an event will stop the pipeline",
+			"server_version", s.live.serverVersion)
 	}
 	s.ident = s.identity(s.live)
 

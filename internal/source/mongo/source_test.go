@@ -174,3 +174,49 @@ func TestAdmissionRefuses(t *testing.T) {
 		})
 	}
 }
+
+// An invalidate ends the stream with ErrInvalidated (still cdc.ErrEnd, so
+// that what came before is delivered), naming the namespace, the event
+// that caused it and what to do.
+func TestInvalidateSaysWhy(t *testing.T) {
+	tests := map[string]struct {
+		cause func(context.Context, *env) error
+		words []string
+	}{
+		"drop": {
+			cause: func(ctx context.Context, e *env) error { return e.coll.Drop(ctx) },
+			words: []string{"shop.orders", "after a drop event", "collection was dropped", "tide checkpoint reset", "move a file sink's output aside"},
+		},
+		"rename": {
+			cause: func(ctx context.Context, e *env) error {
+				return e.client.Database("admin").RunCommand(ctx, bson.D{
+					{Key: "renameCollection", Value: "shop.orders"}, {Key: "to", Value: "shop.archive"},
+				}).Err()
+			},
+			words: []string{"shop.orders", "after a rename event", "renamed to shop.archive", "point the pipeline's collection at the new name"},
+		},
+		"dropDatabase": {
+			cause: func(ctx context.Context, e *env) error { return e.client.Database("shop").Drop(ctx) },
+			words: []string{"shop.orders", "event", "dropped", "tide checkpoint reset"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			src := openSource(t, e.config(t), nil)
+			insert(t, e.coll, 1)
+			if err := tc.cause(context.Background(), e); err != nil {
+				t.Fatal(err)
+			}
+			got, err := pollUntil(t, src, func([]cdc.Event) bool { return false })
+			if !errors.Is(err, cdc.ErrEnd) {
+				t.Fatalf("poll error = %v, want one wrapping cdc.ErrEnd", err)
+			}
+			wantErr(t, err, ErrInvalidated, tc.words...)
+			evs := nonMarkers(got)
+			if len(evs) < 2 || evs[0].Op != cdc.OpInsert || evs[len(evs)-1].Op != cdc.OpInvalidate {
+				t.Fatalf("ops = %v, want the insert first and the invalidate last", ops(evs))
+			}
+		})
+	}
+}

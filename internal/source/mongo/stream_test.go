@@ -198,7 +198,8 @@ func TestHistoryLost(t *testing.T) {
 		_, err = pollUntil(t, src, func([]cdc.Event) bool { return false })
 	}
 	src.Close()
-	wantErr(t, err, ErrHistoryLost, "history", "re-snapshot", "tide checkpoint reset")
+	wantErr(t, err, ErrHistoryLost, "history", "re-snapshot", "tide checkpoint reset",
+		"move a file sink's existing output aside (or delete it)", "refuses a non-empty file")
 }
 
 // A reconnect re-verifies the collection: one dropped and recreated while
