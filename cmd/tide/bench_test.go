@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tide-cdc/tide/internal/checkpoint"
-	"github.com/tide-cdc/tide/internal/encode"
-	"github.com/tide-cdc/tide/internal/runtime"
-	"github.com/tide-cdc/tide/internal/sink/file"
-	"github.com/tide-cdc/tide/internal/source/generate"
+	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/pipeline"
+	"github.com/tide-cdc/tide/sink/file"
+	"github.com/tide-cdc/tide/source/generate"
 )
 
 const benchPayload = 100
@@ -71,11 +71,11 @@ func runBaseline(b *testing.B, path string, n int) {
 
 // runTidePipeline streams n generated events into a file through the
 // runtime, with the given checkpoint store.
-func runTidePipeline(b *testing.B, dir string, n int, store runtime.Checkpointer) {
+func runTidePipeline(b *testing.B, dir string, n int, store pipeline.Checkpointer) {
 	log := slog.New(slog.DiscardHandler)
 	src := generate.New(generate.Config{Count: int64(n), PayloadBytes: benchPayload, Logger: log})
 	sink := file.New(file.Config{Path: filepath.Join(dir, "events.jsonl"), Logger: log})
-	p := runtime.New(runtime.Config{Name: "bench", MaxRecords: 1000, Logger: log}, src, encode.Envelope, sink, store)
+	p := pipeline.New(pipeline.Config{Name: "bench", MaxRecords: 1000, Logger: log}, src, encode.Envelope, sink, store)
 	if err := p.Run(context.Background()); err != nil {
 		b.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestBaselineWritesTideLines(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	src := generate.New(generate.Config{Count: 3, PayloadBytes: benchPayload, Logger: log})
 	sink := file.New(file.Config{Path: filepath.Join(dir, "events.jsonl"), Logger: log})
-	p := runtime.New(runtime.Config{Name: "t", Logger: log}, src, encode.Envelope, sink, &checkpoint.Mem{})
+	p := pipeline.New(pipeline.Config{Name: "t", Logger: log}, src, encode.Envelope, sink, &checkpoint.Mem{})
 	if err := p.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}

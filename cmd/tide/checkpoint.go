@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tide-cdc/tide/internal/cdc"
-	"github.com/tide-cdc/tide/internal/checkpoint"
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/config"
 )
 

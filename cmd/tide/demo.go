@@ -24,13 +24,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
-	"github.com/tide-cdc/tide/internal/cdc"
-	"github.com/tide-cdc/tide/internal/checkpoint"
-	"github.com/tide-cdc/tide/internal/encode"
-	"github.com/tide-cdc/tide/internal/mongowire"
-	"github.com/tide-cdc/tide/internal/runtime"
-	"github.com/tide-cdc/tide/internal/sink/file"
-	mongosource "github.com/tide-cdc/tide/internal/source/mongo"
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/mongowire"
+	"github.com/tide-cdc/tide/pipeline"
+	"github.com/tide-cdc/tide/sink/file"
+	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
 type demoFlags struct {
@@ -123,7 +123,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		MaxAwait: 100 * time.Millisecond, Logger: log,
 	})
 	sink := file.New(file.Config{Path: out, Pipeline: name, DataDir: filepath.Join(f.dir, ".tide"), Logger: log})
-	p := runtime.New(runtime.Config{Name: name, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
+	p := pipeline.New(pipeline.Config{Name: name, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
 
 	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
@@ -139,7 +139,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 
 	// Start writing only once the source has taken its exact start point:
 	// a fresh stream begins after the last write that preceded it.
-	for p.State() == runtime.Starting {
+	for p.State() == pipeline.Starting {
 		select {
 		case <-done:
 			return runErr

@@ -20,12 +20,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tide-cdc/tide/internal/cdc"
-	"github.com/tide-cdc/tide/internal/checkpoint"
-	"github.com/tide-cdc/tide/internal/encode"
-	"github.com/tide-cdc/tide/internal/runtime"
-	"github.com/tide-cdc/tide/internal/sink/file"
-	natssource "github.com/tide-cdc/tide/internal/source/nats"
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/pipeline"
+	"github.com/tide-cdc/tide/sink/file"
+	natssource "github.com/tide-cdc/tide/source/nats"
 )
 
 // The NATS demo's fixed names.
@@ -133,12 +133,12 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		AckWait: natsDemoAckWait,
 		// Above two batches plus the source's queue: delivery never waits
 		// for a commit.
-		MaxAckPending:   2*runtime.DefaultMaxRecords + 4*500 + 1000,
+		MaxAckPending:   2*pipeline.DefaultMaxRecords + 4*500 + 1000,
 		LagPollInterval: 500 * time.Millisecond,
 		Logger:          log,
 	})
 	sink := &subjectCounter{Sink: file.New(file.Config{Path: out, Pipeline: natsDemoPipeline, DataDir: filepath.Join(f.dir, ".tide-nats"), Logger: log}), put: map[string]int64{}, committed: map[string]int64{}}
-	p := runtime.New(runtime.Config{Name: natsDemoPipeline, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
+	p := pipeline.New(pipeline.Config{Name: natsDemoPipeline, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
 
 	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
@@ -155,7 +155,7 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 
 	// Publish only once the source is open: a checkpoint or a consumer
 	// that does not match stops the demo before it adds to the stream.
-	for p.State() == runtime.Starting {
+	for p.State() == pipeline.Starting {
 		select {
 		case <-done:
 			return runErr
@@ -355,7 +355,7 @@ func natsDemoConsumerInfo(ctx context.Context, js jetstream.JetStream) (*jetstre
 // committedStreamSeq is the stream sequence of the last message the sink
 // committed. The JetStream source's positions are documented JSON,
 // {"stream_seq":N}.
-func committedStreamSeq(st runtime.Stats) uint64 {
+func committedStreamSeq(st pipeline.Stats) uint64 {
 	var pos struct {
 		StreamSeq uint64 `json:"stream_seq"`
 	}

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/tide-cdc/tide/internal/runtime"
+	"github.com/tide-cdc/tide/pipeline"
 )
 
 // showProgress decides whether tide run prints its one-line summary: by
@@ -27,7 +27,7 @@ func showProgress(mode string, w io.Writer) bool {
 
 // statser is the part of a pipeline the progress line reads.
 type statser interface {
-	Stats() runtime.Stats
+	Stats() pipeline.Stats
 }
 
 // progressLoop rewrites one status line every second until done or ctx
@@ -46,7 +46,7 @@ func progressLoop(ctx context.Context, done <-chan struct{}, w io.Writer, p stat
 	fmt.Fprintln(w)
 }
 
-func describeCheckpoint(st runtime.Stats) string {
+func describeCheckpoint(st pipeline.Stats) string {
 	if st.LastCheckpoint.Source == nil {
 		return "checkpoint: none yet"
 	}

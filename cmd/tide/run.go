@@ -16,8 +16,8 @@ import (
 
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/metrics"
-	"github.com/tide-cdc/tide/internal/runtime"
-	mongosource "github.com/tide-cdc/tide/internal/source/mongo"
+	"github.com/tide-cdc/tide/pipeline"
+	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
 type runFlags struct {
@@ -93,7 +93,7 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 	}
 	defer built.close()
 
-	p := runtime.New(built.runtimeConfig, built.source, built.encode, built.sink, built.store)
+	p := pipeline.New(built.runtimeConfig, built.source, built.encode, built.sink, built.store)
 
 	// First signal: drain. Second signal: stop at once; the checkpoint
 	// already names only committed events, so nothing is lost.

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tide-cdc/tide/internal/config"
-	"github.com/tide-cdc/tide/internal/mongowire"
+	"github.com/tide-cdc/tide/mongowire"
 )
 
 func newServeCmd() *cobra.Command {

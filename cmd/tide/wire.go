@@ -13,26 +13,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/term"
 
-	"github.com/tide-cdc/tide/internal/cdc"
-	"github.com/tide-cdc/tide/internal/checkpoint"
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/config"
-	"github.com/tide-cdc/tide/internal/encode"
+	"github.com/tide-cdc/tide/encode"
 	"github.com/tide-cdc/tide/internal/metrics"
-	"github.com/tide-cdc/tide/internal/runtime"
-	"github.com/tide-cdc/tide/internal/sink/file"
-	"github.com/tide-cdc/tide/internal/sink/postgres"
-	"github.com/tide-cdc/tide/internal/sink/stdout"
-	"github.com/tide-cdc/tide/internal/source/generate"
-	mongosource "github.com/tide-cdc/tide/internal/source/mongo"
+	"github.com/tide-cdc/tide/pipeline"
+	"github.com/tide-cdc/tide/sink/file"
+	"github.com/tide-cdc/tide/sink/postgres"
+	"github.com/tide-cdc/tide/sink/stdout"
+	"github.com/tide-cdc/tide/source/generate"
+	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
 // components is a pipeline's parts, built from its configuration.
 type components struct {
-	runtimeConfig runtime.Config
+	runtimeConfig pipeline.Config
 	source        cdc.Source
 	sink          cdc.Sink
-	encode        runtime.EncodeFunc
-	store         runtime.Checkpointer
+	encode        pipeline.EncodeFunc
+	store         pipeline.Checkpointer
 	closers       []func() error
 }
 
@@ -49,7 +49,7 @@ func (c *components) close() error {
 // so a second tide on the same directory stops before touching anything.
 func build(ctx context.Context, cfg *config.Pipeline, log *slog.Logger, obs *metrics.Pipeline, reg prometheus.Registerer) (*components, error) {
 	c := &components{
-		runtimeConfig: runtime.Config{
+		runtimeConfig: pipeline.Config{
 			Name:           cfg.Name,
 			MaxRecords:     cfg.Batch.MaxRecords,
 			MaxBytes:       int(cfg.Batch.MaxBytes),

@@ -4,8 +4,8 @@ import (
 	"log/slog"
 
 	"github.com/tide-cdc/tide/internal/config"
-	natssink "github.com/tide-cdc/tide/internal/sink/nats"
-	natssource "github.com/tide-cdc/tide/internal/source/nats"
+	natssink "github.com/tide-cdc/tide/sink/nats"
+	natssource "github.com/tide-cdc/tide/source/nats"
 )
 
 func newNATSSource(pipeline string, n *config.NATSSource, log *slog.Logger) *natssource.Source {

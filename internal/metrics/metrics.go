@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/tide-cdc/tide/internal/cdc"
+	"github.com/tide-cdc/tide/cdc"
 )
 
 // Pipeline holds the metrics of one pipeline. Its methods are safe for

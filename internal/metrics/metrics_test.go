@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tide-cdc/tide/internal/cdc"
+	"github.com/tide-cdc/tide/cdc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

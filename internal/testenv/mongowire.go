@@ -8,7 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/tide-cdc/tide/internal/mongowire"
+	"github.com/tide-cdc/tide/mongowire"
 )
 
 // MongoWire starts Tide's embedded MongoDB-compatible server on a free

@@ -1,0 +1,113 @@
+package mongowire
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/changestream"
+	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/store"
+)
+
+// cmdAggregate: {aggregate: "c" | 1, pipeline, cursor: {batchSize}} ->
+// {cursor: {firstBatch, id, ns}}. A pipeline holding $changeStream (first
+// or not: a misplaced one gets its error there) goes to the change-stream
+// engine; $collStats, $currentOp, $out and $merge are served here; the
+// rest is the store's.
+func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D, error) {
+	if err := validDB(r.db); err != nil {
+		return nil, err
+	}
+	var ns store.Namespace
+	cursorNS := r.db + ".$cmd.aggregate"
+	switch v := r.cmd.Index(0).Value(); v.Type {
+	case bson.TypeString:
+		var err error
+		if ns, err = collNS(r); err != nil {
+			return nil, err
+		}
+		cursorNS = ns.String()
+	case bson.TypeInt32, bson.TypeInt64, bson.TypeDouble:
+		if n, _ := v.AsFloat64OK(); n != 1 {
+			return nil, mongoerr.New(mongoerr.FailedToParse, "Invalid command format: the 'aggregate' field must specify a collection name or 1")
+		}
+		ns = store.Namespace{DB: r.db}
+	default:
+		return nil, mongoerr.New(mongoerr.FailedToParse, "Invalid command format: the 'aggregate' field must specify a collection name or 1")
+	}
+	a := newArgs(r)
+	stages := a.docs("pipeline")
+	explain := a.bool("explain")
+	if a.err != nil {
+		return nil, a.err
+	}
+	if _, err := r.cmd.LookupErr("pipeline"); err != nil {
+		return nil, missingField("aggregate.pipeline")
+	}
+	if explain { // aggregate's explain: true is the queryPlanner verbosity
+		return s.explainAggregate(r, r.cmd, "queryPlanner")
+	}
+	if _, err := r.cmd.LookupErr("cursor"); err != nil {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
+	}
+	batch, err := cursorArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if changestream.IsChangeStream(stages) {
+		return s.aggregateChangeStream(ctx, r, ns.Coll, cursorNS, batch)
+	}
+	if len(stages) > 0 && ns.Coll != "" {
+		if first, err := stages[0].IndexErr(0); err == nil && first.Key() == "$collStats" {
+			docs, err := s.collStatsStage(ns, stages)
+			if err != nil {
+				return nil, err
+			}
+			return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
+		}
+	}
+	if len(stages) > 0 && stages[0].Index(0).Key() == "$currentOp" { // db.currentOp(): nothing to list
+		if r.db != "admin" || ns.Coll != "" {
+			return nil, mongoerr.New(mongoerr.InvalidNamespace, "$currentOp must be run against the 'admin' database with {aggregate: 1}")
+		}
+		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
+	}
+	if stage, err := writeStage(stages); err != nil {
+		return nil, err
+	} else if stage != "" && ns.Coll != "" {
+		run := s.runOut
+		if stage == "$merge" {
+			run = s.runMerge
+		}
+		if err := run(ns, stages); err != nil {
+			return nil, err
+		}
+		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
+	}
+	docs, err := s.store.Aggregate(ns, stages)
+	if err != nil {
+		return nil, err
+	}
+	return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
+}
+
+func (s *Server) aggregateChangeStream(ctx context.Context, r *request, coll, cursorNS string, batch int64) (bson.D, error) {
+	if s.openChangeStream == nil {
+		return nil, mongoerr.New(mongoerr.CommandNotSupported, "change streams are not supported yet")
+	}
+	src, extra, err := s.openChangeStream(ctx, r.db, coll, r.cmd)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := s.openCursor(ctx, cursorNS, src, cursorOptions{batchSize: batch, tailable: true, awaitData: true})
+	if err != nil {
+		return nil, err
+	}
+	if len(extra) > 0 { // first-reply extras go before id and ns
+		cur := reply[0].Value.(bson.D)
+		out := append(bson.D{cur[0]}, extra...)
+		reply[0].Value = append(out, cur[1:]...)
+	}
+	return reply, nil
+}

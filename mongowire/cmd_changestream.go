@@ -1,0 +1,79 @@
+package mongowire
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/changestream"
+	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/store"
+)
+
+// openChangeStreamSource is the server's change-stream engine (the
+// openChangeStream hook): it validates the $changeStream pipeline of an
+// aggregate (coll is "" for aggregate: 1) and returns a stream positioned
+// at its start point. The stream's batches carry their own
+// postBatchResumeToken, so there are no first-reply extras.
+func (s *Server) openChangeStreamSource(_ context.Context, db, coll string, cmd bson.Raw) (CursorSource, bson.D, error) {
+	v, err := cmd.LookupErr("pipeline")
+	if err != nil {
+		return nil, nil, missingField("aggregate.pipeline")
+	}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil, nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'aggregate.pipeline' is the wrong type, expected type 'array'")
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil, nil, mongoerr.New(mongoerr.InvalidBSON, "aggregate.pipeline: %v", err)
+	}
+	stages := make([]bson.Raw, len(vals))
+	for i, sv := range vals {
+		d, ok := sv.DocumentOK()
+		if !ok {
+			return nil, nil, mongoerr.New(mongoerr.TypeMismatch, "Each element of the 'pipeline' array must be an object")
+		}
+		stages[i] = d
+	}
+	spec, err := changestream.Parse(db, coll, stages)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := changestream.Open(spec, s.store, s.lookupCurrent)
+	if err != nil {
+		return nil, nil, changestream.LabelError(err)
+	}
+	return labelledStream{st}, nil, nil
+}
+
+// lookupCurrent finds the current version of a document for
+// fullDocument: "updateLookup": nil when the document is gone, or when the
+// collection was dropped and recreated since (another UUID).
+func (s *Server) lookupCurrent(ns store.Namespace, uuid bson.Binary, docKey bson.Raw) (bson.Raw, error) {
+	info, ok := s.store.Collection(ns)
+	if !ok || len(uuid.Data) > 0 && !bytes.Equal(info.UUID.Data, uuid.Data) {
+		return nil, nil
+	}
+	docs, err := s.store.Find(ns, store.FindSpec{Filter: docKey, Limit: 1})
+	if err != nil || len(docs) == 0 {
+		return nil, err
+	}
+	return docs[0], nil
+}
+
+// labelledStream labels the errors of a change-stream getMore as mongod
+// does, so that drivers resume after transient failures and stop after
+// fatal ones.
+type labelledStream struct{ *changestream.Stream }
+
+func (l labelledStream) Next(ctx context.Context, n, maxBytes int, maxWait time.Duration) ([]bson.Raw, bson.D, bool, error) {
+	docs, extra, exhausted, err := l.Stream.Next(ctx, n, maxBytes, maxWait)
+	return docs, extra, exhausted, changestream.LabelError(err)
+}
+
+// LabelError labels the errors of a getMore on this cursor that do not come
+// from Next (the failGetMoreAfterCursorCheckout fail point) as Next's own.
+func (labelledStream) LabelError(err error) error { return changestream.LabelError(err) }

@@ -1,0 +1,35 @@
+package mongowire
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+)
+
+// cmdCount: {count: "c", query, skip, limit} -> {n}.
+func (s *Server) cmdCount(_ context.Context, _ *conn, r *request) (bson.D, error) {
+	ns, err := collNS(r)
+	if err != nil {
+		return nil, err
+	}
+	a := newArgs(r)
+	q := a.doc("query")
+	skip, _ := a.int64("skip")
+	limit, _ := a.int64("limit")
+	if a.err != nil {
+		return nil, a.err
+	}
+	if skip < 0 {
+		return nil, mongoerr.New(mongoerr.BadValue, "Skip value must be non-negative, but received: %d", skip)
+	}
+	if limit < 0 { // a negative limit counts as its absolute value
+		limit = -limit
+	}
+	n, err := s.store.Count(ns, q, skip, limit)
+	if err != nil {
+		return nil, err
+	}
+	return bson.D{{Key: "n", Value: int32(n)}}, nil
+}

@@ -1,0 +1,111 @@
+package mongowire
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/store"
+)
+
+// cmdCreateIndexes: {createIndexes: "c", indexes: [{key, name, unique, sparse, ...}]}.
+func (s *Server) cmdCreateIndexes(_ context.Context, _ *conn, r *request) (bson.D, error) {
+	ns, err := collNS(r)
+	if err != nil {
+		return nil, err
+	}
+	a := newArgs(r)
+	specs := a.docs("indexes")
+	if a.err != nil {
+		return nil, a.err
+	}
+	if len(specs) == 0 {
+		return nil, mongoerr.New(mongoerr.BadValue, "Must specify at least one index to create")
+	}
+	out := make([]store.IndexSpec, 0, len(specs))
+	for _, raw := range specs {
+		spec, err := parseIndexSpec(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, spec)
+	}
+	created, before, after, err := s.store.CreateIndexes(ns, out)
+	if err != nil {
+		return nil, err
+	}
+	reply := bson.D{
+		{Key: "numIndexesBefore", Value: int32(before)},
+		{Key: "numIndexesAfter", Value: int32(after)},
+		{Key: "createdCollectionAutomatically", Value: created},
+		{Key: "commitQuorum", Value: "votingMembers"},
+	}
+	if before == after {
+		reply = append(reply, bson.E{Key: "note", Value: "all indexes already exist"})
+	}
+	return reply, nil
+}
+
+func parseIndexSpec(raw bson.Raw) (store.IndexSpec, error) {
+	var spec store.IndexSpec
+	elems, err := raw.Elements()
+	if err != nil {
+		return spec, mongoerr.New(mongoerr.InvalidBSON, "index specification: %v", err)
+	}
+	for _, e := range elems {
+		v := e.Value()
+		switch e.Key() {
+		case "key":
+			kd, ok := v.DocumentOK()
+			if !ok {
+				return spec, mongoerr.New(mongoerr.TypeMismatch, "The field 'key' must be an object, but got %s", typeName(v.Type))
+			}
+			if err := bson.Unmarshal(kd, &spec.Key); err != nil {
+				return spec, mongoerr.New(mongoerr.InvalidBSON, "index key: %v", err)
+			}
+			for _, k := range spec.Key {
+				if k.Key == "" {
+					return spec, mongoerr.New(mongoerr.CannotCreateIndex, "Error in specification %s :: caused by :: Index keys cannot be an empty field", raw)
+				}
+			}
+		case "name":
+			n, ok := v.StringValueOK()
+			if !ok {
+				return spec, mongoerr.New(mongoerr.TypeMismatch, "The field 'name' must be a string, but got %s", typeName(v.Type))
+			}
+			spec.Name = n
+		case "unique":
+			spec.Unique = truthy(v)
+		case "sparse":
+			spec.Sparse = truthy(v)
+		case "v", "ns":
+			// The version is ours to choose; ns is legacy.
+		default:
+			spec.Options = append(spec.Options, bson.E{Key: e.Key(), Value: v})
+		}
+	}
+	if len(spec.Key) == 0 {
+		return spec, mongoerr.New(mongoerr.FailedToParse, "Error in specification %s :: caused by :: The 'key' field is a required property of an index specification", raw)
+	}
+	if spec.Name == "" {
+		spec.Name = indexName(spec.Key)
+	}
+	return spec, nil
+}
+
+// indexName is MongoDB's default name: "a_1_b_-1".
+func indexName(key bson.D) string {
+	var b strings.Builder
+	for i, k := range key {
+		if i > 0 {
+			b.WriteByte('_')
+		}
+		b.WriteString(k.Key)
+		b.WriteByte('_')
+		fmt.Fprint(&b, k.Value)
+	}
+	return b.String()
+}

@@ -1,0 +1,70 @@
+package mongowire
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+)
+
+// cmdDelete: {delete: "c", deletes: [{q, limit}], ordered} -> {n, writeErrors?}.
+func (s *Server) cmdDelete(_ context.Context, _ *conn, r *request) (bson.D, error) {
+	ns, err := collNS(r)
+	if err != nil {
+		return nil, err
+	}
+	stmts, ordered, err := writeBatch(r, "deletes")
+	if err != nil {
+		return nil, err
+	}
+	// The statements are parsed before any runs: a malformed one fails
+	// the whole command, as mongod's IDL parser does.
+	type deleteStmt struct {
+		q     bson.Raw
+		limit int
+	}
+	parsed := make([]deleteStmt, len(stmts))
+	for i, stmt := range stmts {
+		if err := deleteStatementFields.check("delete.deletes", stmt, false); err != nil {
+			return nil, err
+		}
+		a := &args{name: "delete.deletes", cmd: stmt}
+		q := a.doc("q")
+		limit, hasLimit := a.int64("limit")
+		switch {
+		case a.err != nil:
+			return nil, a.err
+		case q == nil:
+			return nil, missingField("delete.deletes.q")
+		case !hasLimit:
+			return nil, missingField("delete.deletes.limit")
+		case limit != 0 && limit != 1:
+			return nil, mongoerr.New(mongoerr.FailedToParse, "The limit field in delete objects must be 0 or 1. Got %d", limit)
+		}
+		parsed[i] = deleteStmt{q: q, limit: int(limit)}
+	}
+	var (
+		n         int
+		writeErrs bson.A
+	)
+	for i, st := range parsed {
+		k, err := 0, s.statementHint(ns, stmts[i])
+		if err == nil {
+			k, err = s.store.Delete(ns, st.q, st.limit)
+		}
+		if err == nil {
+			n += k
+			continue
+		}
+		writeErrs = append(writeErrs, writeErrorDoc(i, asMongoErr(err)))
+		if ordered {
+			break
+		}
+	}
+	reply := bson.D{{Key: "n", Value: int32(n)}}
+	if len(writeErrs) > 0 {
+		reply = append(reply, bson.E{Key: "writeErrors", Value: writeErrs})
+	}
+	return reply, nil
+}

@@ -1,0 +1,472 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
+)
+
+const (
+	// MaxDocumentSize is the largest document the store keeps (16 MiB).
+	MaxDocumentSize = 16 << 20
+	// MaxDepth is the deepest nesting of a stored document.
+	MaxDepth = 100
+
+	codeUpdateTooLarge int32 = 17419
+)
+
+// buildDoc assembles a document from raw elements.
+func buildDoc(elems ...[]byte) bson.Raw {
+	n := 5
+	for _, e := range elems {
+		n += len(e)
+	}
+	b := make([]byte, 4, n)
+	binary.LittleEndian.PutUint32(b, uint32(n))
+	for _, e := range elems {
+		b = append(b, e...)
+	}
+	return append(b, 0)
+}
+
+// withIDFirst returns doc with its _id element first, adding id (an _id
+// element) when doc has none. The result is a fresh copy.
+func withIDFirst(doc bson.Raw, id []byte) (bson.Raw, error) {
+	if first, err := doc.IndexErr(0); err == nil && first.Key() == "_id" && id == nil {
+		return clone(doc), nil // already in shape (the common case)
+	}
+	elems, err := doc.Elements()
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, len(elems)+1)
+	for _, e := range elems {
+		if e.Key() == "_id" {
+			id = e
+			continue
+		}
+		out = append(out, e)
+	}
+	if id == nil {
+		id = bsoncore.AppendObjectIDElement(nil, "_id", bson.NewObjectID())
+	}
+	return buildDoc(append([][]byte{id}, out...)...), nil
+}
+
+// prepare checks a document to be inserted and gives it an _id (an
+// ObjectId, first) when it has none.
+func prepare(doc bson.Raw) (bson.Raw, *mongoerr.Error) {
+	if len(doc) > MaxDocumentSize {
+		return nil, mongoerr.New(mongoerr.BadValue, "object to insert too large. size in bytes: %d, max size: %d", len(doc), MaxDocumentSize)
+	}
+	d, err := withIDFirst(doc, nil)
+	if err != nil {
+		return nil, mongoerr.New(mongoerr.InvalidBSON, "invalid BSON document: %v", err)
+	}
+	if err := mql.Validate(d, MaxDepth); err != nil {
+		return nil, asMongo(err)
+	}
+	return d, nil
+}
+
+// docKey returns {_id: <the document's _id>}.
+func docKey(doc bson.Raw) bson.Raw {
+	if first, err := doc.IndexErr(0); err == nil && first.Key() == "_id" {
+		return buildDoc(first)
+	}
+	elems, _ := doc.Elements()
+	for _, e := range elems {
+		if e.Key() == "_id" {
+			return buildDoc(e)
+		}
+	}
+	return buildDoc()
+}
+
+func idOf(doc bson.Raw) bson.RawValue {
+	v, _ := doc.LookupErr("_id")
+	return v
+}
+
+// ensureLocked returns the collection, creating it (and recording the
+// create) when it does not exist.
+func (s *Store) ensureLocked(t *tx, ns Namespace) (*collection, bool, error) {
+	if c := s.collLocked(ns); c != nil {
+		return c, false, nil
+	}
+	if err := validNamespace(ns); err != nil {
+		return nil, false, err
+	}
+	c := s.createLocked(ns, newUUID(), nil)
+	t.emit(OplogEntry{Op: "create", NS: ns, UUID: c.info.UUID, Extra: createExtra(nil)})
+	return c, true, nil
+}
+
+// Insert inserts documents, creating the collection if needed. A document
+// without _id gets an ObjectId as its first field. ordered stops at the
+// first failure; otherwise every document is tried. n counts the documents
+// inserted; errs describes each failure by its index in docs.
+func (s *Store) Insert(ns Namespace, docs []bson.Raw, ordered bool) (n int, errs []WriteError) {
+	err := s.write(func(t *tx) error {
+		c, _, err := s.ensureLocked(t, ns)
+		if err != nil {
+			return err
+		}
+		for i, d := range docs {
+			doc, werr := prepare(d)
+			if werr == nil {
+				werr = c.insert(ns, doc)
+			}
+			if werr != nil {
+				errs = append(errs, WriteError{Index: i, Err: werr})
+				if ordered {
+					return nil
+				}
+				continue
+			}
+			n++
+			t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
+		}
+		return nil
+	})
+	if err != nil {
+		errs = []WriteError{{Index: n, Err: asMongo(err)}}
+		if !ordered {
+			errs = errs[:0]
+			for i := n; i < len(docs); i++ {
+				errs = append(errs, WriteError{Index: i, Err: asMongo(err)})
+			}
+		}
+	}
+	return n, errs
+}
+
+// fixUpdated checks the result of an update of old: _id kept (and first),
+// structure and size valid.
+func fixUpdated(old, nd bson.Raw) (bson.Raw, error) {
+	oldID, _ := old.LookupErr("_id")
+	newID, err := nd.LookupErr("_id")
+	switch {
+	case err != nil:
+		id := docKey(old)
+		nd, err = withIDFirst(nd, id[4:len(id)-1])
+	case !sameValue(oldID, newID):
+		return nil, mongoerr.New(mongoerr.ImmutableField,
+			"After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s", formatKeyValue(newID))
+	default:
+		first, ferr := nd.IndexErr(0)
+		if ferr == nil && first.Key() != "_id" {
+			nd, err = withIDFirst(nd, nil)
+		}
+	}
+	if err != nil {
+		return nil, mongoerr.New(mongoerr.InvalidBSON, "invalid BSON document: %v", err)
+	}
+	if len(nd) > MaxDocumentSize {
+		return nil, mongoerr.New(codeUpdateTooLarge, "Resulting document after update is larger than %d", MaxDocumentSize)
+	}
+	if err := mql.Validate(nd, MaxDepth); err != nil {
+		return nil, err
+	}
+	return nd, nil
+}
+
+// updateAt applies u to the record at position p and records the write. It
+// returns the new document, or nil if the update changed nothing.
+func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledUpdate, positional int) (bson.Raw, error) {
+	old := c.recs[p].doc
+	nd, err := u.Apply(old, mql.ApplyOptions{PositionalIndex: positional, Now: t.wall})
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(nd, old) {
+		return nil, nil
+	}
+	if nd, err = fixUpdated(old, nd); err != nil {
+		return nil, err
+	}
+	if bytes.Equal(nd, old) {
+		return nil, nil
+	}
+	if werr := c.replace(ns, p, nd); werr != nil {
+		return nil, werr
+	}
+	e := OplogEntry{NS: ns, UUID: c.info.UUID, DocKey: docKey(nd), Doc: nd}
+	e.Op, e.Update = u.describe(old, nd, positional)
+	if c.info.PreAndPostImages {
+		e.Pre = old
+	}
+	t.emit(e)
+	return nd, nil
+}
+
+// upsert inserts the document an update builds when nothing matched: the
+// filter's equality fields, then the update applied with $setOnInsert.
+func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate) (bson.Raw, error) {
+	var seed bson.D
+	for _, e := range f.EqualityFields() {
+		if strings.HasPrefix(e.Key, "$") {
+			continue
+		}
+		seed = setPath(seed, strings.Split(e.Key, "."), e.Value)
+	}
+	seedRaw, err := bson.Marshal(seed)
+	if err != nil {
+		return nil, mongoerr.New(mongoerr.BadValue, "build upsert document: %v", err)
+	}
+	nd, err := u.Apply(seedRaw, mql.ApplyOptions{Upsert: true, PositionalIndex: -1, Now: t.wall})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := nd.LookupErr("_id"); err != nil {
+		if id, err := bson.Raw(seedRaw).LookupErr("_id"); err == nil {
+			nd, _ = withIDFirst(nd, bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value}))
+		}
+	}
+	doc, werr := prepare(nd)
+	if werr != nil {
+		return nil, werr
+	}
+	c, _, err := s.ensureLocked(t, ns)
+	if err != nil {
+		return nil, err
+	}
+	if werr := c.insert(ns, doc); werr != nil {
+		return nil, werr
+	}
+	t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
+	return doc, nil
+}
+
+// setPath sets a dotted path in a document under construction.
+func setPath(d bson.D, path []string, v any) bson.D {
+	for i := range d {
+		if d[i].Key != path[0] {
+			continue
+		}
+		if len(path) == 1 {
+			d[i].Value = v
+			return d
+		}
+		sub, _ := d[i].Value.(bson.D)
+		d[i].Value = setPath(sub, path[1:], v)
+		return d
+	}
+	if len(path) == 1 {
+		return append(d, bson.E{Key: path[0], Value: v})
+	}
+	return append(d, bson.E{Key: path[0], Value: setPath(nil, path[1:], v)})
+}
+
+// hit is a matched document: its record id and the positional index.
+type hit struct {
+	rid uint64
+	pos int
+}
+
+// hits collects the documents of c matching f, in natural order, at most
+// limit (0 = all).
+func hits(c *collection, f *query, limit int) []hit {
+	var out []hit
+	c.scan(f, func(p int, doc bson.Raw) bool {
+		if ok, pos := f.MatchPositional(doc); ok {
+			out = append(out, hit{rid: c.recs[p].rid, pos: pos})
+		}
+		return limit <= 0 || len(out) < limit
+	})
+	return out
+}
+
+// Update runs one update statement: the first matching document, or every
+// one with Multi; with Upsert, inserts when nothing matched. A document the
+// update leaves unchanged is matched but not modified, and not recorded.
+func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
+	res := UpdateResult{}
+	f, err := compileQuery(spec.Filter)
+	if err != nil {
+		return res, err
+	}
+	u, err := compileUpdate(spec.Update, spec.ArrayFilters)
+	if err != nil {
+		return res, err
+	}
+	if spec.Multi && u.IsReplacement() {
+		return res, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
+	}
+	err = s.write(func(t *tx) error {
+		if c := s.collLocked(ns); c != nil {
+			limit := 1
+			if spec.Multi {
+				limit = 0
+			}
+			for _, h := range hits(c, f, limit) {
+				res.Matched++
+				nd, err := s.updateAt(t, ns, c, c.pos(h.rid), u, h.pos)
+				if err != nil {
+					return err
+				}
+				if nd != nil {
+					res.Modified++
+				}
+			}
+		}
+		if res.Matched > 0 || !spec.Upsert {
+			return nil
+		}
+		doc, err := s.upsert(t, ns, f, u)
+		if err != nil {
+			return err
+		}
+		res.UpsertedID = idOf(doc)
+		return nil
+	})
+	return res, err
+}
+
+// Delete deletes the matching documents: all of them with limit 0, the
+// first with limit 1.
+func (s *Store) Delete(ns Namespace, filter bson.Raw, limit int) (int, error) {
+	f, err := compileQuery(filter)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = s.write(func(t *tx) error {
+		c := s.collLocked(ns)
+		if c == nil {
+			return nil
+		}
+		for _, h := range hits(c, f, limit) {
+			s.deleteAt(t, ns, c, c.pos(h.rid))
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+func (s *Store) deleteAt(t *tx, ns Namespace, c *collection, p int) {
+	old := c.recs[p].doc
+	c.remove(p)
+	e := OplogEntry{Op: "delete", NS: ns, UUID: c.info.UUID, DocKey: docKey(old)}
+	if c.info.PreAndPostImages {
+		e.Pre = old
+	}
+	t.emit(e)
+}
+
+// FindAndModify updates or removes the first document matching Filter in
+// Sort order, and returns it as it was before (or after, with New),
+// projected by Fields.
+func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModifyResult, error) {
+	var res FindAndModifyResult
+	hasUpdate := spec.Update.Type != 0
+	switch {
+	case spec.Remove && hasUpdate:
+		return res, mongoerr.New(mongoerr.FailedToParse, "Cannot specify both an update and remove=true")
+	case spec.Remove && spec.Upsert:
+		return res, mongoerr.New(mongoerr.FailedToParse, "Cannot specify both upsert=true and remove=true")
+	case !spec.Remove && !hasUpdate:
+		return res, mongoerr.New(mongoerr.FailedToParse, "Either an update or remove=true must be specified")
+	}
+	f, err := compileQuery(spec.Filter)
+	if err != nil {
+		return res, err
+	}
+	var sorter *mql.Sort
+	if len(spec.Sort) > 0 {
+		if sorter, err = mql.CompileSort(spec.Sort); err != nil {
+			return res, err
+		}
+	}
+	var proj *mql.Projection
+	if len(spec.Fields) > 0 {
+		if proj, err = mql.CompileProjection(spec.Fields); err != nil {
+			return res, err
+		}
+	}
+	var u *compiledUpdate
+	if hasUpdate {
+		if u, err = compileUpdate(spec.Update, spec.ArrayFilters); err != nil {
+			return res, err
+		}
+	}
+	positional := -1
+	err = s.write(func(t *tx) error {
+		c := s.collLocked(ns)
+		var target *hit
+		if c != nil {
+			limit := 1
+			if sorter != nil {
+				limit = 0
+			}
+			hs := hits(c, f, limit)
+			if sorter != nil && len(hs) > 1 {
+				docs := make([]bson.Raw, len(hs))
+				for i, h := range hs {
+					docs[i] = c.recs[c.pos(h.rid)].doc
+				}
+				best := 0
+				for i := 1; i < len(hs); i++ {
+					if sorter.Compare(docs[i], docs[best]) < 0 {
+						best = i
+					}
+				}
+				hs = hs[best:]
+			}
+			if len(hs) > 0 {
+				target = &hs[0]
+			}
+		}
+		if target == nil {
+			if !spec.Upsert {
+				return nil
+			}
+			doc, err := s.upsert(t, ns, f, u)
+			if err != nil {
+				return err
+			}
+			res.N, res.Upserted = 1, idOf(doc)
+			if spec.New {
+				res.Value = doc
+			}
+			return nil
+		}
+		p := c.pos(target.rid)
+		old := c.recs[p].doc
+		res.N, positional = 1, target.pos
+		if spec.Remove {
+			s.deleteAt(t, ns, c, p)
+			res.Value = old
+			return nil
+		}
+		res.UpdatedExisting = true
+		nd, err := s.updateAt(t, ns, c, p, u, target.pos)
+		if err != nil {
+			return err
+		}
+		res.Value = old
+		if spec.New {
+			res.Value = c.recs[c.pos(target.rid)].doc
+			if nd != nil {
+				res.Value = nd
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return FindAndModifyResult{}, err
+	}
+	if proj != nil && res.Value != nil {
+		if res.Value, err = proj.Apply(res.Value, positional); err != nil {
+			return FindAndModifyResult{}, err
+		}
+	}
+	return res, nil
+}

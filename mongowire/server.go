@@ -1,0 +1,302 @@
+// Package mongowire is Tide's embedded MongoDB-compatible server: a
+// single-node replica-set primary that speaks the MongoDB wire protocol, so
+// that the official drivers and mongosh use it as they would use mongod.
+//
+// The package holds the listener, the per-connection loop with its
+// hardening (deadlines, connection cap, length and depth limits), command
+// dispatch, cursors, retryable-write sessions, fail points and one file per
+// command (cmd_<name>.go). Framing lives in wire, the query language in mql
+// and storage (documents, indexes, oplog, cluster clock) in store.
+//
+// Cursors hold a CursorSource, so that sources other than a materialised
+// result (change streams) plug into find/aggregate/getMore unchanged: an
+// aggregate holding a $changeStream stage goes to Server.openChangeStream.
+package mongowire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/internal/faultfs"
+	"github.com/tide-cdc/tide/mongowire/internal/store"
+)
+
+// Config configures a Server. The zero value of every field is its default.
+type Config struct {
+	// Addr is the listen address, default "127.0.0.1:27017";
+	// "127.0.0.1:0" picks a free port.
+	Addr string
+	// Advertise is the host:port announced in hello (hosts, primary, me);
+	// default: the actual listen address.
+	Advertise string
+	// ReplSet is the replica-set name, default "rs0".
+	ReplSet string
+	// DataDir keeps the data across restarts; "" keeps it in memory.
+	DataDir string
+	// MaxConnections caps live client connections, default 1000; a client
+	// beyond it is accepted and closed at once.
+	MaxConnections int
+	// EnableTestCommands enables configureFailPoint.
+	EnableTestCommands bool
+	// OplogBytes bounds the oplog (default 256 MiB); OplogMinRetention keeps
+	// entries at least this long even past the bound.
+	OplogBytes        int64
+	OplogMinRetention time.Duration
+	// HeaderTimeout bounds the wait for the first message header after
+	// connect (default 30s), IdleTimeout the wait between messages (10m),
+	// BodyTimeout the time to read a message once its header arrived (30s).
+	HeaderTimeout, IdleTimeout, BodyTimeout time.Duration
+	// CursorTimeout closes cursors idle this long (default 10m), as
+	// mongod's cursorTimeoutMillis.
+	CursorTimeout time.Duration
+	Logger        *slog.Logger
+	// FS writes the files of DataDir; nil is the real file system. Tests
+	// pass a *faultfs.Disk to cut the power under the server.
+	FS faultfs.FS
+}
+
+// Server is the embedded server. New configures it, Start listens and
+// serves, Close stops everything it started.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	commands map[string]command
+
+	// openChangeStream opens the source of a change-stream cursor for an
+	// aggregate holding a $changeStream stage: cmd is the whole
+	// aggregate command, coll is "" for a database or cluster stream. The
+	// returned extras go into the first reply's cursor document (e.g.
+	// postBatchResumeToken). Nil means change streams are not supported.
+	openChangeStream func(ctx context.Context, db, coll string, cmd bson.Raw) (CursorSource, bson.D, error)
+
+	store     *store.Store
+	dirLock   *os.File // held while serving DataDir
+	ln        net.Listener
+	addr      string // actual listen address
+	advertise string
+	started   time.Time
+	processID bson.ObjectID
+	now       func() time.Time // the clock of cursor timeouts; tests replace it
+
+	cancel    context.CancelFunc // cancels every connection's context
+	done      chan struct{}      // closed by Close
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup // the accept loop and every connection
+
+	mu    sync.Mutex // guards the fields below
+	conns map[*conn]struct{}
+
+	live       atomic.Int64 // connections being served
+	totalConns atomic.Int64
+	nextConnID atomic.Int64
+	nextReqID  atomic.Int32
+
+	cursors    cursorTable
+	sessions   sessionTable
+	failpoints failPoints
+}
+
+// New returns a server configured by cfg, with defaults applied. It does no I/O.
+func New(cfg Config) *Server {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:27017"
+	}
+	if cfg.ReplSet == "" {
+		cfg.ReplSet = "rs0"
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 1000
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = 30 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 30 * time.Second
+	}
+	if cfg.CursorTimeout <= 0 {
+		cfg.CursorTimeout = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		done:      make(chan struct{}),
+		conns:     make(map[*conn]struct{}),
+		now:       time.Now,
+		processID: bson.NewObjectID(),
+	}
+	s.commands = s.commandTable()
+	s.openChangeStream = s.openChangeStreamSource // cmd_changestream.go
+	s.cursors.init()
+	s.sessions.init()
+	return s
+}
+
+// Start opens the store, listens, and serves in goroutines it owns until
+// Close. It returns once the listener is ready.
+func (s *Server) Start() error {
+	if s.cfg.DataDir != "" {
+		lock, err := lockDataDir(s.cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		s.dirLock = lock
+	}
+	st, err := store.Open(store.Config{
+		Dir:               s.cfg.DataDir,
+		OplogBytes:        s.cfg.OplogBytes,
+		OplogMinRetention: s.cfg.OplogMinRetention,
+		Logger:            s.log,
+		FS:                s.cfg.FS,
+	})
+	if err != nil {
+		s.unlockDataDir()
+		return fmt.Errorf("open store: %w", err)
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		st.Close()
+		s.unlockDataDir()
+		return fmt.Errorf("listen: %w", err)
+	}
+	s.store = st
+	s.ln = ln
+	s.addr = ln.Addr().String()
+	s.advertise = s.cfg.Advertise
+	if s.advertise == "" {
+		s.advertise = s.addr
+	}
+	s.started = time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.acceptLoop(ctx)
+	}()
+	s.log.Debug("mongowire listening", "addr", s.addr, "advertise", s.advertise, "replset", s.cfg.ReplSet)
+	return nil
+}
+
+// Addr returns the actual listen address, e.g. "127.0.0.1:54321".
+func (s *Server) Addr() string { return s.addr }
+
+// URI returns a connection string for the replica set,
+// e.g. "mongodb://127.0.0.1:54321/?replicaSet=rs0".
+func (s *Server) URI() string {
+	return "mongodb://" + s.advertise + "/?replicaSet=" + s.cfg.ReplSet
+}
+
+// Store returns the document store the server serves.
+func (s *Server) Store() *store.Store { return s.store }
+
+// Close stops accepting, closes every connection and cursor, waits for
+// every goroutine the server started, and closes the store. It may be
+// called more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		if s.ln == nil { // never started
+			return
+		}
+		s.cancel()
+		lnErr := s.ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+		s.cursors.closeAll()
+		s.closeErr = errors.Join(ignoreClosed(lnErr), s.store.Close())
+		s.unlockDataDir()
+	})
+	return s.closeErr
+}
+
+// unlockDataDir releases the data directory's lock, if held.
+func (s *Server) unlockDataDir() {
+	if s.dirLock != nil {
+		s.dirLock.Close()
+		s.dirLock = nil
+	}
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) acceptLoop(ctx context.Context) {
+	var backoff time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// A transient failure (e.g. too many open files): back off
+			// as net/http does rather than spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.done:
+				return
+			}
+			continue
+		}
+		backoff = 0
+		if n := s.live.Add(1); n > int64(s.cfg.MaxConnections) {
+			s.live.Add(-1)
+			s.log.Warn("connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max", s.cfg.MaxConnections)
+			nc.Close()
+			continue
+		}
+		c := s.newConn(nc)
+		s.mu.Lock()
+		select {
+		case <-s.done:
+			s.mu.Unlock()
+			s.live.Add(-1)
+			nc.Close()
+			return
+		default:
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				s.live.Add(-1)
+			}()
+			c.serve(ctx)
+		}()
+	}
+}

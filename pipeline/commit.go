@@ -1,0 +1,265 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+// abortTimeout bounds a transaction abort, which runs even after a hard
+// stop so that the sink releases its transaction.
+const abortTimeout = 10 * time.Second
+
+// commitLoop receives encoded chunks in source order and delivers each
+// batch once its last chunk arrived. Two goroutines share the work, so that
+// the checkpoint of one batch is saved while the next one is written:
+//
+//   - the committer (this goroutine) is the only one that calls Begin, Put
+//     and Commit, so at most one batch is written at a time, in order;
+//   - the saver, which commitLoop starts and waits for, is the only one
+//     that calls Save and Ack, in the same order.
+//
+// A batch's checkpoint reaches the saver only after its Commit returned,
+// and at most one committed batch waits for its save, so the saves trail
+// the commits by at most two batches and never run ahead of them.
+func (p *Pipeline) commitLoop(ctx context.Context, in <-chan *Chunk) error {
+	g, ctx := errgroup.WithContext(ctx)
+	jobs := make(chan saveJob, 1)
+	g.Go(func() error { return p.saveLoop(ctx, jobs) })
+	g.Go(func() error {
+		defer close(jobs) // the saver finishes what it was given, then returns
+		return p.commitChunks(ctx, in, jobs)
+	})
+	return g.Wait()
+}
+
+// saveJob is a committed batch whose checkpoint is still to be saved, or a
+// pause barrier that every earlier save has to reach first.
+type saveJob struct {
+	next    cdc.Checkpoint
+	n       int
+	nbytes  int
+	started time.Time
+	barrier *pause
+}
+
+func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *Chunk, jobs chan<- saveJob) error {
+	var chunks []*Chunk
+	send := func(j saveJob) error {
+		select {
+		case jobs <- j:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for {
+		var c *Chunk
+		select {
+		case got, ok := <-in:
+			if !ok {
+				return nil // the reader stopped; it closed its last batch first
+			}
+			c = got
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if c.barrier != nil {
+			if err := send(saveJob{barrier: c.barrier}); err != nil {
+				return err
+			}
+			continue
+		}
+		chunks = append(chunks, c)
+		if !c.last {
+			continue
+		}
+		job, err := p.commitBatch(ctx, chunks)
+		if err != nil {
+			return err
+		}
+		b := c.batch
+		for _, c := range chunks {
+			p.putChunk(c)
+		}
+		clear(chunks)
+		chunks = chunks[:0]
+		clear(b.records[:min(len(b.events), len(b.records))]) // drop references to the events' memory
+		clear(b.events)
+		b.events = b.events[:0]
+		p.free <- b // never blocks: only batchesInFlight buffers exist
+		if err := send(job); err != nil {
+			return err
+		}
+	}
+}
+
+// commitBatch writes one batch: begin, put, commit. It returns the
+// checkpoint that now names the batch, for the saver.
+//
+// Markers are not put but their positions are committed. For a batch of
+// markers only, a non-transactional sink gets a Commit with no Put; a
+// Transactional sink gets neither Begin nor Commit (the checkpoint is saved
+// to the store), unless it is also a CheckpointStore, which gets Begin and
+// Commit with no Put so that its checkpoint advances in its own
+// transaction.
+func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, error) {
+	if err := ctx.Err(); err != nil {
+		return saveJob{}, err // hard stop: nothing further is committed
+	}
+	// Gather the records: each chunk wrote its own into the batch's
+	// records at its events' offset, so they are already in place unless
+	// an earlier chunk had markers or the array grew. Moving them left
+	// never overwrites a chunk not yet moved: n <= c.off throughout.
+	b := chunks[len(chunks)-1].batch
+	var (
+		n      int
+		nbytes int
+		pos    cdc.Position
+	)
+	for _, c := range chunks {
+		if len(c.Records) > 0 && (c.off != n || &c.Records[0] != &b.records[n]) {
+			copy(b.records[n:], c.Records)
+		}
+		n += len(c.Records)
+		nbytes += len(c.Buf)
+		if cp := c.Pos(); cp != nil {
+			pos = cp
+		}
+	}
+	recs := b.records[:n]
+
+	tx, transactional := p.sink.(cdc.Transactional)
+	_, ownStore := p.sink.(cdc.CheckpointStore)
+	began := false
+	start := time.Now()
+
+	if n > 0 || (transactional && ownStore) {
+		if transactional {
+			if err := tx.Begin(ctx); err != nil {
+				p.failed(ctx, "put", err)
+				return saveJob{}, fmt.Errorf("begin transaction for %d records: %w", n, err)
+			}
+			began = true
+		}
+	}
+	if n > 0 {
+		if err := p.sink.Put(ctx, recs); err != nil {
+			p.abort(ctx, tx, began, n, err)
+			p.failed(ctx, "put", err)
+			return saveJob{}, fmt.Errorf("put %d records: %w", n, err)
+		}
+	}
+
+	next := cdc.Checkpoint{Source: pos}
+	if id, ok := p.src.(cdc.Identifier); ok {
+		next.Meta = id.Identity()
+	}
+	if st, ok := p.sink.(cdc.Stater); ok {
+		next.Sink = st.State() // after the last Put, before Commit
+	}
+	if !transactional || began {
+		if err := p.sink.Commit(ctx, next); err != nil {
+			p.abort(ctx, tx, began, n, err)
+			p.failed(ctx, "commit", err)
+			return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
+		}
+	}
+	return saveJob{next: next, n: n, nbytes: nbytes, started: start}, nil
+}
+
+// saveLoop saves the checkpoint of each committed batch and then
+// acknowledges the source, in commit order, until jobs is closed.
+func (p *Pipeline) saveLoop(ctx context.Context, jobs <-chan saveJob) error {
+	for j := range jobs {
+		if j.barrier != nil {
+			p.pauseReached(j.barrier) // every batch before it is committed and saved
+			continue
+		}
+		if err := p.saveAndAck(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// saveAndAck records that a committed batch is durable.
+func (p *Pipeline) saveAndAck(ctx context.Context, j saveJob) error {
+	if err := ctx.Err(); err != nil {
+		return err // hard stop: the batch is read again after a restart
+	}
+	pos := j.next.Source
+	// The invariant: the sink has made every event up to pos durable, so
+	// only now is the checkpoint naming pos saved, and only once it is
+	// saved is the source told it may forget those events. A failed save
+	// fails the pipeline with no acknowledgement.
+	if _, ownStore := p.sink.(cdc.CheckpointStore); !ownStore && p.store != nil {
+		if err := p.store.Save(ctx, p.cfg.Name, j.next); err != nil {
+			p.failed(ctx, "save", err)
+			return fmt.Errorf("save checkpoint at %s: %w", pos, err)
+		}
+	}
+	if o, ok := p.sink.(cdc.CheckpointObserver); ok {
+		o.CheckpointSaved(j.next)
+	}
+	took := time.Since(j.started)
+	if a, ok := p.src.(cdc.Acker); ok {
+		if err := a.Ack(ctx, pos); err != nil {
+			p.failed(ctx, "ack", err)
+			return fmt.Errorf("acknowledge source up to %s: %w", pos, err)
+		}
+	}
+
+	p.statsMu.Lock()
+	p.stats.EventsOut += int64(j.n)
+	p.stats.BytesOut += int64(j.nbytes)
+	p.stats.Batches++
+	p.stats.LastCheckpoint = j.next
+	p.stats.LastCommit = time.Now()
+	p.statsMu.Unlock()
+	p.obs.Committed(j.n, j.nbytes, took, j.next)
+	return nil
+}
+
+// failed reports a stage's failure to the observer, unless it is the
+// cancellation of a hard stop.
+func (p *Pipeline) failed(ctx context.Context, stage string, err error) {
+	if ctx.Err() == nil {
+		p.obs.Failed(stage, err)
+	}
+}
+
+// abort rolls back a transaction begun for a batch whose put or commit
+// failed. Its own failure is logged: the error reported is the original.
+func (p *Pipeline) abort(ctx context.Context, tx cdc.Transactional, began bool, n int, cause error) {
+	if !began {
+		return
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	if err := tx.Abort(actx); err != nil {
+		p.log.Error("abort transaction", "records", n, "cause", cause, "err", err)
+	}
+}
+
+func (p *Pipeline) getChunk() *Chunk {
+	if c, ok := p.chunks.Get().(*Chunk); ok {
+		return c
+	}
+	return &Chunk{}
+}
+
+// putChunk recycles c, keeping its buffers and dropping its references to
+// events.
+func (p *Pipeline) putChunk(c *Chunk) {
+	c.Records = nil // the batch's, not the chunk's
+	c.Events = nil
+	c.batch = nil
+	c.last = false
+	c.barrier = nil
+	p.chunks.Put(c)
+}

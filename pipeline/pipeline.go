@@ -1,0 +1,322 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	goruntime "runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+// Checkpointer stores checkpoints. package checkpoint provides Dir and Mem.
+type Checkpointer interface {
+	Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) // nil, nil when none
+	Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error
+}
+
+// Observer receives what metrics need; internal/metrics implements it.
+// Its methods are called from several of the pipeline's goroutines at once
+// and must not block.
+type Observer interface {
+	// Polled reports events handed out by the source, markers included.
+	Polled(n int, bytes int)
+	// Committed reports one committed batch: n records (markers excluded),
+	// bytes encoded bytes, took the put+commit+save latency, cp the
+	// checkpoint that now names the batch.
+	Committed(n int, bytes int, took time.Duration, cp cdc.Checkpoint)
+	// Failed reports an error at stage "poll", "encode", "put", "commit",
+	// "save", "ack" or "close".
+	Failed(stage string, err error)
+}
+
+// Config configures a Pipeline. The zero value of each field means its
+// default.
+type Config struct {
+	Name           string        // pipeline name, the checkpoint key
+	MaxRecords     int           // events in a batch, markers included; default 1000
+	MaxBytes       int           // default 4 MiB: bounds a batch (by cdc.Event.MemSize), and two batches bound everything in flight
+	CommitInterval time.Duration // default 1 s: a batch still filling is closed this long after its first event
+	Workers        int           // encode workers; <= 0 means GOMAXPROCS
+	Logger         *slog.Logger  // nil = discard
+	Observer       Observer      // nil = none
+}
+
+// Defaults applied by New.
+const (
+	DefaultMaxRecords     = 1000
+	DefaultMaxBytes       = 4 << 20
+	DefaultCommitInterval = time.Second
+)
+
+// batchesInFlight is how many batches may exist at once: one being
+// committed while the next is read and encoded.
+const batchesInFlight = 2
+
+// State is where a Pipeline is in its life.
+type State int32
+
+const (
+	Starting State = iota // created, or loading the checkpoint and opening both ends
+	Running
+	Paused
+	Draining
+	Stopped // Run returned nil
+	Failed  // Run returned an error
+)
+
+func (s State) String() string {
+	switch s {
+	case Starting:
+		return "starting"
+	case Running:
+		return "running"
+	case Paused:
+		return "paused"
+	case Draining:
+		return "draining"
+	case Stopped:
+		return "stopped"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("state(%d)", int32(s))
+}
+
+// Stats is a snapshot of a pipeline's progress.
+type Stats struct {
+	EventsIn       int64          // events polled from the source, markers included
+	EventsOut      int64          // records committed by the sink
+	BytesOut       int64          // encoded bytes committed by the sink
+	Batches        int64          // committed batches
+	LastCheckpoint cdc.Checkpoint // the checkpoint of the last committed batch
+	LastCommit     time.Time      // when the last batch committed; zero before the first
+}
+
+// Pipeline moves events from one source to one sink. Create it with New;
+// it runs once.
+type Pipeline struct {
+	cfg   Config
+	log   *slog.Logger
+	obs   Observer
+	src   cdc.Source
+	enc   EncodeFunc
+	sink  cdc.Sink
+	store Checkpointer
+
+	ran  atomic.Bool
+	done chan struct{} // closed when Run returns
+	err  error         // Run's result, written before done is closed
+
+	free   chan *batchBuf // batch buffers not in flight; its capacity bounds batches in flight
+	chunks sync.Pool      // of *Chunk
+
+	mu       sync.Mutex // guards the fields below
+	state    State
+	pause    *pause // the current pause; nil when not paused
+	draining bool
+	changed  chan struct{} // closed and replaced on every change of paused or draining
+
+	statsMu sync.Mutex // guards stats
+	stats   Stats
+}
+
+// pause is one Pause request. Its reached channel is closed once the
+// committer reached the reader's barrier for it, or once Resume lifted it
+// first, so that no Pause waits forever.
+type pause struct {
+	reached chan struct{}
+	closed  bool // guarded by Pipeline.mu
+}
+
+// releaseLocked closes pr.reached once.
+func (pr *pause) releaseLocked() {
+	if !pr.closed {
+		pr.closed = true
+		close(pr.reached)
+	}
+}
+
+// batchBuf holds the events of one batch and their records; it is
+// recycled after the batch commits. Chunk i of a batch reads events[a:b]
+// and writes its records into records[a:b], so that a batch without
+// markers is put without a copy.
+type batchBuf struct {
+	events  []cdc.Event
+	records []cdc.Record
+}
+
+// recordsFor returns the room for the records of events[a:b]. When records
+// must grow, the chunks already given room keep the old array; the
+// committer gathers every chunk's records into the new one.
+func (b *batchBuf) recordsFor(a, end int) []cdc.Record {
+	if end > cap(b.records) {
+		b.records = make([]cdc.Record, max(end, 2*cap(b.records), 64))
+	}
+	return b.records[a:a:end]
+}
+
+// New returns a Pipeline reading from src, encoding with enc and writing to
+// sink. store keeps the checkpoints; it may be nil when the sink is a
+// cdc.CheckpointStore, or to run without checkpoints (each start is then
+// fresh). New does no I/O and starts no goroutine.
+func New(cfg Config, src cdc.Source, enc EncodeFunc, sink cdc.Sink, store Checkpointer) *Pipeline {
+	if src == nil || enc == nil || sink == nil {
+		panic("runtime: New needs a source, an encode function and a sink")
+	}
+	if cfg.MaxRecords <= 0 {
+		cfg.MaxRecords = DefaultMaxRecords
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	if cfg.CommitInterval <= 0 {
+		cfg.CommitInterval = DefaultCommitInterval
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = goruntime.GOMAXPROCS(0)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	obs := cfg.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	p := &Pipeline{
+		cfg: cfg, log: log, obs: obs,
+		src: src, enc: enc, sink: sink, store: store,
+		done:    make(chan struct{}),
+		free:    make(chan *batchBuf, batchesInFlight),
+		changed: make(chan struct{}),
+	}
+	for range batchesInFlight {
+		p.free <- &batchBuf{}
+	}
+	return p
+}
+
+// Run loads the checkpoint, opens the sink and then the source from it, and
+// delivers batches until the source ends (cdc.ErrEnd), a Drain completes, a
+// stage fails, or ctx is done. It closes the source and the sink before it
+// returns, whether or not they opened, and a close error is part of its
+// result.
+//
+// It returns nil after a finite source ended and everything was committed,
+// or after a completed Drain. A source that ended with an error wrapping
+// cdc.ErrEnd has everything committed too, and Run returns that error. Cancelling ctx is a hard stop: nothing further
+// is committed, and because a checkpoint names only committed events, what
+// was in flight is read again after a restart.
+func (p *Pipeline) Run(ctx context.Context) (err error) {
+	if !p.ran.CompareAndSwap(false, true) {
+		return errRunTwice
+	}
+	defer func() { p.finish(err) }()
+	defer func() { err = errors.Join(err, p.closeEnds()) }()
+
+	restored, err := p.load(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.sink.Open(ctx, restored); err != nil {
+		return fmt.Errorf("open sink: %w", err)
+	}
+	if err := p.src.Open(ctx, restored); err != nil {
+		return fmt.Errorf("open source: %w", err)
+	}
+	p.setRunning(restored)
+
+	g, gctx := errgroup.WithContext(ctx)
+	window := 2 * max(p.cfg.Workers, 1)
+	chunks := make(chan *Chunk, window)
+	encoded := make(chan *Chunk, window)
+	r := &reader{p: p, out: chunks}
+	g.Go(func() error { return r.run(gctx) })
+	g.Go(func() error {
+		err := EncodeOrdered(gctx, p.cfg.Workers, p.enc, chunks, encoded)
+		if err != nil && gctx.Err() == nil { // an encode error, not another stage's
+			p.obs.Failed("encode", err)
+		}
+		return err
+	})
+	g.Go(func() error { return p.commitLoop(gctx, encoded) })
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	// Everything the source handed out is committed; a source that ended
+	// for a reason (an invalidated change stream) says so now.
+	return r.endErr
+}
+
+// load returns the checkpoint to resume from: the sink's own when it
+// stores checkpoints, else the store's; nil on a fresh start.
+func (p *Pipeline) load(ctx context.Context) (*cdc.Checkpoint, error) {
+	if cs, ok := p.sink.(cdc.CheckpointStore); ok {
+		cp, err := cs.LoadCheckpoint(ctx, p.cfg.Name)
+		if err != nil {
+			return nil, fmt.Errorf("load checkpoint %q from sink: %w", p.cfg.Name, err)
+		}
+		return cp, nil
+	}
+	if p.store == nil {
+		return nil, nil
+	}
+	cp, err := p.store.Load(ctx, p.cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %q: %w", p.cfg.Name, err)
+	}
+	return cp, nil
+}
+
+// closeEnds closes the source, then the sink.
+func (p *Pipeline) closeEnds() error {
+	var errs []error
+	if err := p.src.Close(); err != nil {
+		p.obs.Failed("close", err)
+		errs = append(errs, fmt.Errorf("close source: %w", err))
+	}
+	if err := p.sink.Close(); err != nil {
+		p.obs.Failed("close", err)
+		errs = append(errs, fmt.Errorf("close sink: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Pipeline) setRunning(restored *cdc.Checkpoint) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state == Starting {
+		p.state = Running
+	}
+	var pos cdc.Position
+	if restored != nil {
+		pos = restored.Source
+	}
+	p.log.Info("pipeline started", "resume_after", string(pos), "workers", p.cfg.Workers)
+}
+
+// finish records Run's result and wakes everything waiting for it.
+func (p *Pipeline) finish(err error) {
+	p.mu.Lock()
+	if err != nil {
+		p.state = Failed
+	} else {
+		p.state = Stopped
+	}
+	p.mu.Unlock()
+	p.err = err
+	close(p.done)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Polled(int, int)                                   {}
+func (nopObserver) Committed(int, int, time.Duration, cdc.Checkpoint) {}
+func (nopObserver) Failed(string, error)                              {}

@@ -1,0 +1,932 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestInOrderDelivery(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, events(0, 2500))
+	src.end = true
+	sink := newSink(log)
+	store := newStore(log)
+	p := New(Config{Name: "p", MaxRecords: 100, Workers: 4, Logger: discard()}, src, testEncode, sink, store)
+
+	if err := p.Run(t.Context()); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	if got := sink.committedList(); !slices.Equal(got, want(0, 2500)) {
+		t.Fatalf("sink committed %d records out of order or incomplete; first %q", len(got), got[:min(5, len(got))])
+	}
+	for i, n := range sink.putSizes() {
+		if n > 100 {
+			t.Errorf("put %d has %d records, want <= 100", i, n)
+		}
+	}
+	cp, ok := store.get("p")
+	if !ok || string(cp.Source) != "2499" {
+		t.Errorf("saved checkpoint = %q, want 2499", cp.Source)
+	}
+	acked := src.ackedList()
+	if len(acked) == 0 || acked[len(acked)-1] != "2499" {
+		t.Errorf("last ack = %v, want 2499", acked)
+	}
+	if p.State() != Stopped {
+		t.Errorf("state = %v, want stopped", p.State())
+	}
+	st := p.Stats()
+	if st.EventsIn != 2500 || st.EventsOut != 2500 || st.Batches < 25 || string(st.LastCheckpoint.Source) != "2499" || st.LastCommit.IsZero() {
+		t.Errorf("stats = %+v", st)
+	}
+	if !src.isClosed() || !sink.isClosed() {
+		t.Errorf("source closed %v, sink closed %v; want both closed", src.isClosed(), sink.isClosed())
+	}
+}
+
+func TestTransactionalSinkBracketsNonEmptyBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 3))
+		sink := &txSink{memSink: newSink(log)}
+		store := newStore(log)
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
+		errc := run(t.Context(), p)
+
+		synctest.Wait()
+		src.add(marker(3), marker(4)) // a batch of markers only
+		synctest.Wait()
+		if cp, _ := store.get("p"); string(cp.Source) != "4" {
+			t.Errorf("after a marker batch the checkpoint is %q, want 4", cp.Source)
+		}
+		src.add(events(5, 7)...)
+		synctest.Wait()
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatalf("Drain = %v", err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+
+		var got []string
+		for _, c := range log.list() {
+			if c == "begin" || strings.HasPrefix(c, "put") || strings.HasPrefix(c, "commit") || strings.HasPrefix(c, "save") {
+				got = append(got, c)
+			}
+		}
+		want := []string{"begin", "put 3", "commit 2", "save 2", "save 4", "begin", "put 2", "commit 6", "save 6"}
+		if !slices.Equal(got, want) {
+			t.Errorf("calls = %q, want %q", got, want)
+		}
+		if len(sink.misuse) > 0 {
+			t.Errorf("transaction misuse: %q", sink.misuse)
+		}
+	})
+}
+
+func TestCheckpointStoreSinkKeepsTheCheckpoint(t *testing.T) {
+	log := &callLog{}
+	sink := &storeSink{&txSink{memSink: newSink(log)}}
+	store := newStore(log)
+
+	src := newSource(log, append(events(0, 5), marker(5)))
+	src.end = true
+	p := New(Config{Name: "p", MaxRecords: 3, Logger: discard()}, src, testEncode, sink, store)
+	if err := p.Run(t.Context()); err != nil {
+		t.Fatalf("first Run = %v", err)
+	}
+	if store.saves != 0 {
+		t.Errorf("store saved %d checkpoints; a CheckpointStore sink keeps its own", store.saves)
+	}
+	last := sink.commits[len(sink.commits)-1]
+	if string(last.Source) != "5" || last.Meta["source"] != "slice" || !bytes.Contains(last.Sink, []byte(`"pending":2`)) {
+		t.Errorf("last checkpoint = {%s %v %s}, want position 5, the source identity, and state taken before commit", last.Source, last.Meta, last.Sink)
+	}
+
+	// Restart: the checkpoint comes from the sink, and reading resumes after it.
+	src2 := newSource(log, append(append(events(0, 5), marker(5)), events(6, 9)...))
+	src2.end = true
+	sink.closed = false
+	p2 := New(Config{Name: "p", Logger: discard()}, src2, testEncode, sink, store)
+	if err := p2.Run(t.Context()); err != nil {
+		t.Fatalf("second Run = %v", err)
+	}
+	if got := sink.committedList(); !slices.Equal(got, append(want(0, 5), want(6, 9)...)) {
+		t.Errorf("committed = %q", got)
+	}
+	if len(sink.misuse) > 0 {
+		t.Errorf("transaction misuse: %q", sink.misuse)
+	}
+}
+
+func TestCheckpointPersistsAndRestartResumes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		store := newStore(log)
+		src := newSource(log, events(0, 5))
+		sink := newSink(log)
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
+		errc := run(t.Context(), p)
+		synctest.Wait()
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatalf("Drain = %v", err)
+		}
+		<-errc
+		cp, ok := store.get("p")
+		if !ok || string(cp.Source) != "4" || cp.Meta["source"] != "slice" {
+			t.Fatalf("saved checkpoint = %+v, want position 4 with identity", cp)
+		}
+
+		src2 := newSource(log, events(0, 10))
+		src2.end = true
+		sink2 := newSink(log)
+		p2 := New(Config{Name: "p", Logger: discard()}, src2, testEncode, sink2, store)
+		if err := p2.Run(t.Context()); err != nil {
+			t.Fatalf("second Run = %v", err)
+		}
+		if src2.restored == nil || string(src2.restored.Source) != "4" || sink2.restored == nil || string(sink2.restored.Source) != "4" {
+			t.Errorf("restored: source %+v, sink %+v; want position 4 for both", src2.restored, sink2.restored)
+		}
+		if got := sink2.committedList(); !slices.Equal(got, want(5, 10)) {
+			t.Errorf("after restart committed %q, want %q", got, want(5, 10))
+		}
+	})
+}
+
+func TestPauseStopsPollingAndResumeRestarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 3))
+		sink := newSink(log)
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait()
+
+		if err := p.Pause(t.Context()); err != nil {
+			t.Fatalf("Pause = %v", err)
+		}
+		if p.State() != Paused {
+			t.Errorf("state = %v, want paused", p.State())
+		}
+		if got := sink.committedList(); !slices.Equal(got, want(0, 3)) {
+			t.Errorf("committed before pause returned: %q", got)
+		}
+		polls := src.pollCount()
+		src.add(events(3, 5)...)
+		time.Sleep(time.Hour) // virtual time: nothing polls while paused
+		synctest.Wait()
+		if n := src.pollCount(); n != polls {
+			t.Errorf("paused pipeline polled %d times", n-polls)
+		}
+
+		p.Resume()
+		synctest.Wait()
+		if p.State() != Running {
+			t.Errorf("state after resume = %v, want running", p.State())
+		}
+		if got := sink.committedList(); !slices.Equal(got, want(0, 5)) {
+			t.Errorf("committed after resume = %q", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatalf("Drain = %v", err)
+		}
+		<-errc
+	})
+}
+
+func TestPauseDuringBatchWaitsForItsCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 3))
+		sink := newSink(log)
+		sink.putBlock = make(chan struct{})
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait() // the batch is in Put, which blocks
+
+		paused := make(chan error, 1)
+		go func() { paused <- p.Pause(t.Context()) }()
+		synctest.Wait()
+		select {
+		case err := <-paused:
+			t.Fatalf("Pause returned %v before the in-flight batch committed", err)
+		default:
+		}
+		close(sink.putBlock)
+		if err := <-paused; err != nil {
+			t.Fatalf("Pause = %v", err)
+		}
+		if got := sink.committedList(); !slices.Equal(got, want(0, 3)) {
+			t.Errorf("committed when Pause returned = %q", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatalf("Drain = %v", err)
+		}
+		<-errc
+		if err := p.Pause(t.Context()); !errors.Is(err, ErrNotRunning) {
+			t.Errorf("Pause after stop = %v, want ErrNotRunning", err)
+		}
+	})
+}
+
+func TestDeliveryFailureAbortsAndFails(t *testing.T) {
+	errFull := errors.New("sink full")
+	errAbort := errors.New("abort lost")
+	tests := map[string]struct {
+		putErr, commitErr, abortErr error
+		want                        string
+		stage                       string
+	}{
+		"put fails":                 {putErr: errFull, want: "put 3 records: sink full", stage: "put"},
+		"commit fails":              {commitErr: errFull, want: "commit 3 records: sink full", stage: "commit"},
+		"abort fails after put":     {putErr: errFull, abortErr: errAbort, want: "put 3 records: sink full", stage: "put"},
+		"abort fails after commit ": {commitErr: errFull, abortErr: errAbort, want: "commit 3 records: sink full", stage: "commit"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			log := &callLog{}
+			src := newSource(log, events(0, 3))
+			src.end = true
+			sink := &txSink{memSink: newSink(log), abortErr: tc.abortErr}
+			sink.putErr, sink.commitErr = tc.putErr, tc.commitErr
+			store := newStore(log)
+			obs := &obsRecorder{}
+			var logs bytes.Buffer
+			p := New(Config{Name: "p", Logger: slog.New(slog.NewTextHandler(&logs, nil)), Observer: obs}, src, testEncode, sink, store)
+
+			err := p.Run(t.Context())
+			if !errors.Is(err, errFull) || errors.Is(err, errAbort) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, want %q (the original error)", err, tc.want)
+			}
+			if sink.aborts != 1 {
+				t.Errorf("aborts = %d, want 1", sink.aborts)
+			}
+			if tc.abortErr != nil && !strings.Contains(logs.String(), "abort lost") {
+				t.Errorf("abort failure not logged; log:\n%s", logs.String())
+			}
+			if _, ok := store.get("p"); ok {
+				t.Error("a checkpoint was saved for a batch that failed")
+			}
+			if a := src.ackedList(); len(a) > 0 {
+				t.Errorf("acked %v after a failed delivery", a)
+			}
+			if p.State() != Failed {
+				t.Errorf("state = %v, want failed", p.State())
+			}
+			if !slices.Contains(obs.failed, tc.stage) {
+				t.Errorf("observer failures = %q, want %q", obs.failed, tc.stage)
+			}
+			if !src.isClosed() || !sink.isClosed() {
+				t.Error("a failed pipeline must still close both ends")
+			}
+		})
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	errDisk := errors.New("disk on fire")
+	tests := map[string]struct {
+		setup func(src *sliceSource, sink *memSink, store *memStore)
+		want  string
+	}{
+		"checkpoint the source cannot seek to": {
+			setup: func(_ *sliceSource, _ *memSink, store *memStore) {
+				store.cps["p"] = cdc.Checkpoint{Source: pos(99), Meta: map[string]string{"source": "slice"}}
+			},
+			want: "open source: cannot seek to position 99",
+		},
+		"checkpoint of another source": {
+			setup: func(_ *sliceSource, _ *memSink, store *memStore) {
+				store.cps["p"] = cdc.Checkpoint{Source: pos(1), Meta: map[string]string{"source": "other"}}
+			},
+			want: `open source: checkpoint is for source "other"`,
+		},
+		"checkpoint load error": {
+			setup: func(_ *sliceSource, _ *memSink, store *memStore) { store.loadErr = errDisk },
+			want:  `load checkpoint "p": disk on fire`,
+		},
+		"sink open error": {
+			setup: func(_ *sliceSource, sink *memSink, _ *memStore) { sink.openErr = errDisk },
+			want:  "open sink: disk on fire",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			log := &callLog{}
+			src := newSource(log, events(0, 3))
+			sink := newSink(log)
+			store := newStore(log)
+			tc.setup(src, sink, store)
+			p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
+			err := p.Run(t.Context())
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, want an error starting %q", err, tc.want)
+			}
+			if src.pollCount() != 0 || len(sink.putSizes()) != 0 {
+				t.Errorf("a pipeline that failed at start polled %d times and put %d batches", src.pollCount(), len(sink.putSizes()))
+			}
+			if p.State() != Failed {
+				t.Errorf("state = %v, want failed", p.State())
+			}
+		})
+	}
+}
+
+func TestSaveErrorFailsWithoutAck(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, events(0, 3))
+	src.end = true
+	sink := newSink(log)
+	store := newStore(log)
+	store.saveErr = errors.New("store is read-only")
+	p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
+
+	err := p.Run(t.Context())
+	if !errors.Is(err, store.saveErr) || !strings.Contains(err.Error(), "save checkpoint at 2") {
+		t.Fatalf("Run = %v, want the save error", err)
+	}
+	if got := sink.committedList(); !slices.Equal(got, want(0, 3)) {
+		t.Errorf("committed = %q; the save comes after the commit", got)
+	}
+	if a := src.ackedList(); len(a) > 0 {
+		t.Errorf("acked %v although the checkpoint was not saved", a)
+	}
+}
+
+func TestAckAfterCommitAndSave(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, events(0, 3))
+	src.end = true
+	p := New(Config{Name: "p", Logger: discard()}, src, testEncode, newSink(log), newStore(log))
+	if err := p.Run(t.Context()); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	want := []string{"load p", "sink open", "source open", "put 3", "commit 2", "save 2", "ack 2", "source close", "sink close"}
+	if got := log.list(); !slices.Equal(got, want) {
+		t.Errorf("calls = %q, want %q", got, want)
+	}
+}
+
+func TestAckErrorFails(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, events(0, 3))
+	src.end = true
+	src.ackErr = errors.New("consumer deleted")
+	p := New(Config{Name: "p", Logger: discard()}, src, testEncode, newSink(log), newStore(log))
+	err := p.Run(t.Context())
+	if !errors.Is(err, src.ackErr) || !strings.Contains(err.Error(), "acknowledge source up to 2") {
+		t.Fatalf("Run = %v, want the ack error", err)
+	}
+}
+
+func TestCloseErrorSurfacesAfterCleanRun(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, events(0, 3))
+	src.end = true
+	src.closeErr = errors.New("cursor leaked")
+	sink := newSink(log)
+	sink.closeErr = errors.New("fsync lost")
+	p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, newStore(log))
+	err := p.Run(t.Context())
+	if !errors.Is(err, src.closeErr) || !errors.Is(err, sink.closeErr) ||
+		!strings.Contains(err.Error(), "close source: cursor leaked") || !strings.Contains(err.Error(), "close sink: fsync lost") {
+		t.Fatalf("Run = %v, want both close errors", err)
+	}
+	if got := sink.committedList(); !slices.Equal(got, want(0, 3)) {
+		t.Errorf("committed = %q", got)
+	}
+	if p.State() != Failed {
+		t.Errorf("state = %v, want failed", p.State())
+	}
+}
+
+func TestCaughtUpBatchIsOnePut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 37))
+		sink := newSink(log)
+		p := New(Config{Name: "p", Workers: 4, Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait()
+		src.add(events(37, 600)...)
+		synctest.Wait()
+		if got := sink.putSizes(); !slices.Equal(got, []int{37, 563}) {
+			t.Errorf("put sizes = %v, want every available record in one put: [37 563]", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}
+
+func TestMaxRecordsCapsEachPut(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, events(0, 25))
+	src.end = true
+	sink := newSink(log)
+	p := New(Config{Name: "p", MaxRecords: 10, Logger: discard()}, src, testEncode, sink, newStore(log))
+	if err := p.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.putSizes(); !slices.Equal(got, []int{10, 10, 5}) {
+		t.Errorf("put sizes = %v, want [10 10 5]", got)
+	}
+}
+
+func TestMaxBytesCapsEachBatch(t *testing.T) {
+	log := &callLog{}
+	evs := events(0, 50)
+	for i := range evs {
+		evs[i].Size = 100 + i%7*50 // sizes vary: 100..400
+	}
+	src := newSource(log, evs)
+	src.end = true
+	sink := newSink(log)
+	p := New(Config{Name: "p", MaxBytes: 1000, Logger: discard()}, src, testEncode, sink, newStore(log))
+	if err := p.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.committedList(); !slices.Equal(got, want(0, 50)) {
+		t.Fatalf("committed = %q", got)
+	}
+	i := 0
+	for _, n := range sink.putSizes() {
+		var size int
+		for _, ev := range evs[i : i+n] {
+			size += ev.Size
+		}
+		if size > 1000 {
+			t.Errorf("a put of events %d..%d holds %d bytes, want <= 1000", i, i+n-1, size)
+		}
+		i += n
+	}
+}
+
+func TestIdleSourceIsNotSpun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, nil)
+		sink := newSink(log)
+		p := New(Config{Name: "p", CommitInterval: time.Millisecond, Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait()
+		polls := src.pollCount()
+		time.Sleep(time.Minute) // virtual: a minute of commit intervals
+		synctest.Wait()
+		if n := src.pollCount() - polls; n != 0 {
+			t.Errorf("an idle source was polled %d times in a minute", n)
+		}
+		src.add(events(0, 2)...) // its signal wakes the pipeline
+		synctest.Wait()
+		if got := sink.committedList(); !slices.Equal(got, want(0, 2)) {
+			t.Errorf("committed after the signal = %q", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}
+
+func TestDrainCommitsFinalBatchAndCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 4))
+		sink := newSink(log)
+		sink.putBlock = make(chan struct{})
+		store := newStore(log)
+		p := New(Config{Name: "p", MaxRecords: 2, Logger: discard()}, src, testEncode, sink, store)
+		if p.State() != Starting {
+			t.Errorf("state before Run = %v, want starting", p.State())
+		}
+		errc := run(t.Context(), p)
+		synctest.Wait() // batch [0 1] is in Put; batch [2 3] waits behind it
+		if p.State() != Running {
+			t.Errorf("state = %v, want running", p.State())
+		}
+
+		drained := make(chan error, 1)
+		go func() { drained <- p.Drain(t.Context()) }()
+		synctest.Wait()
+		if p.State() != Draining {
+			t.Errorf("state while draining = %v, want draining", p.State())
+		}
+		src.add(events(4, 6)...) // read after the drain began: not delivered
+		close(sink.putBlock)
+		if err := <-drained; err != nil {
+			t.Fatalf("Drain = %v", err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		if got := sink.committedList(); !slices.Equal(got, want(0, 4)) {
+			t.Errorf("committed = %q, want the batches in flight only", got)
+		}
+		if cp, _ := store.get("p"); string(cp.Source) != "3" {
+			t.Errorf("checkpoint = %q, want 3", cp.Source)
+		}
+		if !src.isClosed() || !sink.isClosed() {
+			t.Error("drain must close both ends")
+		}
+		if p.State() != Stopped {
+			t.Errorf("state = %v, want stopped", p.State())
+		}
+	})
+}
+
+func TestHardStopCommitsNothingFurther(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 3))
+		sink := newSink(log)
+		sink.putBlock = make(chan struct{})
+		store := newStore(log)
+		ctx, cancel := context.WithCancel(t.Context())
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
+		errc := run(ctx, p)
+		synctest.Wait()
+		cancel()
+		err := <-errc
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run = %v, want context.Canceled", err)
+		}
+		if len(sink.committedList()) != 0 || store.saves != 0 || len(src.ackedList()) != 0 {
+			t.Error("a hard stop committed, saved or acknowledged")
+		}
+		if !src.isClosed() || !sink.isClosed() {
+			t.Error("a hard stop must still close both ends")
+		}
+	})
+}
+
+func TestEncodeErrorFailsWithTheFirstByPosition(t *testing.T) {
+	log := &callLog{}
+	evs := events(0, 400)
+	evs[130].Payload = []byte("bad")
+	evs[390].Payload = []byte("bad")
+	src := newSource(log, evs)
+	src.end = true
+	sink := newSink(log)
+	store := newStore(log)
+	obs := &obsRecorder{}
+	p := New(Config{Name: "p", MaxRecords: 100, Workers: 4, Logger: discard(), Observer: obs}, src, testEncode, sink, store)
+	err := p.Run(t.Context())
+	if !errors.Is(err, errBadEvent) || !strings.Contains(err.Error(), "position 130") {
+		t.Fatalf("Run = %v, want the encode error of event 130", err)
+	}
+	if got := sink.committedList(); len(got) > 100 || !slices.Equal(got, want(0, len(got))) {
+		t.Errorf("committed %d records; nothing from the failed batch may be put", len(got))
+	}
+	if cp, ok := store.get("p"); ok && string(cp.Source) != "99" {
+		t.Errorf("checkpoint = %q, want none or 99", cp.Source)
+	}
+	if !slices.Contains(obs.failed, "encode") {
+		t.Errorf("observer failures = %q, want encode", obs.failed)
+	}
+}
+
+func TestPollErrorFails(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, events(0, 3))
+	src.pollErr = errors.New("connection reset")
+	p := New(Config{Name: "p", Logger: discard()}, src, testEncode, newSink(log), newStore(log))
+	if err := p.Run(t.Context()); !errors.Is(err, src.pollErr) || !strings.HasPrefix(err.Error(), "poll source: ") {
+		t.Fatalf("Run = %v, want the poll error", err)
+	}
+}
+
+func TestMarkerOnlyBatchCommitsItsPosition(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, []cdc.Event{marker(0), marker(1)})
+	src.end = true
+	sink := newSink(log)
+	store := newStore(log)
+	obs := &obsRecorder{}
+	p := New(Config{Name: "p", Logger: discard(), Observer: obs}, src, testEncode, sink, store)
+	if err := p.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sink.putSizes()); n != 0 {
+		t.Errorf("markers were put (%d puts)", n)
+	}
+	if len(sink.commits) != 1 || string(sink.commits[0].Source) != "1" {
+		t.Errorf("commits = %v, want one at position 1", sink.commits)
+	}
+	if cp, _ := store.get("p"); string(cp.Source) != "1" {
+		t.Errorf("checkpoint = %q, want 1", cp.Source)
+	}
+	if obs.polled != 2 || !slices.Equal(obs.committed, []int{0}) {
+		t.Errorf("observer polled %d, committed %v; want 2 and [0]", obs.polled, obs.committed)
+	}
+}
+
+func TestRunTwiceFails(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, nil)
+	src.end = true
+	p := New(Config{Name: "p", Logger: discard()}, src, testEncode, newSink(log), newStore(log))
+	if err := p.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(t.Context()); !errors.Is(err, errRunTwice) {
+		t.Fatalf("second Run = %v, want errRunTwice", err)
+	}
+}
+
+func TestHandle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 3))
+		sink := newSink(log)
+		h := Start(t.Context(), New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, newStore(log)))
+		synctest.Wait()
+		if err := h.Pause(t.Context()); err != nil || h.State() != Paused {
+			t.Fatalf("Pause = %v, state %v", err, h.State())
+		}
+		h.Resume()
+		if st := h.Stats(); st.EventsOut != 3 {
+			t.Errorf("stats = %+v, want 3 events out", st)
+		}
+		if err := h.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Wait(); err != nil || h.State() != Stopped {
+			t.Fatalf("Wait = %v, state %v", err, h.State())
+		}
+	})
+}
+
+// The handle's cleanup runs outside any synctest bubble, so this test
+// uses real time: it waits for the garbage collector, not for a duration.
+func TestDroppedHandleDrainsAndCloses(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, events(0, 3))
+	sink := newSink(log)
+	sink.committedc = make(chan int, 10)
+	store := newStore(log)
+	p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
+	func() {
+		h := Start(t.Context(), p)
+		_ = h // dropped here
+	}()
+	if n := <-sink.committedc; n != 3 {
+		t.Fatalf("committed %d records, want 3", n)
+	}
+
+	deadline := time.After(20 * time.Second)
+	for p.State() != Stopped {
+		goruntime.GC()
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Millisecond): // give the cleanup goroutine a turn
+		case <-deadline:
+			t.Fatalf("a dropped handle left the pipeline %v", p.State())
+		}
+	}
+	if p.err != nil {
+		t.Errorf("Run after the handle was dropped = %v", p.err)
+	}
+	if !src.isClosed() || !sink.isClosed() {
+		t.Error("a dropped handle must close both ends")
+	}
+	if cp, _ := store.get("p"); string(cp.Source) != "2" {
+		t.Errorf("checkpoint = %q, want 2", cp.Source)
+	}
+}
+
+func TestReadAheadIsBoundedToTwoBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 20))
+		sink := newSink(log)
+		sink.putBlock = make(chan struct{})
+		p := New(Config{Name: "p", MaxRecords: 3, Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait() // batch [0 1 2] is in Put
+		if in := p.Stats().EventsIn; in != 6 {
+			t.Errorf("with the first batch in Put, %d events were read; want 6: the next batch read ahead, no more", in)
+		}
+		close(sink.putBlock)
+		synctest.Wait()
+		if got := sink.committedList(); !slices.Equal(got, want(0, 20)) {
+			t.Errorf("committed = %q", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}
+
+func TestMarkerOnlyBatchOnTransactionalCheckpointStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 2))
+		sink := &storeSink{&txSink{memSink: newSink(log)}}
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, nil)
+		errc := run(t.Context(), p)
+		synctest.Wait()
+		n := len(log.list())
+		src.add(marker(2))
+		synctest.Wait()
+		// The sink keeps the checkpoint in its transaction, so a batch of
+		// markers gets a transaction with no Put, to advance it.
+		if got := log.list()[n:]; !slices.Equal(got, []string{"begin", "commit 2", "ack 2"}) {
+			t.Errorf("calls for a marker batch = %q, want [begin commit 2 ack 2]", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+		if len(sink.misuse) > 0 {
+			t.Errorf("transaction misuse: %q", sink.misuse)
+		}
+		if cp, err := sink.LoadCheckpoint(t.Context(), "p"); err != nil || string(cp.Source) != "2" {
+			t.Errorf("sink checkpoint = %v, %v; want position 2", cp, err)
+		}
+	})
+}
+
+// busySource always has more: each Poll takes 300 ms and returns exactly
+// as many events as asked for, after a first poll of two large events.
+type busySource struct {
+	next int
+}
+
+func (s *busySource) Open(context.Context, *cdc.Checkpoint) error { return nil }
+func (s *busySource) Ready() <-chan struct{}                      { return nil }
+func (s *busySource) Close() error                                { return nil }
+
+func (s *busySource) Poll(_ context.Context, buf []cdc.Event, max int) ([]cdc.Event, error) {
+	time.Sleep(300 * time.Millisecond)
+	n, size := max, 1
+	if s.next == 0 {
+		n, size = 2, 400
+	}
+	for range n {
+		buf = append(buf, cdc.Event{Pos: pos(s.next), Op: cdc.OpInsert, Payload: []byte("ev" + strconv.Itoa(s.next)), Size: size})
+		s.next++
+	}
+	return buf, nil
+}
+
+func TestCommitIntervalClosesABatchStillFilling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		sink := newSink(log)
+		src := &busySource{}
+		// After the first batch, polls are sized by the 400-byte average:
+		// small, and always answered in full, so only the interval closes
+		// the second batch.
+		p := New(Config{Name: "p", MaxRecords: 1000, MaxBytes: 1000, CommitInterval: time.Second, Logger: discard()}, src, testEncode, sink, nil)
+		errc := run(t.Context(), p)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		sizes := sink.putSizes() // before the drain, which would close a batch too
+		if len(sizes) < 2 || sizes[0] != 2 || sizes[1] >= 1000 || sizes[1] < 4 {
+			t.Errorf("put sizes after 2s = %v, want [2 k ...] with the second batch (4 <= k < 1000) closed by the interval", sizes)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}
+
+func TestResumeBeforePauseTookEffectReleasesPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 3))
+		sink := newSink(log)
+		sink.putBlock = make(chan struct{})
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait() // the batch is in Put, so a pause cannot take effect
+
+		paused := make(chan error, 1)
+		go func() { paused <- p.Pause(t.Context()) }()
+		synctest.Wait()
+		p.Resume()
+		if err := <-paused; err != nil {
+			t.Fatalf("Pause = %v, want nil once Resume lifted it", err)
+		}
+		close(sink.putBlock)
+		src.add(events(3, 5)...)
+		synctest.Wait()
+		if p.State() != Running {
+			t.Errorf("state = %v, want running", p.State())
+		}
+		if got := sink.committedList(); !slices.Equal(got, want(0, 5)) {
+			t.Errorf("committed = %q; the pipeline must still be reading", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}
+
+// gatedStore blocks every Save until the test lets it through.
+type gatedStore struct {
+	*memStore
+	entered chan cdc.Position
+	release chan struct{}
+}
+
+func (g *gatedStore) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error {
+	g.entered <- cp.Source
+	<-g.release
+	return g.memStore.Save(ctx, pipeline, cp)
+}
+
+// TestSaveOverlapsNextCommit: while one batch's checkpoint is being saved,
+// the next batch is written and committed, but nothing is acknowledged
+// before its own save returns, saves keep commit order, and the committer
+// runs at most two batches ahead of the saves.
+func TestSaveOverlapsNextCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 10))
+		src.end = true
+		sink := newSink(log)
+		store := &gatedStore{memStore: newStore(log), entered: make(chan cdc.Position), release: make(chan struct{})}
+		p := New(Config{Name: "p", MaxRecords: 2, Logger: discard()}, src, testEncode, sink, store)
+		errc := run(t.Context(), p)
+
+		if got := <-store.entered; string(got) != "1" {
+			t.Fatalf("first save at %s, want 1", got)
+		}
+		synctest.Wait() // the first save is held; everything else is as far as it can get
+		committed := sink.committedList()
+		if len(committed) != 6 { // batches 0-1 (saving), 2-3 (queued for save), 4-5 (committed, waiting to queue)
+			t.Fatalf("with the first save held, committed %q; want three batches (six events)", committed)
+		}
+		if acked := src.ackedList(); len(acked) != 0 {
+			t.Fatalf("acknowledged %q before any save returned", acked)
+		}
+		go func() { // let the remaining saves through
+			for range store.entered {
+			}
+		}()
+		close(store.release)
+		if err := <-errc; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		close(store.entered)
+		var saved []string
+		for _, c := range log.list() {
+			if strings.HasPrefix(c, "save ") {
+				saved = append(saved, strings.TrimPrefix(c, "save "))
+			}
+		}
+		if want := []string{"1", "3", "5", "7", "9"}; !slices.Equal(saved, want) {
+			t.Fatalf("saves %q, want %q in commit order", saved, want)
+		}
+		if acked := src.ackedList(); !slices.Equal(acked, []string{"1", "3", "5", "7", "9"}) {
+			t.Fatalf("acks %q, want one per saved batch, in order", acked)
+		}
+	})
+}
+
+// A source that ends with a reason (an error wrapping cdc.ErrEnd, as an
+// invalidated change stream does) still has every event committed, and
+// Run reports the reason instead of a clean end.
+func TestEndWithReasonCommitsThenFails(t *testing.T) {
+	log := &callLog{}
+	src := newSource(log, events(0, 250))
+	src.end = true
+	reason := fmt.Errorf("%w: collection dropped", cdc.ErrEnd)
+	src.endErr = reason
+	sink := newSink(log)
+	store := newStore(log)
+	p := New(Config{Name: "p", MaxRecords: 100, Logger: discard()}, src, testEncode, sink, store)
+
+	err := p.Run(t.Context())
+	if !errors.Is(err, reason) {
+		t.Fatalf("Run = %v, want the source's end reason %v", err, reason)
+	}
+	if got := sink.committedList(); !slices.Equal(got, want(0, 250)) {
+		t.Fatalf("sink committed %d records, want all 250 in order", len(got))
+	}
+	if cp, ok := store.get("p"); !ok || string(cp.Source) != "249" {
+		t.Errorf("saved checkpoint = %q, want 249", cp.Source)
+	}
+	if p.State() != Failed {
+		t.Errorf("state = %v, want failed", p.State())
+	}
+}

@@ -1,0 +1,258 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+// Chunk sizes: a poll is cut into about one chunk per worker, within these
+// bounds, so that a batch encodes in parallel and a chunk is worth its
+// channel hand-offs.
+const (
+	minChunkEvents = 16
+	maxChunkEvents = 256
+)
+
+// reader polls the source and cuts what it reads into batches, and batches
+// into chunks for the encode pool. It is the only sender on out, so it
+// closes out; the pool and the committer finish what they hold when their
+// input closes. That is how a drain flows down the pipeline.
+type reader struct {
+	p   *Pipeline
+	out chan<- *Chunk
+
+	cur   *batchBuf // the open batch; nil when none
+	bytes int       // the open batch's bytes (cdc.Event.MemSize)
+	first time.Time // when the open batch got its first event
+	tail  *Chunk    // the open batch's newest chunk, not yet sent
+
+	carry   []cdc.Event // polled events that did not fit the batch's byte budget
+	ended   bool        // the source returned cdc.ErrEnd
+	endErr  error       // the source's end, when it wraps cdc.ErrEnd with a reason; Run returns it
+	avgSize int         // running average event size, to size polls by bytes
+	barrier *pause      // the pause the last barrier was sent for
+}
+
+func (r *reader) run(ctx context.Context) error {
+	defer close(r.out)
+	p := r.p
+	for {
+		pr, draining, changed := p.control()
+		if draining {
+			// The final bounded batch: what was read goes out; nothing
+			// more is polled.
+			return r.closeBatch(ctx)
+		}
+		if pr != nil {
+			if err := r.closeBatch(ctx); err != nil {
+				return err
+			}
+			if pr != r.barrier {
+				// Everything sent before the barrier commits before the
+				// committer reaches it; that is when Pause returns.
+				r.barrier = pr
+				if err := r.send(ctx, &Chunk{barrier: pr}); err != nil {
+					return err
+				}
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		if r.ended && len(r.carry) == 0 {
+			return r.closeBatch(ctx)
+		}
+		if r.cur == nil {
+			select { // at most batchesInFlight batches: this bounds memory
+			case b := <-p.free:
+				r.cur = b
+				r.bytes = 0
+			case <-changed:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+
+		before := len(r.cur.events)
+		room := r.room()
+		caughtUp := false
+		if len(r.carry) > 0 {
+			k := min(room, len(r.carry))
+			r.cur.events = append(r.cur.events, r.carry[:k]...)
+			clear(r.carry[:k])
+			r.carry = r.carry[k:]
+			caughtUp = r.ended && len(r.carry) == 0
+		} else {
+			evs, err := p.src.Poll(ctx, r.cur.events, room)
+			end := errors.Is(err, cdc.ErrEnd)
+			if err != nil && !end {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				p.obs.Failed("poll", err)
+				return fmt.Errorf("poll source: %w", err)
+			}
+			r.cur.events = evs
+			r.ended = end
+			if end && err != cdc.ErrEnd {
+				r.endErr = err // not a plain end: reported once everything is committed
+			}
+			added := len(evs) - before
+			r.polled(evs[before:])
+			if added == 0 && !end {
+				if before > 0 {
+					if err := r.closeBatch(ctx); err != nil { // caught up
+						return err
+					}
+					continue
+				}
+				// Idle: sleep until the source signals, or we are told
+				// to pause, drain or stop. Never a spin, never a timer.
+				select {
+				case <-p.src.Ready():
+				case <-changed:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				continue
+			}
+			caughtUp = added < room || end
+		}
+
+		full, err := r.accept(ctx, before)
+		if err != nil {
+			return err
+		}
+		if full || caughtUp || time.Since(r.first) >= p.cfg.CommitInterval {
+			err = r.closeBatch(ctx)
+		} else {
+			err = r.sendTail(ctx)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// room returns how many events to ask the source for: what is left of
+// MaxRecords, and of MaxBytes at the average event size seen so far.
+func (r *reader) room() int {
+	cfg := r.p.cfg
+	room := cfg.MaxRecords - len(r.cur.events)
+	if r.avgSize > 0 {
+		room = min(room, (cfg.MaxBytes-r.bytes)/r.avgSize+1)
+	}
+	return max(room, 1)
+}
+
+// polled accounts for events handed out by the source.
+func (r *reader) polled(evs []cdc.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	var bytes int
+	for i := range evs {
+		bytes += evs[i].MemSize()
+	}
+	if r.avgSize == 0 {
+		r.avgSize = bytes / len(evs)
+	} else {
+		r.avgSize = (3*r.avgSize + bytes/len(evs)) / 4
+	}
+	r.avgSize = max(r.avgSize, 1)
+	r.p.statsMu.Lock()
+	r.p.stats.EventsIn += int64(len(evs))
+	r.p.statsMu.Unlock()
+	r.p.obs.Polled(len(evs), bytes)
+}
+
+// accept admits the events appended to the open batch from index from: an
+// event that would take a non-empty batch past MaxBytes, and every event
+// after it, move to carry for the next batch. It cuts the admitted events
+// into chunks, sends all but the newest, and keeps that one as the tail. It
+// reports whether the batch is full.
+func (r *reader) accept(ctx context.Context, from int) (full bool, err error) {
+	cfg := r.p.cfg
+	evs := r.cur.events
+	if from == 0 {
+		r.first = time.Now()
+	}
+	end := len(evs)
+	for i := from; i < len(evs); i++ {
+		size := evs[i].MemSize()
+		if i > 0 && r.bytes+size > cfg.MaxBytes {
+			end = i
+			full = true
+			break
+		}
+		r.bytes += size
+	}
+	if end < len(evs) {
+		// In front of what is left of carry: these events came first.
+		r.carry = slices.Insert(r.carry, 0, evs[end:]...)
+		clear(evs[end:])
+		r.cur.events = evs[:end]
+	}
+	if len(r.cur.events) >= cfg.MaxRecords || r.bytes >= cfg.MaxBytes {
+		full = true
+	}
+
+	n := end - from
+	size := min(max((n+cfg.Workers-1)/cfg.Workers, minChunkEvents), maxChunkEvents)
+	for a := from; a < end; a += size {
+		if err := r.sendTail(ctx); err != nil {
+			return false, err
+		}
+		b := min(a+size, end)
+		c := r.p.getChunk()
+		c.Events = evs[a:b:b]
+		c.off = a
+		c.Records = r.cur.recordsFor(a, b)
+		r.tail = c
+	}
+	return full, nil
+}
+
+// closeBatch sends the open batch's last chunk, marked as such, and leaves
+// no batch open. A batch without events stays open: it is never sent.
+func (r *reader) closeBatch(ctx context.Context) error {
+	if r.cur == nil || len(r.cur.events) == 0 {
+		return nil
+	}
+	c := r.tail
+	r.tail = nil
+	if c == nil {
+		c = r.p.getChunk()
+	}
+	c.last = true
+	c.batch = r.cur
+	r.cur = nil
+	return r.send(ctx, c)
+}
+
+func (r *reader) sendTail(ctx context.Context) error {
+	if r.tail == nil {
+		return nil
+	}
+	c := r.tail
+	r.tail = nil
+	return r.send(ctx, c)
+}
+
+func (r *reader) send(ctx context.Context, c *Chunk) error {
+	select {
+	case r.out <- c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

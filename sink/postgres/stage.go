@@ -1,0 +1,204 @@
+package postgres
+
+import (
+	"fmt"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/encode"
+)
+
+// stage holds the rows of the batch being written, in the sink's own
+// memory, so that the batch can be sent again after a lost connection.
+type stage struct {
+	mirror  bool
+	buf     []byte         // documents (mirror) or envelopes (append), and raw document keys
+	rows    []row          // in event order; in mirror mode dead rows were superseded
+	index   map[string]int // mirror: document key -> index in rows of its last event
+	live    int            // rows not superseded
+	upsert  int            // live rows that upsert (mirror)
+	del     int            // live rows that delete (mirror)
+	skipped int            // updates without a full document (mirror)
+	tmp     []byte
+}
+
+// row is one staged event. Offsets are into stage.buf.
+type row struct {
+	key      string // mirror: the document key in canonical Extended JSON
+	rawKey   span   // the raw BSON document key, for error messages
+	data     span   // mirror: the full document as relaxed Extended JSON; append: the envelope
+	op       cdc.Op
+	ct       int64 // cluster time: seconds<<32 | increment
+	del      bool
+	dead     bool // superseded by a later event for the same key
+	hasData  bool
+	position string // the event's position, for error messages
+}
+
+type span struct{ from, to int }
+
+func (st *stage) reset() {
+	st.buf = st.buf[:0]
+	clear(st.rows)
+	st.rows = st.rows[:0]
+	clear(st.index)
+	st.live, st.upsert, st.del, st.skipped = 0, 0, 0, 0
+}
+
+func (st *stage) bytes(s span) []byte { return st.buf[s.from:s.to] }
+
+func clusterTime(t cdc.Timestamp) int64 { return int64(uint64(t.T)<<32 | uint64(t.I)) }
+
+// add stages rec, copying what it needs: the sink must not retain rec.
+func (st *stage) add(rec *cdc.Record) error {
+	ev := &rec.Event
+	if ev.Op == cdc.OpMarker {
+		return nil
+	}
+	r := row{op: ev.Op, ct: clusterTime(ev.ClusterTime)}
+	at := len(st.buf)
+	st.buf = append(st.buf, ev.DocumentKey...)
+	r.rawKey = span{at, len(st.buf)}
+
+	if !st.mirror {
+		at = len(st.buf)
+		st.buf = append(st.buf, rec.Data...)
+		r.data, r.hasData = span{at, len(st.buf)}, true
+		r.position = string(ev.Pos)
+		st.rows = append(st.rows, r)
+		st.live++
+		return nil
+	}
+
+	switch ev.Op {
+	case cdc.OpInsert, cdc.OpReplace, cdc.OpUpdate, cdc.OpSnapshot:
+		if ev.FullDocument == nil {
+			st.buf = st.buf[:r.rawKey.from]
+			if ev.Op == cdc.OpUpdate && ev.UpdateDesc != nil {
+				// With full_document update_lookup, an update of a document
+				// deleted since has no full document; its delete follows.
+				// (A delta stream, where every update looks like this, is
+				// refused by the configuration's validation.)
+				st.skipped++
+				return nil
+			}
+			return fmt.Errorf("postgres mirror: %s of %s at position %s has no full document: "+
+				"mirror mode needs full documents (source full_document update_lookup or required)", ev.Op, keyText(ev.DocumentKey), ev.Pos)
+		}
+	case cdc.OpDelete:
+		r.del = true
+	default:
+		// Collection and database events (drop, rename, DDL, invalidate)
+		// change no document: mirror mode has nothing to write for them.
+		st.buf = st.buf[:r.rawKey.from]
+		return nil
+	}
+	if ev.DocumentKey == nil {
+		st.buf = st.buf[:r.rawKey.from]
+		return fmt.Errorf("postgres mirror: %s event on %s at position %s has no document key: mirror mode needs a document-shaped source such as MongoDB", ev.Op, ev.Namespace, ev.Pos)
+	}
+	var err error
+	st.tmp, err = encode.AppendCanonical(st.tmp[:0], ev.DocumentKey)
+	if err != nil {
+		st.buf = st.buf[:r.rawKey.from]
+		return fmt.Errorf("postgres mirror: document key of %s event at position %s: %w", ev.Op, ev.Pos, err)
+	}
+	if !r.del {
+		at = len(st.buf)
+		st.buf, err = encode.AppendRelaxed(st.buf, ev.FullDocument)
+		if err != nil {
+			st.buf = st.buf[:r.rawKey.from]
+			return fmt.Errorf("postgres mirror: full document of %s at position %s: %w", st.tmp, ev.Pos, err)
+		}
+		r.data, r.hasData = span{at, len(st.buf)}, true
+	}
+	if st.index == nil {
+		st.index = make(map[string]int)
+	}
+	if i, ok := st.index[string(st.tmp)]; ok {
+		// Only the last event for a key decides the row.
+		prev := &st.rows[i]
+		r.key = prev.key
+		prev.dead = true
+		st.live--
+		if prev.del {
+			st.del--
+		} else {
+			st.upsert--
+		}
+	} else {
+		r.key = string(st.tmp)
+	}
+	st.index[r.key] = len(st.rows)
+	r.position = string(ev.Pos)
+	st.rows = append(st.rows, r)
+	st.live++
+	if r.del {
+		st.del++
+	} else {
+		st.upsert++
+	}
+	return nil
+}
+
+// keyText renders a raw document key for a message.
+func keyText(key []byte) string {
+	if key == nil {
+		return "a document without a key"
+	}
+	b, err := encode.AppendCanonical(nil, key)
+	if err != nil {
+		return fmt.Sprintf("a malformed document key (%v)", err)
+	}
+	return string(b)
+}
+
+// nthLive returns the row sent as the n-th line (from 1) of the COPY.
+func (st *stage) nthLive(n int) (*row, bool) {
+	for i := range st.rows {
+		if st.rows[i].dead {
+			continue
+		}
+		n--
+		if n == 0 {
+			return &st.rows[i], true
+		}
+	}
+	return nil, false
+}
+
+// copySource feeds the live rows to COPY. It implements
+// pgx.CopyFromSource; Values' slice is reused, which CopyFrom allows
+// because it encodes each row before asking for the next.
+type copySource struct {
+	st   *stage
+	i    int
+	vals []any
+}
+
+func (st *stage) source() *copySource {
+	return &copySource{st: st, i: -1, vals: make([]any, 0, 5)}
+}
+
+func (c *copySource) Next() bool {
+	for c.i++; c.i < len(c.st.rows); c.i++ {
+		if !c.st.rows[c.i].dead {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *copySource) Values() ([]any, error) {
+	r := &c.st.rows[c.i]
+	c.vals = c.vals[:0]
+	if !c.st.mirror {
+		return append(c.vals, int64(c.i), c.st.bytes(r.data)), nil
+	}
+	var doc any
+	if r.hasData {
+		doc = c.st.bytes(r.data)
+	}
+	return append(c.vals, r.key, doc, string(r.op), r.ct, r.del), nil
+}
+
+func (c *copySource) Err() error { return nil }

@@ -1,0 +1,170 @@
+package mongo
+
+import (
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/auth"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+// Sentinels. Errors from Open and Poll wrap them, with details.
+var (
+	// ErrIdentity: the checkpoint was written for another deployment,
+	// collection or stream configuration.
+	ErrIdentity = errors.New("mongosource: checkpoint does not match the source")
+	// ErrHistoryLost: the checkpoint's position is no longer in the oplog.
+	ErrHistoryLost = errors.New("mongosource: change history lost")
+	// ErrEventTooLarge: one event is larger than max_buffered_bytes.
+	ErrEventTooLarge = errors.New("mongosource: event larger than the buffer")
+	// ErrNotAdmitted: the deployment or the collection cannot be streamed.
+	ErrNotAdmitted = errors.New("mongosource: source not admitted")
+	// ErrInvalidated: the collection was dropped or renamed, or its
+	// database dropped, and the change stream ended with an invalidate.
+	// Errors wrapping it also wrap cdc.ErrEnd, so that the runtime
+	// delivers every event up to the invalidate before it stops.
+	ErrInvalidated = errors.New("mongosource: change stream invalidated")
+)
+
+// invalidatedError is how the stream ends after an invalidate: not a
+// clean end, since the pipeline cannot go on, but one after which every
+// event read is still delivered.
+type invalidatedError struct{ msg string }
+
+func (e *invalidatedError) Error() string   { return e.msg }
+func (e *invalidatedError) Unwrap() []error { return []error{ErrInvalidated, cdc.ErrEnd} }
+
+// invalidated says what ended the stream on ns: cause is the event that
+// came before the invalidate (drop, rename, dropDatabase), and renamedTo
+// the new namespace after a rename.
+func invalidated(ns string, cause cdc.Op, renamedTo string) error {
+	var what, todo string
+	switch cause {
+	case cdc.OpRename:
+		what = "the collection was renamed"
+		if renamedTo != "" {
+			what += " to " + renamedTo
+		}
+		todo = "to follow it, point the pipeline's collection at the new name"
+	case cdc.OpDropDatabase:
+		what = "its database was dropped"
+		todo = "to stream a collection of that name created later"
+	case cdc.OpDrop:
+		what = "the collection was dropped"
+		todo = "to stream a collection of that name created later"
+	default:
+		cause, what = "unknown", "the collection was dropped or renamed"
+		todo = "to stream it again"
+	}
+	return &invalidatedError{fmt.Sprintf("%v on %s after a %s event: %s; every change up to the invalidate is delivered "+
+		"and the pipeline stops; %s, reset the checkpoint (tide checkpoint reset -f FILE --yes) "+
+		"and move a file sink's output aside first, as a fresh start refuses a non-empty file",
+		ErrInvalidated, ns, cause, what, todo)}
+}
+
+// resetHint tells the user how to start over from a fresh checkpoint.
+const resetHint = "to start over from now (with a new snapshot if snapshot is initial), reset the checkpoint: tide checkpoint reset -f FILE --yes"
+
+// resnapshotOutputHint says what to do with what a sink already holds
+// before a re-snapshot: a file sink refuses a fresh start into a
+// non-empty file, and the new snapshot copies every document again.
+const resnapshotOutputHint = "before the re-snapshot, move a file sink's existing output aside (or delete it): " +
+	"a fresh start refuses a non-empty file, and the new snapshot writes every document again; " +
+	"other sinks receive the snapshot's documents again"
+
+// Server error codes this package tells apart.
+const (
+	codeUnauthorized           = 13
+	codeAuthenticationFailed   = 18
+	codeNamespaceNotFound      = 26
+	codeCursorNotFound         = 43
+	codeNoMatchingDocument     = 47
+	codeInvalidResumeToken     = 260
+	codeChangeStreamFatal      = 280
+	codeChangeStreamHistory    = 286
+	codeBSONObjectTooLarge     = 10334
+	codeStandaloneChangeStream = 40573
+)
+
+// permanentCodes are server errors that retrying cannot fix.
+var permanentCodes = []int{
+	2, 9, 14, 20, 72, 73, 40324, 40415, 40602, 50865, // bad command or pipeline
+	codeUnauthorized, codeAuthenticationFailed, codeNamespaceNotFound, codeNoMatchingDocument,
+	codeInvalidResumeToken, codeChangeStreamFatal, codeChangeStreamHistory,
+	codeBSONObjectTooLarge, codeStandaloneChangeStream,
+}
+
+// transient reports whether err may go away by retrying: network errors,
+// timeouts, server selection, cursors lost, and server errors labelled
+// resumable or retryable. Everything else is permanent.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pe *permanentError
+	var ae *auth.Error
+	if errors.As(err, &pe) || errors.As(err, &ae) || errors.Is(err, ErrNotAdmitted) || errors.Is(err, ErrIdentity) {
+		return false
+	}
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		if se.HasErrorLabel("NonResumableChangeStreamError") {
+			return false
+		}
+		for _, c := range permanentCodes {
+			if se.HasErrorCode(c) {
+				return false
+			}
+		}
+		return se.HasErrorLabel("ResumableChangeStreamError") || se.HasErrorLabel("RetryableError") ||
+			se.HasErrorLabel("RetryableWriteError") || se.HasErrorLabel("NetworkError") ||
+			se.HasErrorCode(codeCursorNotFound) || resumableCode(se)
+	}
+	// Not a server error: a network failure, a timeout, no server
+	// selectable, a cursor closed under us.
+	return true
+}
+
+// resumableCode is the drivers' allow-list for servers before wire 9.
+func resumableCode(se mongo.ServerError) bool {
+	for _, c := range []int{6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 63, 150, 13388, 234, 133} {
+		if se.HasErrorCode(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// explain turns a permanent stream error into one that says what to do.
+func explain(ns string, err error) error {
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch {
+	case se.HasErrorCode(codeChangeStreamHistory):
+		return fmt.Errorf("%w on %s: the checkpoint's resume token is older than the oldest oplog entry "+
+			"(the pipeline was stopped longer than the oplog window); nothing was skipped and the checkpoint is unchanged; "+
+			"to recover, re-snapshot: %s (and consider a larger oplog); %s: %v", ErrHistoryLost, ns, resetHint, resnapshotOutputHint, err)
+	case se.HasErrorCode(codeChangeStreamFatal):
+		return fmt.Errorf("%w on %s: the server cannot resume from the checkpoint's token "+
+			"(not found in the oplog, or the pipeline changed or removed _id); the checkpoint is unchanged; "+
+			"to recover, re-snapshot: %s; %s: %v", ErrHistoryLost, ns, resetHint, resnapshotOutputHint, err)
+	case se.HasErrorCode(codeUnauthorized):
+		return fmt.Errorf("change stream on %s: not authorized: grant the user the read role on the database "+
+			"and clusterMonitor (for replSetGetConfig): %w", ns, err)
+	case se.HasErrorCode(codeAuthenticationFailed):
+		return fmt.Errorf("change stream on %s: authentication failed: check the user name, password and authSource in the uri: %w", ns, err)
+	case se.HasErrorCode(codeNoMatchingDocument):
+		return fmt.Errorf("change stream on %s: a required pre- or post-image is missing (expired or recorded before images were enabled); "+
+			"use when_available, or %s: %w", ns, resetHint, err)
+	case se.HasErrorCode(codeBSONObjectTooLarge):
+		return fmt.Errorf("change stream on %s: an event exceeds 16 MiB and the server cannot split it "+
+			"(it has no $changeStreamSplitLargeEvent, which MongoDB 7.0, or 6.0.9 and later, has; or one field alone is over 16 MiB); "+
+			"upgrade the server, or drop full_document/before_change (which changes the stream, so the checkpoint must be reset: "+
+			"tide checkpoint reset -f FILE --yes): %w", ns, err)
+	}
+	return err
+}

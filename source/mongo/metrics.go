@@ -1,0 +1,57 @@
+package mongo
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector returns the source's Prometheus metrics, labelled with the
+// pipeline name: events by operation, bytes read, reconnects, errors, lag
+// (now minus the cluster time of the last committed position), checkpoint
+// age, buffered bytes and snapshot progress. Register it next to the
+// runtime's metrics: reg.MustRegister(src.Collector(name)).
+func (s *Source) Collector(pipeline string) prometheus.Collector {
+	labels := prometheus.Labels{"pipeline": pipeline}
+	d := func(name, help string, variable ...string) *prometheus.Desc {
+		return prometheus.NewDesc("tide_mongo_"+name, help, variable, labels)
+	}
+	return &collector{
+		s:          s,
+		events:     d("events_total", "Change events handed to the runtime, by operation type (marker: high-watermarks).", "op"),
+		bytes:      d("bytes_read_total", "Bytes of the change events handed to the runtime."),
+		reconnects: d("reconnects_total", "Change streams reopened after an error."),
+		errors:     d("errors_total", "Errors seen by the source, retried or not."),
+		lag:        d("lag_seconds", "Now minus the cluster time of the last committed position."),
+		age:        d("checkpoint_age_seconds", "Time since the last checkpoint was saved."),
+		buffered:   d("buffered_bytes", "Bytes in the reader's queue."),
+		snapshot:   d("snapshot_documents", "Initial snapshot progress: documents done, and the estimated total.", "state"),
+	}
+}
+
+type collector struct {
+	s                                                               *Source
+	events, bytes, reconnects, errors, lag, age, buffered, snapshot *prometheus.Desc
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.events, c.bytes, c.reconnects, c.errors, c.lag, c.age, c.buffered, c.snapshot} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	now := time.Now()
+	for op, n := range st.Events {
+		ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(n), string(op))
+	}
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(st.BytesRead))
+	ch <- prometheus.MustNewConstMetric(c.reconnects, prometheus.CounterValue, float64(st.Reconnects))
+	ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(st.Errors))
+	ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, st.Lag(now).Seconds())
+	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, st.CheckpointAge(now).Seconds())
+	ch <- prometheus.MustNewConstMetric(c.buffered, prometheus.GaugeValue, float64(st.Buffered))
+	ch <- prometheus.MustNewConstMetric(c.snapshot, prometheus.GaugeValue, float64(st.SnapshotDone), "done")
+	ch <- prometheus.MustNewConstMetric(c.snapshot, prometheus.GaugeValue, float64(st.SnapshotTotal), "total")
+}

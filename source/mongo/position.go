@@ -1,0 +1,237 @@
+package mongo
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+// maxTokenBytes bounds a resume token read from a checkpoint. Real tokens
+// are a few hundred bytes; a document key can make them longer.
+const maxTokenBytes = 64 << 10
+
+// position is the JSON form of a cdc.Position. Exactly one field is set.
+type position struct {
+	ResumeToken     json.RawMessage `json:"resume_token,omitempty"`
+	StartAfterToken json.RawMessage `json:"start_after_token,omitempty"`
+	Snapshot        *snapshotPos    `json:"snapshot,omitempty"`
+}
+
+// snapshotPos is a position inside the initial snapshot: the stream
+// starts from StartToken once the copy is done, and the copy resumes
+// after LastID (null before the first document).
+type snapshotPos struct {
+	StartToken json.RawMessage `json:"start_token"`
+	LastID     json.RawMessage `json:"last_id"`
+}
+
+// resumePos returns {"resume_token": tok}.
+func resumePos(tok bson.Raw) cdc.Position {
+	return tokenPos(`{"resume_token":`, tok)
+}
+
+// startAfterPos returns {"start_after_token": tok}.
+func startAfterPos(tok bson.Raw) cdc.Position {
+	return tokenPos(`{"start_after_token":`, tok)
+}
+
+func tokenPos(prefix string, tok bson.Raw) cdc.Position {
+	j := tokenJSON(tok)
+	b := make([]byte, 0, len(prefix)+len(j)+1)
+	b = append(b, prefix...)
+	b = append(b, j...)
+	return append(b, '}')
+}
+
+// tokenJSON returns tok as canonical Extended JSON. The common token,
+// {_data: "<hex>"}, is written directly.
+func tokenJSON(tok bson.Raw) []byte {
+	if data, ok := plainToken(tok); ok {
+		b := make([]byte, 0, len(data)+12)
+		b = append(b, `{"_data":"`...)
+		b = append(b, data...)
+		return append(b, `"}`...)
+	}
+	j, err := bson.MarshalExtJSON(tok, true, false)
+	if err != nil { // tok came from the server as valid BSON
+		panic(fmt.Sprintf("mongosource: resume token %x is not valid BSON: %v", []byte(tok), err))
+	}
+	return j
+}
+
+// plainToken returns the _data of a token that holds nothing else, if it
+// needs no JSON escaping.
+func plainToken(tok bson.Raw) (string, bool) {
+	elems, err := bsoncore.Document(tok).Elements()
+	if err != nil || len(elems) != 1 || elems[0].Key() != "_data" {
+		return "", false
+	}
+	s, ok := elems[0].Value().StringValueOK()
+	if !ok {
+		return "", false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'F' || c >= 'a' && c <= 'f') {
+			return "", false
+		}
+	}
+	return s, true
+}
+
+// parseToken validates a token from a checkpoint: present, bounded,
+// canonical Extended JSON of a document with a non-empty string _data.
+func parseToken(field string, j json.RawMessage) (bson.Raw, error) {
+	if len(j) == 0 || bytes.Equal(j, []byte("null")) {
+		return nil, fmt.Errorf("%s is empty", field)
+	}
+	if len(j) > maxTokenBytes {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d a resume token may have", field, len(j), maxTokenBytes)
+	}
+	var tok bson.Raw
+	if err := bson.UnmarshalExtJSON(j, true, &tok); err != nil {
+		return nil, fmt.Errorf("%s is not canonical Extended JSON: %v", field, err)
+	}
+	data, err := tok.LookupErr("_data")
+	if err != nil {
+		return nil, fmt.Errorf("%s has no _data", field)
+	}
+	if s, ok := data.StringValueOK(); !ok || s == "" {
+		return nil, fmt.Errorf("%s._data is not a non-empty string", field)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, j); err != nil {
+		return nil, fmt.Errorf("%s is not JSON: %v", field, err)
+	}
+	if !bytes.Equal(compact.Bytes(), tokenJSON(tok)) {
+		return nil, fmt.Errorf("%s is not in canonical form (want %s)", field, tokenJSON(tok))
+	}
+	return tok, nil
+}
+
+// parsePosition decodes and validates a checkpoint position.
+func parsePosition(p cdc.Position) (position, error) {
+	var pos position
+	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&pos); err != nil {
+		return pos, fmt.Errorf("checkpoint position %.200q is not a mongo position: %v", p, err)
+	}
+	n := 0
+	if pos.ResumeToken != nil {
+		n++
+		if _, err := parseToken("resume_token", pos.ResumeToken); err != nil {
+			return pos, fmt.Errorf("checkpoint position: %w", err)
+		}
+	}
+	if pos.StartAfterToken != nil {
+		n++
+		if _, err := parseToken("start_after_token", pos.StartAfterToken); err != nil {
+			return pos, fmt.Errorf("checkpoint position: %w", err)
+		}
+	}
+	if pos.Snapshot != nil {
+		n++
+		if _, err := parseToken("snapshot.start_token", pos.Snapshot.StartToken); err != nil {
+			return pos, fmt.Errorf("checkpoint position: %w", err)
+		}
+		if _, err := parseLastID(pos.Snapshot.LastID); err != nil {
+			return pos, fmt.Errorf("checkpoint position: %w", err)
+		}
+	}
+	if n != 1 {
+		return pos, fmt.Errorf("checkpoint position %.200q must hold exactly one of resume_token, start_after_token, snapshot", p)
+	}
+	return pos, nil
+}
+
+// snapshotPosJSON returns {"snapshot":{"start_token":…,"last_id":…}};
+// idJSON is the canonical Extended JSON of the last _id, or nil.
+func snapshotPosJSON(startToken []byte, idJSON []byte) cdc.Position {
+	if idJSON == nil {
+		idJSON = []byte("null")
+	}
+	b := make([]byte, 0, len(startToken)+len(idJSON)+48)
+	b = append(b, `{"snapshot":{"start_token":`...)
+	b = append(b, startToken...)
+	b = append(b, `,"last_id":`...)
+	b = append(b, idJSON...)
+	return append(b, `}}`...)
+}
+
+// idJSON returns the canonical Extended JSON of an _id value.
+func idJSON(id bson.RawValue) ([]byte, error) {
+	d := bsoncore.BuildDocumentFromElements(nil, bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value}))
+	j, err := bson.MarshalExtJSON(bson.Raw(d), true, false)
+	if err != nil {
+		return nil, fmt.Errorf("encode _id as Extended JSON: %w", err)
+	}
+	// j is {"_id":<value>}
+	const prefix = `{"_id":`
+	if !bytes.HasPrefix(j, []byte(prefix)) || j[len(j)-1] != '}' {
+		return nil, fmt.Errorf("encode _id as Extended JSON: unexpected form %.100q", j)
+	}
+	return j[len(prefix) : len(j)-1], nil
+}
+
+// parseLastID decodes a snapshot's last_id; a zero RawValue for null.
+func parseLastID(j json.RawMessage) (bson.RawValue, error) {
+	if len(j) == 0 || bytes.Equal(j, []byte("null")) {
+		return bson.RawValue{}, nil
+	}
+	if len(j) > maxTokenBytes {
+		return bson.RawValue{}, fmt.Errorf("snapshot.last_id is %d bytes, more than %d", len(j), maxTokenBytes)
+	}
+	var doc bson.Raw
+	wrapped := append(append([]byte(`{"_id":`), j...), '}')
+	if err := bson.UnmarshalExtJSON(wrapped, true, &doc); err != nil {
+		return bson.RawValue{}, fmt.Errorf("snapshot.last_id is not canonical Extended JSON: %v", err)
+	}
+	return doc.Lookup("_id"), nil
+}
+
+// tokenTime returns the cluster time at the start of a resume token's
+// _data (hex characters 2 to 17 after the 0x82 Timestamp tag).
+func tokenTime(data string) (cdc.Timestamp, bool) {
+	if len(data) < 18 || data[:2] != "82" {
+		return cdc.Timestamp{}, false
+	}
+	var b [8]byte
+	if _, err := hex.Decode(b[:], []byte(data[2:18])); err != nil {
+		return cdc.Timestamp{}, false
+	}
+	t := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	i := uint32(b[4])<<24 | uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7])
+	return cdc.Timestamp{T: t, I: i}, true
+}
+
+// positionTime returns the cluster time a position stands for: its
+// token's, or the snapshot's start token's.
+func positionTime(p cdc.Position) (cdc.Timestamp, bool) {
+	const key = `"_data":"`
+	i := bytes.Index(p, []byte(key))
+	if i < 0 {
+		return cdc.Timestamp{}, false
+	}
+	rest := p[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return cdc.Timestamp{}, false
+	}
+	return tokenTime(string(rest[:j]))
+}
+
+// quote is strconv.Quote, shortened for messages.
+func quote(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,109 @@
+package mongo
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+// queue is the hand-off between the reader goroutine and Poll, bounded in
+// bytes (each event is charged its Size). The reader blocks in push while
+// the queue is full; Poll never blocks. After fail, Poll hands out what is
+// queued and then the error.
+type queue struct {
+	max   int64
+	ready chan struct{} // one pending wake-up for the runtime
+
+	mu     sync.Mutex // guards the fields below
+	events []cdc.Event
+	bytes  int64
+	peak   int64
+	err    error         // set by fail; returned once events is empty
+	space  chan struct{} // closed and replaced when bytes are freed
+}
+
+func newQueue(max int64) *queue {
+	return &queue{max: max, ready: make(chan struct{}, 1), space: make(chan struct{})}
+}
+
+// push appends ev, waiting while the queue has no room for it. An event
+// larger than the whole budget is an error, not a deadlock.
+func (q *queue) push(ctx context.Context, ev cdc.Event) error {
+	size := int64(ev.Size)
+	if size > q.max {
+		return fmt.Errorf("%w: a %s event of %d bytes exceeds max_buffered_bytes (%d); raise max_buffered_bytes",
+			ErrEventTooLarge, ev.Op, size, q.max)
+	}
+	for {
+		q.mu.Lock()
+		if q.bytes+size <= q.max {
+			q.events = append(q.events, ev)
+			q.bytes += size
+			q.peak = max(q.peak, q.bytes)
+			q.mu.Unlock()
+			q.wake()
+			return nil
+		}
+		space := q.space
+		q.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// fail records the reader's last word: cdc.ErrEnd or an error.
+func (q *queue) fail(err error) {
+	q.mu.Lock()
+	if q.err == nil {
+		q.err = err
+	}
+	q.mu.Unlock()
+	q.wake()
+}
+
+func (q *queue) wake() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// poll appends up to n queued events to buf. It returns the reader's
+// error only when nothing is queued any more.
+func (q *queue) poll(buf []cdc.Event, n int) ([]cdc.Event, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := min(n, len(q.events))
+	if k > 0 {
+		var freed int64
+		for i := range k {
+			freed += int64(q.events[i].Size)
+		}
+		buf = append(buf, q.events[:k]...)
+		clear(q.events[:k])
+		q.events = q.events[k:]
+		if len(q.events) == 0 {
+			q.events = nil
+		}
+		q.bytes -= freed
+		close(q.space)
+		q.space = make(chan struct{})
+	}
+	if len(q.events) > 0 {
+		q.wake() // more is ready
+		return buf, nil
+	}
+	return buf, q.err
+}
+
+// usage returns the bytes queued now and the most ever queued.
+func (q *queue) usage() (int64, int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.bytes, q.peak
+}

@@ -1,0 +1,147 @@
+package mongo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+// snapshot copies the collection's documents after r.snap.lastID, in _id
+// order, as snapshot events; transient errors resume the copy after the
+// last document handed out.
+func (r *reader) snapshot(ctx context.Context) error {
+	s := r.s
+	if n, err := s.coll.EstimatedDocumentCount(ctx); err == nil {
+		s.metrics.snapshotTotal.Store(n)
+	}
+	bar := progressBar{w: s.cfg.Progress, ns: s.ns}
+	defer func() { bar.finish(s.metrics.snapshotDone.Load(), s.metrics.snapshotTotal.Load()) }()
+	failures := 0
+	for {
+		progressed, err := r.copy(ctx, &bar)
+		if err == nil {
+			s.log.Info("initial snapshot done", "documents", s.metrics.snapshotDone.Load())
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !transient(err) {
+			return fmt.Errorf("snapshot %s: %w", s.ns, explain(s.ns, err))
+		}
+		if progressed {
+			failures = 0
+		}
+		failures++
+		s.metrics.errors.Add(1)
+		if failures > s.cfg.MaxReconnects {
+			return fmt.Errorf("snapshot %s: %d consecutive failures, giving up: %w", s.ns, failures, err)
+		}
+		d := backoff(failures, s.cfg.BackoffBase, s.cfg.BackoffMax)
+		s.log.Warn("snapshot read failed; resuming", "attempt", failures, "in", d, "err", err)
+		if err := sleep(ctx, d); err != nil {
+			return err
+		}
+		l, err := s.admitOnce(ctx)
+		if err == nil {
+			if why := sameLive(s.live, l); why != "" {
+				return fmt.Errorf("%w: snapshot of %s: %s; %s", ErrIdentity, s.ns, why, resetHint)
+			}
+		}
+		s.metrics.reconnects.Add(1)
+	}
+}
+
+// copy reads one cursor of the snapshot to its end.
+func (r *reader) copy(ctx context.Context, bar *progressBar) (progressed bool, err error) {
+	s := r.s
+	filter := bson.D{}
+	if r.snap.lastID.Type != 0 {
+		// $expr compares across BSON types in sort order, as the sort
+		// does; a plain {$gt} would skip _ids of other types.
+		filter = bson.D{{Key: "$expr", Value: bson.D{{Key: "$gt", Value: bson.A{
+			"$_id", bson.D{{Key: "$literal", Value: r.snap.lastID}},
+		}}}}}
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetBatchSize(s.cfg.SnapshotBatch)
+	cur, err := s.coll.Find(ctx, filter, opts)
+	if err != nil {
+		return false, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	for cur.Next(ctx) {
+		progressed = true
+		raw := slices.Clone(cur.Current)
+		id, err := raw.LookupErr("_id")
+		if err != nil {
+			return progressed, &permanentError{fmt.Errorf("document without _id at position %d", s.metrics.snapshotDone.Load())}
+		}
+		idj, err := idJSON(id)
+		if err != nil {
+			return progressed, &permanentError{err}
+		}
+		key := bsoncore.BuildDocumentFromElements(nil,
+			bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value}))
+		ev := cdc.Event{
+			Op:           cdc.OpSnapshot,
+			Namespace:    s.ns,
+			DocumentKey:  key,
+			FullDocument: raw,
+			Pos:          snapshotPosJSON(r.snap.startJSON, idj),
+		}
+		ev.Size = len(raw) + len(key) + len(ev.Pos) + eventOverhead
+		if err := s.q.push(ctx, ev); err != nil {
+			return progressed, &permanentError{err}
+		}
+		r.snap.lastID = id
+		done := s.metrics.snapshotDone.Add(1)
+		bar.update(done, s.metrics.snapshotTotal.Load())
+	}
+	return progressed, cur.Err()
+}
+
+// progressBar draws "snapshot db.coll [####    ] 1200/5000 docs 24%" on a
+// terminal, at most every 200 ms.
+type progressBar struct {
+	w     interface{ Write([]byte) (int, error) }
+	ns    string
+	drawn time.Time
+	used  bool
+}
+
+func (b *progressBar) update(done, total int64) {
+	if b.w == nil || time.Since(b.drawn) < 200*time.Millisecond {
+		return
+	}
+	b.draw(done, total)
+}
+
+func (b *progressBar) draw(done, total int64) {
+	b.drawn, b.used = time.Now(), true
+	const width = 30
+	total = max(total, done)
+	filled := width
+	pct := 100.0
+	if total > 0 {
+		filled = int(int64(width) * done / total)
+		pct = 100 * float64(done) / float64(total)
+	}
+	fmt.Fprintf(b.w, "\rsnapshot %s [%s%s] %d/%d docs %3.0f%%", b.ns,
+		strings.Repeat("#", filled), strings.Repeat(" ", width-filled), done, total, pct)
+}
+
+func (b *progressBar) finish(done, total int64) {
+	if b.w == nil {
+		return
+	}
+	b.draw(done, total)
+	fmt.Fprintln(b.w)
+}

@@ -1,0 +1,501 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/mongowire"
+)
+
+// Config configures a Source. The zero value of each optional field
+// means its default, applied in New.
+type Config struct {
+	// URI is a MongoDB connection string, or "embedded" to start the
+	// embedded server in process for the source's lifetime.
+	URI string
+	// EmbeddedDataDir keeps the embedded server's data; "" keeps it in
+	// memory. Only with URI "embedded".
+	EmbeddedDataDir string
+
+	Database   string
+	Collection string
+
+	FullDocument string // delta (default) | update_lookup | when_available | required
+	BeforeChange string // off (default) | when_available | required
+	// Pipeline is a JSON array (Extended JSON) of stages appended after
+	// $changeStream, or "".
+	Pipeline string
+	Snapshot string // initial (default) | never
+
+	MaxBufferedBytes int64         // the reader's queue budget; default 64 MiB
+	BatchSize        int32         // driver cursor batch size; default 1000
+	MaxAwait         time.Duration // how long an idle getMore waits; default 1 s
+	MaxReconnects    int           // consecutive failed reconnects before Poll fails; default 10
+	AdmitAttempts    int           // admission attempts on transient errors; default 5
+	BackoffBase      time.Duration // first retry wait; default 100 ms
+	BackoffMax       time.Duration // retry wait cap; default 10 s
+	ConnectTimeout   time.Duration // server selection and connect timeout; default 10 s
+	SnapshotBatch    int32         // documents per snapshot batch; default 1000
+
+	// Progress, if set, receives a one-line progress bar of the snapshot
+	// (documents done / estimated total), redrawn with '\r'. Pass a
+	// terminal; leave nil otherwise.
+	Progress io.Writer
+	Logger   *slog.Logger
+}
+
+// Defaults applied by New.
+const (
+	DefaultMaxBufferedBytes = 64 << 20
+	DefaultBatchSize        = 1000
+	DefaultMaxAwait         = time.Second
+	DefaultMaxReconnects    = 10
+)
+
+// Source streams one collection's changes. Create it with New; Open,
+// Poll, Ready, Ack and Close follow cdc.Source and cdc.Acker.
+type Source struct {
+	cfg        Config
+	log        *slog.Logger
+	ns         string // "db.coll"
+	pipeline   bson.A
+	streamHash string
+	split      bool // the stream ends with $changeStreamSplitLargeEvent; the reader reassembles fragments
+
+	embedded *mongowire.Server
+	client   *mongo.Client
+	coll     *mongo.Collection
+	live     live
+	ident    map[string]string
+	q        *queue
+
+	stop       context.CancelFunc // stops the reader
+	readerDone chan struct{}      // closed when the reader returned
+	closeOnce  sync.Once
+	closeErr   error
+
+	metrics counters
+}
+
+// counters are updated by the reader, Poll and Ack, and read by Stats.
+type counters struct {
+	ops           sync.Map // cdc.Op -> *atomic.Int64, events handed out
+	bytesRead     atomic.Int64
+	reconnects    atomic.Int64
+	errors        atomic.Int64
+	snapshotDone  atomic.Int64
+	snapshotTotal atomic.Int64
+	committedT    atomic.Uint64 // cluster time (t<<32|i) of the last acknowledged position
+	lastAck       atomic.Int64  // Unix nanoseconds of the last Ack
+}
+
+func (c *counters) op(op cdc.Op) *atomic.Int64 {
+	if v, ok := c.ops.Load(op); ok {
+		return v.(*atomic.Int64)
+	}
+	v, _ := c.ops.LoadOrStore(op, new(atomic.Int64))
+	return v.(*atomic.Int64)
+}
+
+// New returns a source configured by cfg. It does no I/O.
+func New(cfg Config) *Source {
+	if cfg.FullDocument == "" {
+		cfg.FullDocument = "delta"
+	}
+	if cfg.BeforeChange == "" {
+		cfg.BeforeChange = "off"
+	}
+	if cfg.Snapshot == "" {
+		cfg.Snapshot = "initial"
+	}
+	if cfg.MaxBufferedBytes <= 0 {
+		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.MaxAwait <= 0 {
+		cfg.MaxAwait = DefaultMaxAwait
+	}
+	if cfg.MaxReconnects <= 0 {
+		cfg.MaxReconnects = DefaultMaxReconnects
+	}
+	if cfg.AdmitAttempts <= 0 {
+		cfg.AdmitAttempts = 5
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = 100 * time.Millisecond
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = 10 * time.Second
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.SnapshotBatch <= 0 {
+		cfg.SnapshotBatch = 1000
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ns := cfg.Database + "." + cfg.Collection
+	return &Source{cfg: cfg, log: log.With("source", "mongo", "namespace", ns), ns: ns}
+}
+
+// StartEmbedded starts the embedded MongoDB-compatible server on a free
+// loopback port, keeping its data in dataDir ("" for memory). The caller
+// closes it.
+func StartEmbedded(dataDir string, log *slog.Logger) (*mongowire.Server, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: dataDir, Logger: log})
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start embedded server: %w", err)
+	}
+	return srv, nil
+}
+
+// Embedded returns the embedded server started for URI "embedded", or nil.
+func (s *Source) Embedded() *mongowire.Server { return s.embedded }
+
+// checkConfig validates what New cannot default.
+func (s *Source) checkConfig() error {
+	var errs []error
+	if s.cfg.URI == "" {
+		errs = append(errs, errors.New("uri is empty"))
+	}
+	if s.cfg.Database == "" || s.cfg.Collection == "" {
+		errs = append(errs, errors.New("database and collection are required"))
+	}
+	switch s.cfg.FullDocument {
+	case "delta", "update_lookup", "when_available", "required":
+	default:
+		errs = append(errs, fmt.Errorf("full_document %q is not one of delta, update_lookup, when_available, required", s.cfg.FullDocument))
+	}
+	switch s.cfg.BeforeChange {
+	case "off", "when_available", "required":
+	default:
+		errs = append(errs, fmt.Errorf("before_change %q is not one of off, when_available, required", s.cfg.BeforeChange))
+	}
+	switch s.cfg.Snapshot {
+	case "initial", "never":
+	default:
+		errs = append(errs, fmt.Errorf("snapshot %q is not one of initial, never", s.cfg.Snapshot))
+	}
+	return errors.Join(errs...)
+}
+
+// splitStage is the stage that makes the server cut a change event over
+// 16 MiB into fragments, which the reader reassembles.
+const splitStage = "$changeStreamSplitLargeEvent"
+
+// parsePipeline reads cfg.Pipeline and returns the stages and their
+// canonical Extended JSON, which the stream hash covers. A final
+// $changeStreamSplitLargeEvent is taken out of both and reported as
+// split: the source adds it itself where the server supports it, so it is
+// not part of the hash, and writing it or not makes the same stream.
+func parsePipeline(text string) (stages bson.A, canon []byte, split bool, err error) {
+	stages, canon, err = parseStages(text)
+	if err != nil || len(stages) == 0 {
+		return stages, canon, false, err
+	}
+	last := stages[len(stages)-1].(bson.Raw)
+	if last.Index(0).Key() != splitStage {
+		return stages, canon, false, nil
+	}
+	if arg, ok := last.Index(0).Value().DocumentOK(); !ok || len(arg) != 5 {
+		return nil, nil, false, fmt.Errorf("pipeline[%d]: %s takes an empty document: {%q: {}}", len(stages)-1, splitStage, splitStage)
+	}
+	stages = stages[:len(stages)-1]
+	if len(stages) == 0 {
+		return nil, []byte("[]"), true, nil
+	}
+	// The canonical form of the remaining stages, exactly as if they had
+	// been written alone.
+	raw, err := bson.Marshal(bson.D{{Key: "p", Value: stages}})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("pipeline: %v", err)
+	}
+	if canon, err = bson.MarshalExtJSON(bson.Raw(raw), true, false); err != nil {
+		return nil, nil, false, fmt.Errorf("pipeline: %v", err)
+	}
+	return stages, canon, true, nil
+}
+
+func parseStages(text string) (bson.A, []byte, error) {
+	if text == "" {
+		return nil, []byte("[]"), nil
+	}
+	var wrapper bson.Raw
+	if err := bson.UnmarshalExtJSON([]byte(`{"p":`+text+`}`), false, &wrapper); err != nil {
+		return nil, nil, fmt.Errorf("pipeline is not a JSON array of stages: %v", err)
+	}
+	arr, ok := wrapper.Lookup("p").ArrayOK()
+	if !ok {
+		return nil, nil, errors.New("pipeline is not a JSON array of stages")
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil, nil, fmt.Errorf("pipeline: %v", err)
+	}
+	stages := make(bson.A, 0, len(vals))
+	for i, v := range vals {
+		d, ok := v.DocumentOK()
+		if !ok {
+			return nil, nil, fmt.Errorf("pipeline[%d] is %s, not a stage document", i, v.Type)
+		}
+		elems, _ := d.Elements()
+		if len(elems) != 1 {
+			return nil, nil, fmt.Errorf("pipeline[%d] must have exactly one key, the stage name", i)
+		}
+		if elems[0].Key() == splitStage && i != len(vals)-1 {
+			return nil, nil, fmt.Errorf("pipeline[%d]: %s must be the last stage", i, splitStage)
+		}
+		stages = append(stages, d)
+	}
+	canon, err := bson.MarshalExtJSON(wrapper, true, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pipeline: %v", err)
+	}
+	return stages, canon, nil
+}
+
+// Open connects, admits the deployment and the collection, checks a
+// restored checkpoint against them, opens the change stream (or prepares
+// the snapshot) and starts the reader. ctx bounds only this setup.
+func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error) {
+	if s.q != nil {
+		return errors.New("mongosource: Open called twice")
+	}
+	if err := s.checkConfig(); err != nil {
+		return fmt.Errorf("mongo source %s: %w", s.ns, err)
+	}
+	stages, canon, splitWritten, err := parsePipeline(s.cfg.Pipeline)
+	if err != nil {
+		return fmt.Errorf("mongo source %s: %w", s.ns, err)
+	}
+	s.pipeline = stages
+	s.streamHash = streamHash(canon, s.cfg.FullDocument, s.cfg.BeforeChange)
+	s.q = newQueue(s.cfg.MaxBufferedBytes)
+	defer func() {
+		if err != nil {
+			s.closeClient()
+		}
+	}()
+
+	uri := s.cfg.URI
+	if uri == "embedded" {
+		srv, err := StartEmbedded(s.cfg.EmbeddedDataDir, s.log)
+		if err != nil {
+			return err
+		}
+		s.embedded = srv
+		uri = srv.URI()
+	}
+	opts := options.Client().ApplyURI(uri).
+		SetServerSelectionTimeout(s.cfg.ConnectTimeout).
+		SetConnectTimeout(s.cfg.ConnectTimeout).
+		SetAppName("tide")
+	if s.client, err = mongo.Connect(opts); err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(uri), err)
+	}
+	s.coll = s.client.Database(s.cfg.Database).Collection(s.cfg.Collection)
+
+	if s.live, err = s.admit(ctx); err != nil {
+		return err
+	}
+	s.split = s.live.splitSupported || splitWritten
+	if !s.split {
+		s.log.Warn("the server cannot split change events over 16 MiB ($changeStreamSplitLargeEvent needs MongoDB 7.0, or 6.0.9 and later); such an event will stop the pipeline",
+			"server_version", s.live.serverVersion)
+	}
+	s.ident = s.identity(s.live)
+
+	var pos *position
+	if restored != nil && (len(restored.Source) > 0 || len(restored.Meta) > 0) {
+		if err := checkIdentity(restored.Meta, s.ident); err != nil {
+			return err
+		}
+		if len(restored.Source) > 0 {
+			p, err := parsePosition(restored.Source)
+			if err != nil {
+				return fmt.Errorf("%w; %s", err, resetHint)
+			}
+			pos = &p
+		}
+	}
+
+	r := &reader{s: s}
+	if err := r.prepare(ctx, pos); err != nil {
+		return err
+	}
+	readCtx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.readerDone = make(chan struct{})
+	go func() { // owned by s: Close stops it and waits
+		defer close(s.readerDone)
+		r.run(readCtx)
+	}()
+	return nil
+}
+
+// Ready receives a value when Poll may have events or an error.
+func (s *Source) Ready() <-chan struct{} { return s.q.ready }
+
+// Poll appends up to max queued events to buf without waiting. After the
+// stream ends (an invalidate) or fails, it returns what was queued, then
+// cdc.ErrEnd or the error.
+func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return buf, err
+	}
+	n := len(buf)
+	buf, err := s.q.poll(buf, max)
+	var last cdc.Op
+	var counter *atomic.Int64
+	for i := n; i < len(buf); i++ {
+		ev := &buf[i]
+		if ev.Op != last || counter == nil {
+			last, counter = ev.Op, s.metrics.op(ev.Op)
+		}
+		counter.Add(1)
+		s.metrics.bytesRead.Add(int64(ev.Size))
+	}
+	return buf, err
+}
+
+// Ack records that the checkpoint naming upTo was saved: it is how the
+// source measures lag and checkpoint age. It never fails.
+func (s *Source) Ack(_ context.Context, upTo cdc.Position) error {
+	if ts, ok := positionTime(upTo); ok {
+		s.metrics.committedT.Store(uint64(ts.T)<<32 | uint64(ts.I))
+	}
+	s.metrics.lastAck.Store(time.Now().UnixNano())
+	return nil
+}
+
+// Identity returns the identity the runtime stores in every checkpoint:
+// connector, format_version, deployment_id, database, collection,
+// collection_uuid and stream_hash.
+func (s *Source) Identity() map[string]string {
+	m := make(map[string]string, len(s.ident))
+	for k, v := range s.ident {
+		m[k] = v
+	}
+	return m
+}
+
+// Close stops the reader, closes the cursor and the client, and the
+// embedded server if Open started one. It may be called more than once.
+func (s *Source) Close() error {
+	s.closeOnce.Do(func() {
+		if s.stop != nil {
+			s.stop()
+			<-s.readerDone
+		}
+		s.closeErr = s.closeClient()
+	})
+	return s.closeErr
+}
+
+func (s *Source) closeClient() error {
+	var errs []error
+	if s.client != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.client.Disconnect(ctx); err != nil && !errors.Is(err, mongo.ErrClientDisconnected) {
+			errs = append(errs, fmt.Errorf("disconnect: %w", err))
+		}
+		s.client = nil
+	}
+	if s.embedded != nil {
+		if err := s.embedded.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close embedded server: %w", err))
+		}
+		s.embedded = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Stats is a snapshot of the source's counters.
+type Stats struct {
+	Events        map[cdc.Op]int64 // events handed to the runtime, by operation (markers included)
+	BytesRead     int64            // bytes of those events, as charged to the buffer
+	Reconnects    int64            // streams reopened after an error
+	Errors        int64            // errors seen (retried or not)
+	Buffered      int64            // bytes in the queue now
+	PeakBuffered  int64            // most bytes ever in the queue
+	SnapshotDone  int64            // documents copied by the snapshot
+	SnapshotTotal int64            // estimated documents to copy
+	Committed     cdc.Timestamp    // cluster time of the last committed position; zero before
+	LastCommit    time.Time        // when the last checkpoint was saved; zero before
+}
+
+// Lag is now minus the cluster time of the last committed position.
+func (st Stats) Lag(now time.Time) time.Duration {
+	if st.Committed.T == 0 {
+		return 0
+	}
+	return max(0, now.Sub(time.Unix(int64(st.Committed.T), 0)))
+}
+
+// CheckpointAge is the time since the last checkpoint was saved.
+func (st Stats) CheckpointAge(now time.Time) time.Duration {
+	if st.LastCommit.IsZero() {
+		return 0
+	}
+	return now.Sub(st.LastCommit)
+}
+
+// Stats returns the source's counters. It is safe to call at any time.
+func (s *Source) Stats() Stats {
+	st := Stats{
+		Events:        map[cdc.Op]int64{},
+		BytesRead:     s.metrics.bytesRead.Load(),
+		Reconnects:    s.metrics.reconnects.Load(),
+		Errors:        s.metrics.errors.Load(),
+		SnapshotDone:  s.metrics.snapshotDone.Load(),
+		SnapshotTotal: s.metrics.snapshotTotal.Load(),
+	}
+	s.metrics.ops.Range(func(k, v any) bool {
+		st.Events[k.(cdc.Op)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	if s.q != nil {
+		st.Buffered, st.PeakBuffered = s.q.usage()
+	}
+	if t := s.metrics.committedT.Load(); t != 0 {
+		st.Committed = cdc.Timestamp{T: uint32(t >> 32), I: uint32(t)}
+	}
+	if n := s.metrics.lastAck.Load(); n != 0 {
+		st.LastCommit = time.Unix(0, n)
+	}
+	return st
+}
+
+// redact hides a password in a connection string.
+func redact(uri string) string {
+	if u, err := urlParse(uri); err == nil {
+		return u
+	}
+	return "(uri)"
+}
+
+var (
+	_ cdc.Source     = (*Source)(nil)
+	_ cdc.Acker      = (*Source)(nil)
+	_ cdc.Identifier = (*Source)(nil)
+)
