@@ -16,8 +16,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/internal/testenv"
+	"github.com/tide-cdc/tide/mongowire"
 )
 
 const (

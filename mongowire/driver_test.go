@@ -16,9 +16,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 func setup(t *testing.T, opts ...func(*mongowire.Config)) (*mongowire.Server, *mongo.Client) {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
-	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/metrics"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/file"

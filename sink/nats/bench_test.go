@@ -16,9 +16,9 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/source/generate"
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // benchMsgs is TIDE_BENCH_MSGS, default 1,000,000.

@@ -16,10 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/postgres"
 	"github.com/tide-cdc/tide/source/generate"
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // crashChildEnv holds the DSN when the test binary runs as the crash

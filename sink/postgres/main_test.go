@@ -14,8 +14,8 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/encode"
-	"github.com/tide-cdc/tide/sink/postgres"
 	"github.com/tide-cdc/tide/internal/testenv"
+	"github.com/tide-cdc/tide/sink/postgres"
 )
 
 func TestMain(m *testing.M) {

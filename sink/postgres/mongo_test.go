@@ -15,10 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/postgres"
 	mongosource "github.com/tide-cdc/tide/source/mongo"
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // TestMongoMirror runs embedded MongoDB → Postgres mirror while a random

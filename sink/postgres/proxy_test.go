@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tide-cdc/tide/sink/postgres"
 	"github.com/tide-cdc/tide/internal/testenv"
+	"github.com/tide-cdc/tide/sink/postgres"
 )
 
 // cutProxy forwards TCP connections to a PostgreSQL server and, on chosen

@@ -13,10 +13,10 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/postgres"
 	"github.com/tide-cdc/tide/source/generate"
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // runGenerate runs a generate pipeline of count events into sink.

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tide-cdc/tide/cdc"
-	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/internal/testenv"
+	"github.com/tide-cdc/tide/mongowire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -19,9 +19,9 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/file"
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // benchMsgs is the number of messages a benchmark moves per iteration:

@@ -25,9 +25,9 @@ import (
 
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/file"
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // The fault tests put Tide through what a hostile network and operator do

@@ -13,9 +13,9 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/file"
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // readPayloads returns the "n" of each line's payload in a JSON-lines file
