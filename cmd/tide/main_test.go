@@ -19,29 +19,22 @@ import (
 	"github.com/tide-cdc/tide/internal/testenv"
 )
 
-// TestMain lets the test binary stand in for the tide binary: the
-// end-to-end tests re-execute it with TIDE_TEST_MAIN=1, so they drive the
-// real command line, in a real process that can be SIGKILLed, without a
-// separate build step.
+// TestMain stops what the end-to-end tests shared: the PostgreSQL server
+// and the tide binary.
 func TestMain(m *testing.M) {
-	if os.Getenv("TIDE_TEST_MAIN") == "1" {
-		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
-	}
 	code := m.Run()
 	testenv.StopPostgres()
+	testenv.RemoveTideBinary()
 	os.Exit(code)
 }
 
-// tideCmd returns a command that runs tide with args in dir.
+// tideCmd returns a command that runs the tide binary with args in dir:
+// the real command line, in a real process that can be SIGKILLed.
 func tideCmd(t *testing.T, dir string, args ...string) *exec.Cmd {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, args...)
+	cmd := exec.Command(testenv.TideBinary(t), args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "TIDE_TEST_MAIN=1")
+	cmd.Env = os.Environ()
 	return cmd
 }
 

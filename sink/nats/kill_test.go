@@ -19,26 +19,6 @@ import (
 	"github.com/tide-cdc/tide/internal/testenv"
 )
 
-// buildTide builds the tide binary from this module (or uses TIDE_BIN).
-func buildTide(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("TIDE_BIN"); bin != "" {
-		return bin
-	}
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	bin := filepath.Join(t.TempDir(), "tide")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/tide")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build tide: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // lockedBuffer is a bytes.Buffer that the process's output copier and the
 // test may use at once.
 type lockedBuffer struct {
@@ -79,9 +59,6 @@ func runTide(t *testing.T, bin, pipeline string, kill time.Duration) (error, boo
 	}
 	select {
 	case err := <-done:
-		if err != nil && strings.Contains(stderr.String(), "nats: not available in this build") {
-			t.Skipf("tide run rejects the NATS section, the CLI does not wire it yet: %s", strings.TrimSpace(stderr.String()))
-		}
 		return err, false, stderr.String()
 	case <-timeout:
 		cmd.Process.Signal(syscall.SIGKILL)
@@ -101,7 +78,7 @@ func TestKillTideGenerateToJetStream(t *testing.T) {
 		t.Skip("-short: builds tide and runs it 11 times")
 	}
 	const total = 100000
-	bin := buildTide(t)
+	bin := testenv.TideBinary(t)
 	srv := testenv.NATS(t)
 	dir := t.TempDir()
 	pipeline := filepath.Join(dir, "pipeline.yaml")

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,8 +50,7 @@ func crashChild() int {
 // once each; after the last run, all 200k.
 //
 // The process is this test binary running the pipeline as tide run wires
-// it (runtime, generate source, this sink), and, when cmd/tide wires the
-// postgres sink, the tide binary itself.
+// it (runtime, generate source, this sink), and the tide binary itself.
 func TestSIGKILL(t *testing.T) {
 	count := int64(200_000)
 	if testing.Short() {
@@ -71,10 +69,7 @@ func TestSIGKILL(t *testing.T) {
 			t.Skip("-short: not building the tide binary")
 		}
 		dsn := testenv.Postgres(t)
-		tide := buildTide(t)
-		if tide == "" {
-			t.Skip("cmd/tide does not wire sink.postgres yet (no postgres.New in cmd/tide; see buildSink in cmd/tide/wire.go)")
-		}
+		tide := testenv.TideBinary(t)
 		dir := t.TempDir()
 		file := filepath.Join(dir, "crash.yaml")
 		yaml := fmt.Sprintf(`name: crash
@@ -165,40 +160,6 @@ func killLoop(t *testing.T, dsn string, count int64, newCmd func() *exec.Cmd) {
 	if got := check("after the final run"); got != count {
 		t.Fatalf("final checkpoint seq %d, want %d", got, count)
 	}
-}
-
-// buildTide returns the tide binary named by TIDE_TEST_TIDE_BIN, or builds
-// cmd/tide into a temporary directory. It returns "" when cmd/tide does
-// not call postgres.New, rather than spend a build on a binary that
-// cannot run the test.
-func buildTide(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("TIDE_TEST_TIDE_BIN"); bin != "" {
-		return bin
-	}
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	srcs, _ := filepath.Glob(filepath.Join(root, "cmd", "tide", "*.go"))
-	wired := false
-	for _, f := range srcs {
-		b, err := os.ReadFile(f)
-		if err == nil && !strings.HasSuffix(f, "_test.go") && strings.Contains(string(b), "postgres.New(") {
-			wired = true
-		}
-	}
-	if !wired {
-		return ""
-	}
-	bin := filepath.Join(t.TempDir(), "tide")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tide")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build tide: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // checkpointSeqQuiet is checkpointSeq for polling: 0 while there is no

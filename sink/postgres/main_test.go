@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	testenv.StopPostgres()
+	testenv.RemoveTideBinary()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")

@@ -10,33 +10,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 var crashBinaryChanges = flag.Int("mongo.sigkill.changes", 10000, "changes written by TestTideRunSIGKILL")
-
-// buildTide builds cmd/tide into a temporary directory.
-func buildTide(t *testing.T) string {
-	t.Helper()
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || len(bytes.TrimSpace(gomod)) == 0 {
-		t.Skipf("go env GOMOD: %v: cannot find the module to build tide", err)
-	}
-	root := filepath.Dir(string(bytes.TrimSpace(gomod)))
-	bin := filepath.Join(t.TempDir(), "tide")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/tide")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/tide: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // TestTideRunSIGKILL runs `tide run` against a server living in this test
 // process, SIGKILLs it ten times at random moments during a workload of
@@ -47,7 +30,7 @@ func TestTideRunSIGKILL(t *testing.T) {
 		t.Skip("builds and runs the tide binary; skipped with -short")
 	}
 	e := newEnv(t)
-	bin := buildTide(t)
+	bin := testenv.TideBinary(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "orders.jsonl")
 	file := filepath.Join(dir, "pipeline.yaml")
@@ -91,9 +74,6 @@ sink:
 		if isClosed(exited) || time.Now().After(deadline) {
 			cmd.Process.Kill()
 			<-exited
-			if strings.Contains(stderr.String(), "not available") {
-				t.Skipf("cmd/tide does not wire source.mongo yet: %s", strings.TrimSpace(stderr.String()))
-			}
 			t.Fatalf("tide run saved no checkpoint within 30s; stderr:\n%s", stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond) // polling another process's files

@@ -415,7 +415,7 @@ func TestJetStreamFaultsExactlyOnce(t *testing.T) {
 		t.Skip("-short: builds tide and kills it and nats-server many times")
 	}
 	const rounds = 16
-	bin := buildTide(t)
+	bin := testenv.TideBinary(t)
 	ns := startNATSProc(t)
 	url := "nats://" + ns.addr()
 	proxy := startProxy(t, ns.addr())

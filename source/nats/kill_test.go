@@ -15,26 +15,6 @@ import (
 	"github.com/tide-cdc/tide/internal/testenv"
 )
 
-// buildTide builds the tide binary from this module (or uses TIDE_BIN).
-func buildTide(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("TIDE_BIN"); bin != "" {
-		return bin
-	}
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	bin := filepath.Join(t.TempDir(), "tide")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/tide")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build tide: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // tideProc is a running `tide run`.
 type tideProc struct {
 	cmd    *exec.Cmd
@@ -74,23 +54,13 @@ func startTide(t *testing.T, bin, pipeline string) *tideProc {
 	return p
 }
 
-// skipIfNATSUnwired skips the test when this build of tide rejects the
-// NATS section: the CLI wiring is not there yet.
-func skipIfNATSUnwired(t *testing.T, p *tideProc, err error) {
-	t.Helper()
-	if msg := p.stderr.String(); strings.Contains(msg, "nats: not available in this build") {
-		t.Skipf("tide run rejects the NATS section, the CLI does not wire it yet: %s", strings.TrimSpace(msg))
-	}
-	t.Fatalf("tide exited early: %v\n%s", err, p.stderr)
-}
-
-// runFor lets p run for d, then kills it with SIGKILL.
+// killAfter lets p run for d, then kills it with SIGKILL.
 func (p *tideProc) killAfter(t *testing.T, d time.Duration) {
 	t.Helper()
 	select {
 	case err := <-p.done:
 		p.done <- err
-		skipIfNATSUnwired(t, p, err)
+		t.Fatalf("tide exited early: %v\n%s", err, p.stderr)
 	case <-time.After(d):
 	}
 	p.cmd.Process.Signal(syscall.SIGKILL)
@@ -108,7 +78,7 @@ func TestKillTideJetStreamToFile(t *testing.T) {
 	}
 	const rounds, perRound = 10, 10000
 	const total = rounds * perRound
-	bin := buildTide(t)
+	bin := testenv.TideBinary(t)
 	srv := testenv.NATS(t)
 	nc := connectTo(t, srv)
 	js := newStream(t, nc, "ORDERS", "orders.>")
@@ -145,7 +115,7 @@ sink:
 			select {
 			case err := <-p.done:
 				p.done <- err
-				skipIfNATSUnwired(t, p, err)
+				t.Fatalf("tide exited early: %v\n%s", err, p.stderr)
 			case <-time.After(50 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {

@@ -16,13 +16,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(childNATSEnv); spec != "" {
 		runChildNATS(spec) // a nats-server for a test to SIGKILL; never returns
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testenv.RemoveTideBinary()
+		os.Exit(code)
+	}))
 }
 
 func testLogger(t testing.TB) *slog.Logger {

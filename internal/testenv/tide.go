@@ -1,0 +1,101 @@
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// tideBinary is the one tide binary of a test binary, built on first use
+// by TideBinary and removed by RemoveTideBinary.
+var tideBinary struct {
+	once sync.Once
+	mu   sync.Mutex // guards the fields below
+	dir  string     // temporary directory holding the build
+	path string
+	err  error // why the binary could not be built
+}
+
+// TideBinary returns the path of a tide binary for end-to-end tests. With
+// TIDE_BIN set, it is that file. Otherwise TideBinary builds ./cmd/tide of
+// this module once per test binary, into a temporary directory that
+// RemoveTideBinary, called from TestMain after m.Run, removes. The build
+// has the race detector when this test binary has it, so that a -race run
+// checks the processes it starts as well.
+//
+// A build that fails fails the test: an end-to-end test never skips
+// because the binary is missing.
+func TideBinary(t testing.TB) string {
+	t.Helper()
+	tideBinary.once.Do(buildTide)
+	tideBinary.mu.Lock()
+	path, err := tideBinary.path, tideBinary.err
+	tideBinary.mu.Unlock()
+	if err != nil {
+		t.Fatalf("tide binary: %v", err)
+	}
+	return path
+}
+
+// RemoveTideBinary removes the binary TideBinary built, if any. Call it
+// from TestMain after m.Run.
+func RemoveTideBinary() {
+	tideBinary.mu.Lock()
+	defer tideBinary.mu.Unlock()
+	if tideBinary.dir != "" {
+		_ = os.RemoveAll(tideBinary.dir)
+	}
+	tideBinary.dir, tideBinary.path = "", ""
+	tideBinary.err = fmt.Errorf("removed by RemoveTideBinary")
+}
+
+func buildTide() {
+	tideBinary.mu.Lock()
+	defer tideBinary.mu.Unlock()
+	if bin := os.Getenv("TIDE_BIN"); bin != "" {
+		// Tests run tide in directories of their own: a relative name
+		// must not depend on them.
+		abs, err := filepath.Abs(bin)
+		if err == nil {
+			_, err = os.Stat(abs)
+		}
+		if err != nil {
+			tideBinary.err = fmt.Errorf("TIDE_BIN: %w", err)
+			return
+		}
+		tideBinary.path = abs
+		return
+	}
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		tideBinary.err = fmt.Errorf("go env GOMOD: %w", err)
+		return
+	}
+	gomod = bytes.TrimSpace(gomod)
+	if len(gomod) == 0 || string(gomod) == os.DevNull {
+		tideBinary.err = fmt.Errorf("go env GOMOD: not inside a module, cannot build ./cmd/tide")
+		return
+	}
+	dir, err := os.MkdirTemp("", "tide-test-bin-")
+	if err != nil {
+		tideBinary.err = err
+		return
+	}
+	path := filepath.Join(dir, "tide")
+	args := []string{"build", "-o", path}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/tide")...)
+	cmd.Dir = filepath.Dir(string(gomod))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		tideBinary.err = fmt.Errorf("go build ./cmd/tide: %w\n%s", err, out)
+		return
+	}
+	tideBinary.dir, tideBinary.path = dir, path
+}
