@@ -7,15 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,13 +74,10 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if f.nats {
 		return runNATSDemo(ctx, f, stdout, stderr)
 	}
-	if f.events <= 0 {
-		return fmt.Errorf("--events %d: want a positive number", f.events)
-	}
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+	if err := checkDemoFlags(f); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := demoLogger(stderr)
 	const name = "demo"
 	// The checkpoint store's lock makes this demo directory single-owner.
 	store, err := checkpoint.Open(filepath.Join(f.dir, ".tide"), log)
@@ -125,112 +119,48 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	sink := file.New(file.Config{Path: out, Pipeline: name, DataDir: filepath.Join(f.dir, ".tide"), Logger: log})
 	p := pipeline.New(pipeline.Config{Name: name, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
 
-	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
-	runCtx, hardStop := context.WithCancel(ctx)
-	defer hardStop()
-	began := time.Now()
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		runErr = p.Run(runCtx)
-	}()
-
-	// Start writing only once the source has taken its exact start point:
-	// a fresh stream begins after the last write that preceded it.
-	for p.State() == pipeline.Starting {
-		select {
-		case <-done:
-			return runErr
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	// Count only now: opening the file sink cut anything after the last
-	// commit of an earlier run.
-	before, err := countLines(out)
-	if err != nil {
-		hardStop()
-		<-done
-		return err
-	}
-	if before > 0 {
-		fmt.Fprintf(stdout, "resuming from the checkpoint: %d changes already in the file\n", before)
-	}
-
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		hardStop()
-		<-done
-		return err
-	}
-	defer logFile.Close()
-	w := &demoWriter{coll: orders, log: bufio.NewWriter(logFile), live: liveIDs(history), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
-	for _, c := range history {
-		w.next = max(w.next, c.ID)
-	}
-	writerDone := make(chan error, 1)
-	go func() { writerDone <- w.run(sigCtx, f.events, f.rate) }()
-
-	statusCtx, stopStatus := context.WithCancel(ctx)
-	statusDone := make(chan struct{})
-	go func() {
-		defer close(statusDone)
-		if showProgress(f.progress, stderr) {
-			statusLoop(statusCtx, stderr, 500*time.Millisecond, p, "changes", func(now time.Time) string {
-				return "lag " + src.Stats().Lag(now).Round(time.Millisecond).String()
-			})
+	var logFile *os.File
+	defer func() {
+		if logFile != nil {
+			logFile.Close()
 		}
 	}()
-
-	// Wait for the writer, then for the pipeline to commit everything the
-	// writer did (or for a signal), then drain.
-	var wErr error
-	select {
-	case wErr = <-writerDone:
-	case <-done:
-		wErr = <-writerDone
-	}
-	want := int64(len(history)+w.written) - before
-	interrupted := sigCtx.Err() != nil
-	for !interrupted && p.Stats().EventsOut < want {
-		select {
-		case <-done:
-			interrupted = true
-		case <-sigCtx.Done():
-			interrupted = true
-		case <-time.After(20 * time.Millisecond):
+	// The writer starts only once the source has taken its exact start
+	// point: a fresh stream begins after the last write that preceded it.
+	start := func() (demoProducer, error) {
+		// Count only now: opening the file sink cut anything after the
+		// last commit of an earlier run.
+		before, err := countLines(out)
+		if err != nil {
+			return nil, err
 		}
+		if before > 0 {
+			fmt.Fprintf(stdout, "resuming from the checkpoint: %d changes already in the file\n", before)
+		}
+		logFile, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		w := &demoWriter{coll: orders, log: bufio.NewWriter(logFile), live: liveIDs(history), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)),
+			events: f.events, rate: f.rate, owed: int64(len(history)) - before}
+		for _, c := range history {
+			w.next = max(w.next, c.ID)
+		}
+		return w, nil
 	}
-	// A second signal during the drain stops at once, by the default
-	// action; the checkpoint stays at the last commit.
-	if sigCtx.Err() != nil {
-		stopSignals()
-	}
-	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	drainErr := p.Drain(dctx)
-	cancel()
-	<-done
-	stopStatus()
-	<-statusDone
-	took := time.Since(began)
-	if wErr != nil && !errors.Is(wErr, context.Canceled) {
-		return fmt.Errorf("demo writer: %w", wErr)
-	}
-	if runErr != nil {
-		return runErr
-	}
-	if drainErr != nil {
-		return drainErr
+	res, err := demoRun{pipeline: p, start: start, progress: f.progress, stderr: stderr, unit: "changes", status: func(now time.Time) string {
+		return "lag " + src.Stats().Lag(now).Round(time.Millisecond).String()
+	}}.run(ctx)
+	if err != nil {
+		return err
 	}
 
-	st := p.Stats()
 	byOp := src.Stats().Events
-	fmt.Fprintf(stdout, "\nstreamed %d changes in %s (%.0f changes/s):", st.EventsOut, took.Round(time.Millisecond), float64(st.EventsOut)/took.Seconds())
+	var counts []demoCount
 	for _, op := range []cdc.Op{cdc.OpInsert, cdc.OpUpdate, cdc.OpReplace, cdc.OpDelete} {
-		fmt.Fprintf(stdout, " %s %d", op, byOp[op])
+		counts = append(counts, demoCount{string(op), byOp[op]})
 	}
-	fmt.Fprintln(stdout)
+	printDemoStreamed(stdout, "", "changes", p.Stats(), res.took, counts)
 
 	all, err := readWriterLog(logPath)
 	if err != nil {
@@ -240,15 +170,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("demo output check failed: %w", err)
 	}
-	switch {
-	case n == int64(len(all)):
-		fmt.Fprintf(stdout, "checked %s: it holds exactly the writer's %d changes, in order, each line valid JSON\n", out, n)
-	default:
-		fmt.Fprintf(stdout, "checked %s: it holds the first %d of the writer's %d changes, in order; run tide demo again to resume from the checkpoint\n", out, n, len(all))
-	}
-	if interrupted {
-		fmt.Fprintln(stdout, "interrupted: run tide demo again to resume")
-	}
+	printDemoCheck(stdout, demoCheck{file: out, held: n, made: int64(len(all)), what: "the writer's %d changes", order: "in order", command: "tide demo"}, res.interrupted)
 	return nil
 }
 
@@ -272,7 +194,23 @@ type demoWriter struct {
 	live    []int64 // ids of documents that exist
 	next    int64   // the last id inserted
 	rng     *rand.Rand
+	events  int     // changes to make in this run
+	rate    float64 // changes per second; 0 = as fast as possible
+	owed    int64   // changes of earlier runs the file does not hold yet
 	written int
+}
+
+func (w *demoWriter) produce(ctx context.Context) error {
+	if err := w.run(ctx, w.events, w.rate); err != nil {
+		return fmt.Errorf("demo writer: %w", err)
+	}
+	return nil
+}
+
+// caughtUp reports whether the pipeline streamed, in this run, every
+// change the file lacked: those of earlier runs and this run's.
+func (w *demoWriter) caughtUp(st pipeline.Stats) bool {
+	return st.EventsOut >= w.owed+int64(w.written)
 }
 
 func (w *demoWriter) run(ctx context.Context, n int, rate float64) error {

@@ -7,13 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -70,13 +67,10 @@ type natsOrder struct {
 // publisher of order messages, and Tide's JetStream source streaming them
 // through the runtime into a JSON-lines file.
 func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
-	if f.events <= 0 {
-		return fmt.Errorf("--events %d: want a positive number", f.events)
-	}
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+	if err := checkDemoFlags(f); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := demoLogger(stderr)
 	// The checkpoint store's lock makes this demo's files single-owner.
 	store, err := checkpoint.Open(filepath.Join(f.dir, ".tide-nats"), log)
 	if err != nil {
@@ -140,105 +134,25 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 	sink := &subjectCounter{Sink: file.New(file.Config{Path: out, Pipeline: natsDemoPipeline, DataDir: filepath.Join(f.dir, ".tide-nats"), Logger: log}), put: map[string]int64{}, committed: map[string]int64{}}
 	p := pipeline.New(pipeline.Config{Name: natsDemoPipeline, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
 
-	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
-	runCtx, hardStop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		runErr = p.Run(runCtx)
-	}()
-	// Every return below waits for the pipeline: it closes the source's
-	// connection before the server shuts down.
-	defer func() { hardStop(); <-done }()
-
-	// Publish only once the source is open: a checkpoint or a consumer
-	// that does not match stops the demo before it adds to the stream.
-	for p.State() == pipeline.Starting {
-		select {
-		case <-done:
-			return runErr
-		case <-time.After(5 * time.Millisecond):
-		}
+	pub := &natsPublisher{js: js, seq: published, streamSeq: lastStreamSeq, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11)),
+		events: f.events, rate: f.rate}
+	// The publisher starts only once the source is open: a checkpoint or a
+	// consumer that does not match stops the demo before it adds to the
+	// stream.
+	start := func() (demoProducer, error) { return pub, nil }
+	res, err := demoRun{pipeline: p, start: start, progress: f.progress, stderr: stderr, unit: "messages", status: func(time.Time) string {
+		ss := src.Stats()
+		return fmt.Sprintf("consumer pending %d  acked %d", ss.Lag, ss.Acked)
+	}}.run(ctx)
+	if err != nil {
+		return err
 	}
 
-	began := time.Now() // once the source is open: the throughput is the pipeline's, not the wait for redelivery
-	pubCtx, stopPublisher := context.WithCancel(sigCtx)
-	defer stopPublisher()
-	pub := &natsPublisher{js: js, seq: published, streamSeq: lastStreamSeq, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))}
-	pubDone := make(chan error, 1)
-	go func() { pubDone <- pub.run(pubCtx, f.events, f.rate) }()
-	// Declared after the pipeline's wait, so it runs first: no return
-	// leaves the publisher running.
-	defer func() {
-		if pubDone != nil {
-			stopPublisher()
-			<-pubDone
-		}
-	}()
-
-	statusCtx, stopStatus := context.WithCancel(ctx)
-	statusDone := make(chan struct{})
-	go func() {
-		defer close(statusDone)
-		if showProgress(f.progress, stderr) {
-			statusLoop(statusCtx, stderr, 500*time.Millisecond, p, "messages", func(time.Time) string {
-				ss := src.Stats()
-				return fmt.Sprintf("consumer pending %d  acked %d", ss.Lag, ss.Acked)
-			})
-		}
-	}()
-	defer func() { stopStatus(); <-statusDone }()
-
-	// Wait for the publisher (stopping it if the pipeline fails), then for
-	// the pipeline to commit every message in the stream (or for a
-	// signal), then drain.
-	var pErr error
-	select {
-	case pErr = <-pubDone:
-	case <-done:
-		stopPublisher()
-		pErr = <-pubDone
-	}
-	pubDone = nil
-	interrupted := sigCtx.Err() != nil
-	for !interrupted && committedStreamSeq(p.Stats()) < pub.streamSeq {
-		select {
-		case <-done:
-			interrupted = true
-		case <-sigCtx.Done():
-			interrupted = true
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	if sigCtx.Err() != nil {
-		stopSignals() // a second signal stops the demo at once
-	}
-	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	drainErr := p.Drain(dctx)
-	cancel()
-	<-done
-	stopStatus()
-	<-statusDone
-	took := time.Since(began)
-	if pErr != nil && !errors.Is(pErr, context.Canceled) {
-		return fmt.Errorf("demo publisher: %w", pErr)
-	}
-	if runErr != nil {
-		return runErr
-	}
-	if drainErr != nil {
-		return drainErr
-	}
-
-	st := p.Stats()
-	fmt.Fprintf(stdout, "\npublished %d orders; streamed %d messages in %s (%.0f messages/s):", pub.published, st.EventsOut,
-		took.Round(time.Millisecond), float64(st.EventsOut)/took.Seconds())
+	var counts []demoCount
 	for _, subj := range natsDemoKinds {
-		fmt.Fprintf(stdout, " %s %d", subj, sink.committed[subj])
+		counts = append(counts, demoCount{subj, sink.committed[subj]})
 	}
-	fmt.Fprintln(stdout)
+	printDemoStreamed(stdout, fmt.Sprintf("published %d orders; ", pub.published), "messages", p.Stats(), res.took, counts)
 
 	// The source has closed: every ack it sent has been confirmed or
 	// abandoned, so the consumer's state is final for this run.
@@ -253,7 +167,7 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "consumer %s: ack floor at stream sequence %d of %d; %d pending, %d delivered and not acknowledged\n",
 		natsDemoConsumer, info.AckFloor.Stream, streamSeq, info.NumPending, info.NumAckPending)
 	settled := info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream == streamSeq
-	if !settled && !interrupted {
+	if !settled && !res.interrupted {
 		return fmt.Errorf("demo consumer check failed: consumer %s acknowledged up to stream sequence %d of %d with %d pending and %d unacknowledged after the drain; "+
 			"every message must be acknowledged once it is in %s", natsDemoConsumer, info.AckFloor.Stream, streamSeq, info.NumPending, info.NumAckPending, out)
 	}
@@ -262,15 +176,8 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("demo output check failed: %w", err)
 	}
-	switch {
-	case n == total:
-		fmt.Fprintf(stdout, "checked %s: it holds exactly the %d published messages, in stream order (seq 1..%d), each line valid JSON\n", out, n, n)
-	default:
-		fmt.Fprintf(stdout, "checked %s: it holds the first %d of the %d published messages, in stream order; run tide demo --nats again to resume from the checkpoint\n", out, n, total)
-	}
-	if interrupted {
-		fmt.Fprintln(stdout, "interrupted: run tide demo --nats again to resume")
-	}
+	printDemoCheck(stdout, demoCheck{file: out, held: n, made: total, what: "the %d published messages", order: "in stream order",
+		exact: fmt.Sprintf(" (seq 1..%d)", total), command: "tide demo --nats"}, res.interrupted)
 	return nil
 }
 
@@ -382,7 +289,21 @@ type natsPublisher struct {
 	seq       int64  // the last order published
 	streamSeq uint64 // the stream sequence of the last PubAck
 	rng       *rand.Rand
+	events    int     // orders to publish in this run
+	rate      float64 // orders per second; 0 = as fast as possible
 	published int
+}
+
+func (p *natsPublisher) produce(ctx context.Context) error {
+	if err := p.run(ctx, p.events, p.rate); err != nil {
+		return fmt.Errorf("demo publisher: %w", err)
+	}
+	return nil
+}
+
+// caughtUp reports whether the sink committed the last message published.
+func (p *natsPublisher) caughtUp(st pipeline.Stats) bool {
+	return committedStreamSeq(st) >= p.streamSeq
 }
 
 func (p *natsPublisher) run(ctx context.Context, n int, rate float64) error {
