@@ -2,16 +2,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -147,46 +144,14 @@ func TestDemoNATSRefuses(t *testing.T) {
 func TestDemoNATSInterrupt(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cmd := tideCmd(t, dir, "demo", "--nats", "--events", "1000000", "--rate", "2000", "--progress", "always")
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// A demo that never shows its status line would run for minutes.
-	guard := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-	defer guard.Stop()
-	// The status line starts after the signal handler is installed and
-	// once messages flow: interrupt then.
-	var logs []byte
-	buf := make([]byte, 4096)
-	for !bytes.Contains(logs, []byte("messages/s")) {
-		n, err := stderr.Read(buf)
-		logs = append(logs, buf[:n]...)
-		if err != nil {
-			t.Fatalf("tide demo --nats ended before its status line: %v\n%s\n%s", err, stdout.String(), logs)
-		}
-	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	rest, _ := io.ReadAll(stderr)
-	logs = append(logs, rest...)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("interrupted tide demo --nats: %v\n%s\n%s", err, stdout.String(), logs)
-	}
-	out := stdout.String()
+	out := interruptDemo(t, dir, "messages", "--nats", "--events", "1000000", "--rate", "2000", "--progress", "always")
 	for _, want := range []string{"interrupted: run tide demo --nats again to resume", "published messages, in stream order"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("interrupted demo output lacks %q:\n%s", want, out)
 		}
 	}
 
-	out, err = runTide(t, dir, "demo", "--nats", "--events", "100", "--rate", "0", "--progress", "never")
+	out, err := runTide(t, dir, "demo", "--nats", "--events", "100", "--rate", "0", "--progress", "never")
 	if err != nil {
 		t.Fatalf("demo after the interrupt: %v\n%s", err, out)
 	}
