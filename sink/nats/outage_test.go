@@ -341,18 +341,19 @@ func TestPermissionViolationFailsAtOnce(t *testing.T) {
 // lost ones must not be stored before them.
 func TestCommitKeepsOrderAcrossLostPublishes(t *testing.T) {
 	srv := testenv.NATS(t)
-	proxy := startLossyProxy(t, srv.Addr().String(), 1<<20, 300*time.Millisecond)
+	proxy := testenv.StartProxy(t, srv.Addr().String())
+	proxy.DropAfter(1<<20, 300*time.Millisecond)
 	var logs lockedBuffer
 	s := openSink(t, Config{
-		Pipeline: "orders", Servers: []string{proxy.url()}, Stream: "CDC", CreateStream: &StreamSpec{},
+		Pipeline: "orders", Servers: []string{"nats://" + proxy.Addr()}, Stream: "CDC", CreateStream: &StreamSpec{},
 		MaxInFlight: 500, Logger: warnLogger(&logs),
 	})
 	const n = 20000 // about 4 MB of messages: the cut comes after 1 MB
 	if err := putCommit(t, s, records(0, n)); err != nil {
 		t.Fatalf("commit: %v\n%s", err, logs.String())
 	}
-	if proxy.cutCount() != 1 {
-		t.Fatalf("the proxy cut %d times, want once", proxy.cutCount())
+	if proxy.Cuts() != 1 {
+		t.Fatalf("the proxy cut %d times, want once", proxy.Cuts())
 	}
 	checkStream(t, srv.ClientURL(), "CDC", n)
 }

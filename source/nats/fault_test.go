@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -36,84 +34,6 @@ import (
 // cut (well inside the 30s ack wait), all while a publisher keeps writing.
 // At the end the file must equal the stream: every message once, in stream
 // order.
-
-// cutProxy forwards TCP connections to a target address; cut closes every
-// connection it carries, both ways, as a broken network would.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	cuts   atomic.Int64
-
-	mu    sync.Mutex // guards conns
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func startProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *cutProxy) url() string { return "nats://" + p.ln.Addr().String() }
-
-func (p *cutProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.DialTimeout("tcp", p.target, time.Second)
-		if err != nil {
-			c.Close() // the server is down: the client retries
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(c, up)
-		go p.pipe(up, c)
-	}
-}
-
-func (p *cutProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-	p.mu.Lock()
-	delete(p.conns, dst)
-	delete(p.conns, src)
-	p.mu.Unlock()
-}
-
-// cut closes every connection the proxy carries.
-func (p *cutProxy) cut() {
-	p.cuts.Add(1)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		if tc, ok := c.(*net.TCPConn); ok {
-			tc.SetLinger(0) // a reset, not an orderly close
-		}
-		c.Close()
-	}
-}
-
-func (p *cutProxy) close() {
-	p.ln.Close()
-	p.cut()
-	p.wg.Wait()
-}
 
 // childNATSEnv, when set to "port:storedir", makes the test binary a
 // nats-server (see TestMain), so that a test can SIGKILL it.
@@ -346,10 +266,10 @@ func connectionCuts(t *testing.T, ack string) {
 	srv := testenv.NATS(t)
 	nc := connectTo(t, srv)
 	newStream(t, nc, "ORDERS", "orders.>")
-	proxy := startProxy(t, srv.Addr().String())
+	proxy := testenv.StartProxy(t, srv.Addr().String())
 	pub := startPublisher(t, srv.ClientURL(), "orders.eu", total)
 
-	tideConn, err := nats.Connect(proxy.url(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	tideConn, err := nats.Connect("nats://"+proxy.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +286,7 @@ func connectionCuts(t *testing.T, ack string) {
 
 	for range cuts {
 		time.Sleep(time.Duration(50+rand.IntN(250)) * time.Millisecond) // a random moment of the stream
-		proxy.cut()
+		proxy.Cut()
 	}
 	deadline := time.Now().Add(90 * time.Second)
 	for pub.sent.Load() < total {
@@ -394,7 +314,7 @@ func connectionCuts(t *testing.T, ack string) {
 	got := readPayloads(t, path)
 	want := streamPayloads(t, srv.ClientURL(), "ORDERS")
 	lost, dup, reord := compareToStream(got, want)
-	t.Logf("%d cuts, %d messages: %d lost, %d duplicated, %d reordered", proxy.cuts.Load(), len(want), lost, dup, reord)
+	t.Logf("%d cuts, %d messages: %d lost, %d duplicated, %d reordered", proxy.Cuts(), len(want), lost, dup, reord)
 	if lost+dup+reord != 0 || len(got) != len(want) {
 		t.Fatalf("file has %d lines, stream %d: %d lost, %d duplicated, %d reordered", len(got), len(want), lost, dup, reord)
 	}
@@ -418,7 +338,7 @@ func TestJetStreamFaultsExactlyOnce(t *testing.T) {
 	bin := testenv.TideBinary(t)
 	ns := startNATSProc(t)
 	url := "nats://" + ns.addr()
-	proxy := startProxy(t, ns.addr())
+	proxy := testenv.StartProxy(t, ns.addr())
 
 	setup, err := nats.Connect(url)
 	if err != nil {
@@ -436,7 +356,7 @@ data_dir: ` + filepath.Join(dir, "data") + `
 batch: {max_records: 1000}
 source:
   nats:
-    servers: [` + proxy.url() + `]
+    servers: [nats://` + proxy.Addr() + `]
     stream: ORDERS
     consumer: tide
     ack_wait: 30s
@@ -459,9 +379,9 @@ sink:
 		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond) // a random moment of the stream
 		switch round % 4 {
 		case 0:
-			proxy.cut()
+			proxy.Cut()
 		case 1: // killed inside ack_wait, right after a cut
-			proxy.cut()
+			proxy.Cut()
 			time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 			kill()
 		case 2:
@@ -507,7 +427,7 @@ sink:
 	want := streamPayloads(t, url, "ORDERS")
 	lost, dup, reord := compareToStream(got, want)
 	t.Logf("%d rounds: %d cuts, %d tide SIGKILLs, %d nats SIGKILLs, %d messages published, %d in the stream: %d lost, %d duplicated, %d reordered",
-		rounds, proxy.cuts.Load(), tideKills, ns.kills, sent, len(want), lost, dup, reord)
+		rounds, proxy.Cuts(), tideKills, ns.kills, sent, len(want), lost, dup, reord)
 	for i := range want {
 		if want[i] != i {
 			t.Fatalf("stream message %d is %d: the publisher's ids did not keep the stream gapless", i, want[i])
