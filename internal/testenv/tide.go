@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,13 +45,14 @@ func TideBinary(t testing.TB) string {
 // RemoveTideBinary removes the binary TideBinary built, if any. Call it
 // from TestMain after m.Run.
 func RemoveTideBinary() {
+	tideBinary.once.Do(func() {}) // no build after this
 	tideBinary.mu.Lock()
 	defer tideBinary.mu.Unlock()
 	if tideBinary.dir != "" {
 		_ = os.RemoveAll(tideBinary.dir)
 	}
 	tideBinary.dir, tideBinary.path = "", ""
-	tideBinary.err = fmt.Errorf("removed by RemoveTideBinary")
+	tideBinary.err = errors.New("removed by RemoveTideBinary, after the tests")
 }
 
 func buildTide() {
@@ -77,7 +79,7 @@ func buildTide() {
 	}
 	gomod = bytes.TrimSpace(gomod)
 	if len(gomod) == 0 || string(gomod) == os.DevNull {
-		tideBinary.err = fmt.Errorf("go env GOMOD: not inside a module, cannot build ./cmd/tide")
+		tideBinary.err = errors.New("go env GOMOD: not inside a module, cannot build ./cmd/tide")
 		return
 	}
 	dir, err := os.MkdirTemp("", "tide-test-bin-")
