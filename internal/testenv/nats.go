@@ -1,6 +1,8 @@
 // Package testenv starts the real servers that tests talk to: an in-process
 // nats-server with JetStream, the embedded MongoDB-compatible server, and a
-// real mongod or PostgreSQL when the environment names one.
+// real mongod or PostgreSQL when the environment names one. For end-to-end
+// tests it builds the tide binary (TideBinary), and its Proxy breaks the
+// connections between a client and a server as a failing network would.
 package testenv
 
 import (
