@@ -212,3 +212,52 @@ func (a *setAcc) add(v bson.RawValue) {
 }
 
 func (a *setAcc) result() bson.RawValue { return vArray(a.vals) }
+
+// evalArrayAccumulator is the expression form of $sum/$avg/$min/$max:
+// over the elements of a single array argument, or over the arguments.
+func evalArrayAccumulator(name string, args []bson.RawValue) (bson.RawValue, error) {
+	vals := args
+	if len(args) == 1 && args[0].Type == bson.TypeArray {
+		vals = arrayValues(args[0].Value)
+	}
+	acc := newAccumulator(name)
+	for _, v := range vals {
+		acc.add(v)
+	}
+	return acc.result(), nil
+}
+
+// mergeAcc merges documents, later fields replacing earlier ones in place.
+type mergeAcc struct {
+	keys []string
+	vals map[string]bson.RawValue
+}
+
+func (m *mergeAcc) add(v bson.RawValue) {
+	if v.Type != bson.TypeEmbeddedDocument {
+		return
+	}
+	if m.vals == nil {
+		m.vals = map[string]bson.RawValue{}
+	}
+	it := iterDoc(v.Value)
+	for {
+		k, e, ok := it.next()
+		if !ok {
+			return
+		}
+		key := string(k)
+		if _, seen := m.vals[key]; !seen {
+			m.keys = append(m.keys, key)
+		}
+		m.vals[key] = e
+	}
+}
+
+func (m *mergeAcc) result() bson.RawValue {
+	d := newDoc(64)
+	for _, k := range m.keys {
+		d.add(k, m.vals[k])
+	}
+	return vDoc(d.done())
+}
