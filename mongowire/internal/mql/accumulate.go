@@ -13,39 +13,14 @@ type accumulator interface {
 	result() bson.RawValue
 }
 
-// accumulatorNames are the $group accumulators this package implements.
-var accumulatorNames = map[string]bool{
-	"$sum": true, "$avg": true, "$min": true, "$max": true, "$first": true, "$last": true,
-	"$push": true, "$addToSet": true, "$count": true, "$mergeObjects": true,
-	"$stdDevPop": true, "$stdDevSamp": true,
-	"$firstN": true, "$lastN": true, "$maxN": true, "$minN": true,
-	"$top": true, "$bottom": true, "$topN": true, "$bottomN": true,
-}
-
+// newAccumulator returns a fresh accumulator for name, an entry of
+// accumulators that takes one expression.
 func newAccumulator(name string) accumulator {
-	switch name {
-	case "$sum", "$count":
-		return &sumAcc{}
-	case "$avg":
-		return &avgAcc{}
-	case "$min":
-		return &minMaxAcc{max: false}
-	case "$max":
-		return &minMaxAcc{max: true}
-	case "$first":
-		return &firstAcc{}
-	case "$last":
-		return &lastAcc{}
-	case "$push":
-		return &pushAcc{}
-	case "$addToSet":
-		return &setAcc{seen: map[string]bool{}}
-	case "$mergeObjects":
-		return &mergeAcc{}
-	case "$stdDevPop", "$stdDevSamp":
-		return &stdDevAcc{samp: name == "$stdDevSamp"}
+	op, ok := lookupOperator(accumulators, name)
+	if !ok || op.new == nil {
+		panic("mql: not a one-expression accumulator: " + name)
 	}
-	panic("mql: unknown accumulator " + name)
+	return op.new()
 }
 
 // numSum adds numbers without allocating while they stay int32/int64

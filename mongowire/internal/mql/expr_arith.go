@@ -9,6 +9,10 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
+// Arithmetic expressions: $add, $subtract, $multiply, $divide, $mod,
+// $abs, rounding ($floor, $ceil, $trunc, $round), $sqrt, $exp, $ln, $log,
+// $log10, $pow and $rand.
+
 func evalAdd(name string, args []bson.RawValue) (bson.RawValue, error) {
 	acc := vInt32(0)
 	var date *int64

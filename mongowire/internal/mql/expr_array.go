@@ -9,8 +9,10 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
-// Array expressions taking a document of arguments, after mongod's
-// ExpressionSortArray and ExpressionZip.
+// Array expressions: $arrayElemAt, $concatArrays, $filter, $first, $in,
+// $indexOfArray, $isArray, $last, $map, $range, $reduce, $reverseArray,
+// $size, $slice, and ($sortArray, $zip) after mongod's ExpressionSortArray
+// and ExpressionZip.
 
 // compileSortArray compiles {$sortArray: {input, sortBy}}: sortBy 1 or
 // -1 sorts the values in BSON order, a sort document sorts documents by

@@ -6,6 +6,8 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
+// Conditional expressions: $cond, $ifNull, $switch.
+
 func compileCond(arg bson.RawValue, vars scope) (expr, error) {
 	var ifE, thenE, elseE expr
 	switch arg.Type {

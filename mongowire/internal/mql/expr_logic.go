@@ -4,6 +4,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
+// Boolean and comparison expressions: $and, $or, $not, $eq, $ne, $gt,
+// $gte, $lt, $lte, $cmp.
+
 func compileAndOr(name string, arg bson.RawValue, vars scope) (expr, error) {
 	args, err := compileArgs(arg, vars)
 	if err != nil {

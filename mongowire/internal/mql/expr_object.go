@@ -6,6 +6,9 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
+// Object expressions: $mergeObjects, $objectToArray, $arrayToObject,
+// $getField, $setField, $unsetField.
+
 func evalMergeObjects(_ string, args []bson.RawValue) (bson.RawValue, error) {
 	acc := &mergeAcc{}
 	for _, a := range args {

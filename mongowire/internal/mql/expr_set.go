@@ -6,6 +6,10 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
+// Set expressions over arrays: $setUnion, $setIntersection,
+// $setDifference, $setEquals, $setIsSubset, $anyElementTrue,
+// $allElementsTrue.
+
 // valueSet is a set of values under Equal, in insertion order.
 type valueSet struct {
 	keys map[string]bool

@@ -9,8 +9,10 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
-// String expressions after mongod's expression.cpp: $replaceOne and
-// $replaceAll (ExpressionReplaceBase), $indexOfBytes and $indexOfCP.
+// String expressions after mongod's expression.cpp: $concat, case,
+// lengths, $substr*, $split, $strcasecmp, $trim, the regex operators,
+// $replaceOne and $replaceAll (ExpressionReplaceBase), $indexOfBytes and
+// $indexOfCP.
 
 // compileReplace compiles {$replaceOne|$replaceAll: {input, find,
 // replacement}}.

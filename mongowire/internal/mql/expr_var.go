@@ -6,6 +6,8 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
+// Variables: $let.
+
 func compileLet(arg bson.RawValue, vars scope) (expr, error) {
 	if arg.Type != bson.TypeEmbeddedDocument {
 		return nil, mongoerr.New(16874, "$let only supports an object as its argument")
