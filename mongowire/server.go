@@ -38,7 +38,8 @@ type Config struct {
 	Advertise string
 	// ReplSet is the replica-set name, default "rs0".
 	ReplSet string
-	// DataDir keeps the data across restarts; "" keeps it in memory.
+	// DataDir keeps the data across restarts; "" keeps it in memory. One
+	// server at a time holds it: on Unix, Start on a directory in use fails.
 	DataDir string
 	// MaxConnections caps live client connections, default 1000; a client
 	// beyond it is accepted and closed at once.
