@@ -17,7 +17,7 @@ import (
 // aggregate (coll is "" for aggregate: 1) and returns a stream positioned
 // at its start point. The stream's batches carry their own
 // postBatchResumeToken, so there are no first-reply extras.
-func (s *Server) openChangeStreamSource(_ context.Context, db, coll string, cmd bson.Raw) (CursorSource, bson.D, error) {
+func (s *Server) openChangeStreamSource(_ context.Context, db, coll string, cmd bson.Raw) (cursorSource, bson.D, error) {
 	v, err := cmd.LookupErr("pipeline")
 	if err != nil {
 		return nil, nil, missingField("aggregate.pipeline")

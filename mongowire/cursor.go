@@ -12,7 +12,7 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
-// CursorSource produces the batches of one cursor. Next returns up to n
+// cursorSource produces the batches of one cursor. Next returns up to n
 // documents within maxBytes (always at least one document if any remains
 // and n > 0, even if that one alone exceeds maxBytes). For tailable
 // awaitData cursors it may wait up to maxWait for the first document;
@@ -24,12 +24,12 @@ import (
 //
 // Sources other than a materialised result plug in here: the change-stream
 // engine returns one from Server.openChangeStream.
-type CursorSource interface {
+type cursorSource interface {
 	Next(ctx context.Context, n int, maxBytes int, maxWait time.Duration) (docs []bson.Raw, extra bson.D, exhausted bool, err error)
 	Close()
 }
 
-// errorLabeler is an optional ability of a CursorSource: it labels the
+// errorLabeler is an optional ability of a cursorSource: it labels the
 // errors of a getMore on its cursor that do not come from Next (a fail
 // point), as it labels its own — change streams add
 // ResumableChangeStreamError, as mongod does.
@@ -71,7 +71,7 @@ func (s *sliceSource) Close() { s.docs = nil }
 type cursor struct {
 	id        int64
 	ns        string // "db.coll", as the reply's ns says
-	src       CursorSource
+	src       cursorSource
 	tailable  bool
 	awaitData bool
 
@@ -227,7 +227,7 @@ type cursorOptions struct {
 // openCursor takes the first batch from src and, unless that exhausts it,
 // registers a cursor for getMore. The reply is {cursor: {firstBatch,
 // extras..., id, ns}}.
-func (s *Server) openCursor(ctx context.Context, ns string, src CursorSource, opts cursorOptions) (bson.D, error) {
+func (s *Server) openCursor(ctx context.Context, ns string, src cursorSource, opts cursorOptions) (bson.D, error) {
 	n := defaultFirstBatch
 	if opts.batchSize >= 0 {
 		n = int(min(opts.batchSize, 1<<31-1))

@@ -28,7 +28,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// recordingSource is a CursorSource that hands out numbered documents
+// recordingSource is a cursorSource that hands out numbered documents
 // forever and records what each Next asked for.
 type recordingSource struct {
 	mu     sync.Mutex

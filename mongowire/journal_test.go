@@ -24,7 +24,7 @@ import (
 // The caller closes it: the tests close it after cutting the power.
 func startOn(t testing.TB, dir string, fsys faultfs.FS) (*mongowire.Server, *mongo.Client) {
 	t.Helper()
-	s := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: dir, FS: fsys, Logger: slog.New(slog.DiscardHandler)})
+	s := mongowire.NewOnFS(mongowire.Config{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)}, fsys)
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

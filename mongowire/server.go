@@ -1,16 +1,3 @@
-// Package mongowire is Tide's embedded MongoDB-compatible server: a
-// single-node replica-set primary that speaks the MongoDB wire protocol, so
-// that the official drivers and mongosh use it as they would use mongod.
-//
-// The package holds the listener, the per-connection loop with its
-// hardening (deadlines, connection cap, length and depth limits), command
-// dispatch, cursors, retryable-write sessions, fail points and one file per
-// command (cmd_<name>.go). Framing lives in wire, the query language in mql
-// and storage (documents, indexes, oplog, cluster clock) in store.
-//
-// Cursors hold a CursorSource, so that sources other than a materialised
-// result (change streams) plug into find/aggregate/getMore unchanged: an
-// aggregate holding a $changeStream stage goes to Server.openChangeStream.
 package mongowire
 
 import (
@@ -30,6 +17,17 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
+// How the package is built: the listener and the per-connection loop with
+// its hardening (conn.go), command dispatch (dispatch.go) and one file per
+// command (cmd_<name>.go), the $out and $merge stages that write
+// (stage_out.go, stage_merge.go), cursors, retryable-write sessions and
+// fail points. Framing lives in internal/wire, the query language in
+// internal/mql, storage (documents, indexes, oplog, cluster clock) in
+// internal/store and change streams in internal/changestream. Cursors hold
+// a cursorSource, so that sources other than a materialised result plug
+// into find/aggregate/getMore unchanged: an aggregate holding a
+// $changeStream stage goes to Server.openChangeStream.
+
 // Config configures a Server. The zero value of every field is its default.
 type Config struct {
 	// Addr is the listen address, default "127.0.0.1:27017";
@@ -40,7 +38,8 @@ type Config struct {
 	Advertise string
 	// ReplSet is the replica-set name, default "rs0".
 	ReplSet string
-	// DataDir keeps the data across restarts; "" keeps it in memory.
+	// DataDir keeps the data across restarts; "" keeps it in memory. One
+	// server at a time holds it: on Unix, Start on a directory in use fails.
 	DataDir string
 	// MaxConnections caps live client connections, default 1000; a client
 	// beyond it is accepted and closed at once.
@@ -58,10 +57,8 @@ type Config struct {
 	// CursorTimeout closes cursors idle this long (default 10m), as
 	// mongod's cursorTimeoutMillis.
 	CursorTimeout time.Duration
-	Logger        *slog.Logger
-	// FS writes the files of DataDir; nil is the real file system. Tests
-	// pass a *faultfs.Disk to cut the power under the server.
-	FS faultfs.FS
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
 }
 
 // Server is the embedded server. New configures it, Start listens and
@@ -69,6 +66,7 @@ type Config struct {
 type Server struct {
 	cfg      Config
 	log      *slog.Logger
+	fs       faultfs.FS // writes the files of DataDir; nil is the real file system (tests cut the power under it)
 	commands map[string]command
 
 	// openChangeStream opens the source of a change-stream cursor for an
@@ -76,7 +74,7 @@ type Server struct {
 	// aggregate command, coll is "" for a database or cluster stream. The
 	// returned extras go into the first reply's cursor document (e.g.
 	// postBatchResumeToken). Nil means change streams are not supported.
-	openChangeStream func(ctx context.Context, db, coll string, cmd bson.Raw) (CursorSource, bson.D, error)
+	openChangeStream func(ctx context.Context, db, coll string, cmd bson.Raw) (cursorSource, bson.D, error)
 
 	store     *store.Store
 	dirLock   *os.File // held while serving DataDir
@@ -148,8 +146,17 @@ func New(cfg Config) *Server {
 }
 
 // Start opens the store, listens, and serves in goroutines it owns until
-// Close. It returns once the listener is ready.
+// Close. It returns once the listener is ready: URI and Addr are valid
+// from then on. A server starts once; Start after Start or Close fails.
 func (s *Server) Start() error {
+	select {
+	case <-s.done:
+		return errors.New("mongowire: start after close")
+	default:
+	}
+	if s.ln != nil {
+		return errors.New("mongowire: server already started")
+	}
 	if s.cfg.DataDir != "" {
 		lock, err := lockDataDir(s.cfg.DataDir)
 		if err != nil {
@@ -162,7 +169,7 @@ func (s *Server) Start() error {
 		OplogBytes:        s.cfg.OplogBytes,
 		OplogMinRetention: s.cfg.OplogMinRetention,
 		Logger:            s.log,
-		FS:                s.cfg.FS,
+		FS:                s.fs,
 	})
 	if err != nil {
 		s.unlockDataDir()
@@ -193,21 +200,22 @@ func (s *Server) Start() error {
 	return nil
 }
 
-// Addr returns the actual listen address, e.g. "127.0.0.1:54321".
+// Addr returns the actual listen address, e.g. "127.0.0.1:54321", once
+// Start has returned.
 func (s *Server) Addr() string { return s.addr }
 
-// URI returns a connection string for the replica set,
-// e.g. "mongodb://127.0.0.1:54321/?replicaSet=rs0".
+// URI returns a connection string for the replica set, e.g.
+// "mongodb://127.0.0.1:54321/?replicaSet=rs0", once Start has returned.
+// The official drivers and mongosh connect with it as they would to a
+// one-member replica set.
 func (s *Server) URI() string {
 	return "mongodb://" + s.advertise + "/?replicaSet=" + s.cfg.ReplSet
 }
 
-// Store returns the document store the server serves.
-func (s *Server) Store() *store.Store { return s.store }
-
 // Close stops accepting, closes every connection and cursor, waits for
 // every goroutine the server started, and closes the store. It may be
-// called more than once.
+// called more than once, and before Start; later calls return the first
+// call's error.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.done)

@@ -18,6 +18,7 @@ import (
 	"github.com/tide-cdc/tide/encode"
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/metrics"
+	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/file"
 	"github.com/tide-cdc/tide/sink/postgres"
@@ -76,7 +77,12 @@ func build(ctx context.Context, cfg *config.Pipeline, log *slog.Logger, obs *met
 		return nil, fmt.Errorf("encode.format %q: want json or canonical", cfg.Encode.Format)
 	}
 
-	if c.source, err = buildSource(ctx, cfg, log); err != nil {
+	mongoURI, err := c.startEmbedded(cfg, log)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	if c.source, err = buildSource(ctx, cfg, mongoURI, log); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -90,7 +96,27 @@ func build(ctx context.Context, cfg *config.Pipeline, log *slog.Logger, obs *met
 	return c, nil
 }
 
-func buildSource(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc.Source, error) {
+// startEmbedded starts the embedded server for a mongo source with uri
+// "embedded", keeping its data under the data directory, and returns the
+// URI the source connects to (the configured one otherwise). The server
+// closes with the components, after the pipeline has closed the source.
+func (c *components) startEmbedded(cfg *config.Pipeline, log *slog.Logger) (string, error) {
+	m := cfg.Source.Mongo
+	if m == nil {
+		return "", nil
+	}
+	if m.URI != "embedded" {
+		return m.URI, nil
+	}
+	srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(cfg.DataDir, "embedded"), Logger: log})
+	if err := srv.Start(); err != nil {
+		return "", fmt.Errorf("start embedded server: %w", err)
+	}
+	c.closers = append(c.closers, srv.Close)
+	return srv.URI(), nil
+}
+
+func buildSource(_ context.Context, cfg *config.Pipeline, mongoURI string, log *slog.Logger) (cdc.Source, error) {
 	s := cfg.Source
 	switch {
 	case s.Generate != nil:
@@ -102,13 +128,8 @@ func buildSource(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc
 		}), nil
 	case s.Mongo != nil:
 		m := s.Mongo
-		var dataDir string
-		if m.URI == "embedded" {
-			dataDir = filepath.Join(cfg.DataDir, "embedded")
-		}
 		return mongosource.New(mongosource.Config{
-			URI:              m.URI,
-			EmbeddedDataDir:  dataDir,
+			URI:              mongoURI,
 			Database:         m.Database,
 			Collection:       m.Collection,
 			FullDocument:     m.FullDocument,

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -11,28 +10,17 @@ import (
 	"github.com/tide-cdc/tide/mongowire"
 )
 
-// MongoWire starts Tide's embedded MongoDB-compatible server on a free
-// loopback port, in memory unless an option sets DataDir, and closes it
-// when the test ends. Options adjust the configuration before start.
+// MongoWire starts Tide's embedded MongoDB-compatible server with
+// mongowire.StartTestWith: on a free loopback port, in memory unless an
+// option sets DataDir, closed when the test ends. Options adjust the
+// configuration before start.
 func MongoWire(t testing.TB, opts ...func(*mongowire.Config)) *mongowire.Server {
 	t.Helper()
-	cfg := mongowire.Config{
-		Addr:   "127.0.0.1:0",
-		Logger: slog.New(slog.DiscardHandler),
-	}
+	var cfg mongowire.Config
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := mongowire.New(cfg)
-	if err := s.Start(); err != nil {
-		t.Fatalf("start mongowire server: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("close mongowire server: %v", err)
-		}
-	})
-	return s
+	return mongowire.StartTestWith(t, cfg)
 }
 
 // MongoClient connects the official driver to uri and disconnects when

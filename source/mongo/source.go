@@ -15,18 +15,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/tide-cdc/tide/cdc"
-	"github.com/tide-cdc/tide/mongowire"
 )
 
 // Config configures a Source. The zero value of each optional field
 // means its default, applied in New.
 type Config struct {
-	// URI is a MongoDB connection string, or "embedded" to start the
-	// embedded server in process for the source's lifetime.
+	// URI is a MongoDB connection string. To read from Tide's embedded
+	// server, start it (package mongowire) and pass its URI: the source
+	// does not start servers.
 	URI string
-	// EmbeddedDataDir keeps the embedded server's data; "" keeps it in
-	// memory. Only with URI "embedded".
-	EmbeddedDataDir string
 
 	Database   string
 	Collection string
@@ -73,12 +70,11 @@ type Source struct {
 	streamHash string
 	split      bool // the stream ends with $changeStreamSplitLargeEvent; the reader reassembles fragments
 
-	embedded *mongowire.Server
-	client   *mongo.Client
-	coll     *mongo.Collection
-	live     live
-	ident    map[string]string
-	q        *queue
+	client *mongo.Client
+	coll   *mongo.Collection
+	live   live
+	ident  map[string]string
+	q      *queue
 
 	stop       context.CancelFunc // stops the reader
 	readerDone chan struct{}      // closed when the reader returned
@@ -154,28 +150,14 @@ func New(cfg Config) *Source {
 	return &Source{cfg: cfg, log: log.With("source", "mongo", "namespace", ns), ns: ns}
 }
 
-// StartEmbedded starts the embedded MongoDB-compatible server on a free
-// loopback port, keeping its data in dataDir ("" for memory). The caller
-// closes it.
-func StartEmbedded(dataDir string, log *slog.Logger) (*mongowire.Server, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: dataDir, Logger: log})
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("start embedded server: %w", err)
-	}
-	return srv, nil
-}
-
-// Embedded returns the embedded server started for URI "embedded", or nil.
-func (s *Source) Embedded() *mongowire.Server { return s.embedded }
-
 // checkConfig validates what New cannot default.
 func (s *Source) checkConfig() error {
 	var errs []error
-	if s.cfg.URI == "" {
+	switch s.cfg.URI {
+	case "":
 		errs = append(errs, errors.New("uri is empty"))
+	case "embedded":
+		errs = append(errs, errors.New(`uri "embedded" names the embedded server, which the source does not start: start it (package mongowire) and pass its URI`))
 	}
 	if s.cfg.Database == "" || s.cfg.Collection == "" {
 		errs = append(errs, errors.New("database and collection are required"))
@@ -297,14 +279,6 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	}()
 
 	uri := s.cfg.URI
-	if uri == "embedded" {
-		srv, err := StartEmbedded(s.cfg.EmbeddedDataDir, s.log)
-		if err != nil {
-			return err
-		}
-		s.embedded = srv
-		uri = srv.URI()
-	}
 	opts := options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(s.cfg.ConnectTimeout).
 		SetConnectTimeout(s.cfg.ConnectTimeout).
@@ -398,8 +372,8 @@ func (s *Source) Identity() map[string]string {
 	return m
 }
 
-// Close stops the reader, closes the cursor and the client, and the
-// embedded server if Open started one. It may be called more than once.
+// Close stops the reader and closes the cursor and the client. It may be
+// called more than once.
 func (s *Source) Close() error {
 	s.closeOnce.Do(func() {
 		if s.stop != nil {
@@ -420,12 +394,6 @@ func (s *Source) closeClient() error {
 			errs = append(errs, fmt.Errorf("disconnect: %w", err))
 		}
 		s.client = nil
-	}
-	if s.embedded != nil {
-		if err := s.embedded.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close embedded server: %w", err))
-		}
-		s.embedded = nil
 	}
 	return errors.Join(errs...)
 }

@@ -13,39 +13,14 @@ type accumulator interface {
 	result() bson.RawValue
 }
 
-// accumulatorNames are the $group accumulators this package implements.
-var accumulatorNames = map[string]bool{
-	"$sum": true, "$avg": true, "$min": true, "$max": true, "$first": true, "$last": true,
-	"$push": true, "$addToSet": true, "$count": true, "$mergeObjects": true,
-	"$stdDevPop": true, "$stdDevSamp": true,
-	"$firstN": true, "$lastN": true, "$maxN": true, "$minN": true,
-	"$top": true, "$bottom": true, "$topN": true, "$bottomN": true,
-}
-
+// newAccumulator returns a fresh accumulator for name, an entry of
+// accumulators that takes one expression.
 func newAccumulator(name string) accumulator {
-	switch name {
-	case "$sum", "$count":
-		return &sumAcc{}
-	case "$avg":
-		return &avgAcc{}
-	case "$min":
-		return &minMaxAcc{max: false}
-	case "$max":
-		return &minMaxAcc{max: true}
-	case "$first":
-		return &firstAcc{}
-	case "$last":
-		return &lastAcc{}
-	case "$push":
-		return &pushAcc{}
-	case "$addToSet":
-		return &setAcc{seen: map[string]bool{}}
-	case "$mergeObjects":
-		return &mergeAcc{}
-	case "$stdDevPop", "$stdDevSamp":
-		return &stdDevAcc{samp: name == "$stdDevSamp"}
+	op, ok := lookupOperator(accumulators, name)
+	if !ok || op.new == nil {
+		panic("mql: not a one-expression accumulator: " + name)
 	}
-	panic("mql: unknown accumulator " + name)
+	return op.new()
 }
 
 // numSum adds numbers without allocating while they stay int32/int64
@@ -212,3 +187,52 @@ func (a *setAcc) add(v bson.RawValue) {
 }
 
 func (a *setAcc) result() bson.RawValue { return vArray(a.vals) }
+
+// evalArrayAccumulator is the expression form of $sum/$avg/$min/$max:
+// over the elements of a single array argument, or over the arguments.
+func evalArrayAccumulator(name string, args []bson.RawValue) (bson.RawValue, error) {
+	vals := args
+	if len(args) == 1 && args[0].Type == bson.TypeArray {
+		vals = arrayValues(args[0].Value)
+	}
+	acc := newAccumulator(name)
+	for _, v := range vals {
+		acc.add(v)
+	}
+	return acc.result(), nil
+}
+
+// mergeAcc merges documents, later fields replacing earlier ones in place.
+type mergeAcc struct {
+	keys []string
+	vals map[string]bson.RawValue
+}
+
+func (m *mergeAcc) add(v bson.RawValue) {
+	if v.Type != bson.TypeEmbeddedDocument {
+		return
+	}
+	if m.vals == nil {
+		m.vals = map[string]bson.RawValue{}
+	}
+	it := iterDoc(v.Value)
+	for {
+		k, e, ok := it.next()
+		if !ok {
+			return
+		}
+		key := string(k)
+		if _, seen := m.vals[key]; !seen {
+			m.keys = append(m.keys, key)
+		}
+		m.vals[key] = e
+	}
+}
+
+func (m *mergeAcc) result() bson.RawValue {
+	d := newDoc(64)
+	for _, k := range m.keys {
+		d.add(k, m.vals[k])
+	}
+	return vDoc(d.done())
+}

@@ -15,13 +15,8 @@ import (
 // $bottom, $topN, $bottomN ({[n,] sortBy, output}), following mongod's
 // accumulator_multi.cpp; and $stdDevPop/$stdDevSamp.
 
-// nAccumulators lists the accumulators parsed by compileNAccumulator.
-var nAccumulators = map[string]bool{
-	"$firstN": true, "$lastN": true, "$maxN": true, "$minN": true,
-	"$top": true, "$bottom": true, "$topN": true, "$bottomN": true,
-}
-
-// nSpec is a parsed specification of one of nAccumulators.
+// nSpec is a parsed specification of an accumulator of accumulators
+// without a new function.
 type nSpec struct {
 	op     string
 	n      *Expr // nil for $top and $bottom (n is 1)
@@ -29,8 +24,8 @@ type nSpec struct {
 	sortBy *Sort // $top/$bottom family only
 }
 
-// compileNAccumulator parses the specification of op, one of
-// nAccumulators, with mongod's codes and messages.
+// compileNAccumulator parses the specification of op, an accumulator of
+// accumulators without a new function, with mongod's codes and messages.
 func compileNAccumulator(op string, arg bson.RawValue, vars scope) (*nSpec, error) {
 	s := &nSpec{op: op}
 	topBottom := op == "$top" || op == "$bottom" || op == "$topN" || op == "$bottomN"

@@ -53,15 +53,19 @@
 //
 // # Files
 //
-// compare.go, numeric.go and key.go order, add and hash values; filter.go
-// and filter_parse.go are queries; update.go parses updates and
-// update_apply.go applies them on mdoc.go's editable documents;
-// projection.go and sort.go shape results; pipeline.go and stages.go run
-// aggregation stages (stages_more.go $bucket, $bucketAuto without
-// granularity, and $sample), accumulate.go the $group accumulators
-// (accumulate_n.go those with a specification document: $firstN ...
-// $bottomN), and expr*.go and convert.go the expressions (expr_string.go
-// $replaceOne/$replaceAll and $indexOf*, expr_array.go $sortArray and $zip,
-// expr_date.go the date parts, $dateAdd/$dateSubtract/$dateDiff/$dateTrunc);
+// operators.go holds the tables of every operator, one per kind (query,
+// update, expression, accumulator, stage), each sorted by name: the one
+// place that says what exists and which function handles it. The other
+// files are named by what they hold. compare.go, numeric.go and key.go
+// order, add and hash values; filter.go matches queries, filter_parse.go
+// parses them, and filter_<family>.go holds each family of query
+// operators (compare, element, array, logic, eval); update.go parses
+// updates and update_apply.go applies them on mdoc.go's editable
+// documents; projection.go and sort.go shape results; pipeline.go runs
+// aggregation pipelines and stage_<family>.go holds their stages (select,
+// shape, group, unwind, lookup, facet); accumulate.go and accumulate_n.go
+// the $group accumulators; expr.go compiles expressions and
+// expr_<family>.go holds each family of expression operators (arith,
+// array, cond, convert, date, logic, object, set, string, var);
 // validate.go checks documents for storage.
 package mql

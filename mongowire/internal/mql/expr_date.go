@@ -14,13 +14,6 @@ import (
 // $dayOfYear, $week, $isoWeek, $isoWeekYear, $isoDayOfWeek) in their
 // three forms, as mongod's DateExpressionAcceptingTimeZone parses them:
 // {$year: <date>}, {$year: [<date>]} and {$year: {date, timezone}}.
-
-var datePartNames = map[string]bool{
-	"$year": true, "$month": true, "$dayOfMonth": true, "$hour": true, "$minute": true,
-	"$second": true, "$millisecond": true, "$dayOfWeek": true, "$dayOfYear": true,
-	"$week": true, "$isoWeek": true, "$isoWeekYear": true, "$isoDayOfWeek": true,
-}
-
 func compileDatePart(name string, arg bson.RawValue, vars scope) (expr, error) {
 	dateArg, tzArg := arg, bson.RawValue{}
 	switch {
@@ -489,4 +482,203 @@ func truncTime(t time.Time, unit string, bin int64, weekStart time.Weekday) time
 	local := t.UnixMilli() + int64(off)*1000 - ref
 	trunc := floorDiv(local, ms)*ms + ref - int64(off)*1000
 	return time.UnixMilli(trunc).In(loc)
+}
+
+// compileDateToString compiles {$dateToString: {date, format, timezone, onNull}}.
+func compileDateToString(arg bson.RawValue, vars scope) (expr, error) {
+	if arg.Type != bson.TypeEmbeddedDocument {
+		return nil, mongoerr.New(18629, "$dateToString only supports an object as its argument")
+	}
+	var dateE, formatE, tzE, onNullE expr
+	it := iterDoc(arg.Value)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
+		}
+		e, err := compileExpr(v, vars)
+		if err != nil {
+			return nil, err
+		}
+		switch string(k) {
+		case "date":
+			dateE = e
+		case "format":
+			formatE = e
+		case "timezone":
+			tzE = e
+		case "onNull":
+			onNullE = e
+		default:
+			return nil, mongoerr.New(18534, "Unrecognized argument to $dateToString: %s", k)
+		}
+	}
+	if dateE == nil {
+		return nil, mongoerr.New(18628, "Missing 'date' parameter to $dateToString")
+	}
+	return lazyExpr{func(c *evalCtx) (bson.RawValue, error) {
+		format := "%Y-%m-%dT%H:%M:%S.%LZ"
+		if formatE != nil {
+			f, err := formatE.eval(c)
+			if err != nil {
+				return missing, err
+			}
+			if isNullish(f) {
+				return nullValue, nil
+			}
+			if f.Type != bson.TypeString {
+				return missing, mongoerr.New(18533, "$dateToString requires that 'format' be a string, found: %s with value %s", typeName(f.Type), shortString(f))
+			}
+			format = str(f)
+		}
+		loc := time.UTC
+		if tzE != nil {
+			tz, err := tzE.eval(c)
+			if err != nil {
+				return missing, err
+			}
+			if isNullish(tz) {
+				return nullValue, nil
+			}
+			if loc, err = parseTimezone(tz); err != nil {
+				return missing, err
+			}
+		}
+		d, err := dateE.eval(c)
+		if err != nil {
+			return missing, err
+		}
+		if isNullish(d) {
+			if onNullE != nil {
+				return onNullE.eval(c)
+			}
+			return nullValue, nil
+		}
+		var t time.Time
+		switch d.Type {
+		case bson.TypeDateTime:
+			t = time.UnixMilli(asInt64(d))
+		case bson.TypeTimestamp:
+			sec, _ := d.Timestamp()
+			t = time.Unix(int64(sec), 0)
+		case bson.TypeObjectID:
+			t = d.ObjectID().Timestamp()
+		default:
+			return missing, mongoerr.New(16006, "can't convert from BSON type %s to Date", typeName(d.Type))
+		}
+		out, err := formatDate(format, t.In(loc))
+		if err != nil {
+			return missing, err
+		}
+		return vString(out), nil
+	}}, nil
+}
+
+// parseTimezone accepts an Olson name or a UTC offset (+hh, +hhmm, +hh:mm).
+func parseTimezone(v bson.RawValue) (*time.Location, error) {
+	if v.Type != bson.TypeString {
+		return nil, mongoerr.New(40517, "timezone must evaluate to a string, found %s", typeName(v.Type))
+	}
+	s := str(v)
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		digits := strings.ReplaceAll(s[1:], ":", "")
+		if len(digits) == 2 {
+			digits += "00"
+		}
+		if len(digits) == 4 && strings.Trim(digits, "0123456789") == "" {
+			h := int(digits[0]-'0')*10 + int(digits[1]-'0')
+			m := int(digits[2]-'0')*10 + int(digits[3]-'0')
+			off := h*3600 + m*60
+			if s[0] == '-' {
+				off = -off
+			}
+			return time.FixedZone(s, off), nil
+		}
+	}
+	loc, err := time.LoadLocation(s)
+	if err != nil {
+		return nil, mongoerr.New(40485, "unrecognized time zone identifier: \"%s\"", s)
+	}
+	return loc, nil
+}
+
+// formatDate renders t with $dateToString's format specifiers.
+func formatDate(format string, t time.Time) (string, error) {
+	var b strings.Builder
+	pad := func(n, width int) {
+		s := strings.Repeat("0", width) + itoa(n)
+		b.WriteString(s[len(s)-max(width, len(itoa(n))):])
+	}
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+1 >= len(format) {
+			return "", mongoerr.New(18535, "Unmatched '%%' at end of format string")
+		}
+		i++
+		switch format[i] {
+		case 'Y':
+			pad(t.Year(), 4)
+		case 'G':
+			y, _ := t.ISOWeek()
+			pad(y, 4)
+		case 'm':
+			pad(int(t.Month()), 2)
+		case 'd':
+			pad(t.Day(), 2)
+		case 'H':
+			pad(t.Hour(), 2)
+		case 'M':
+			pad(t.Minute(), 2)
+		case 'S':
+			pad(t.Second(), 2)
+		case 'L':
+			pad(t.Nanosecond()/1e6, 3)
+		case 'j':
+			pad(t.YearDay(), 3)
+		case 'w':
+			pad(int(t.Weekday())+1, 1)
+		case 'u':
+			wd := int(t.Weekday())
+			if wd == 0 {
+				wd = 7
+			}
+			pad(wd, 1)
+		case 'U':
+			pad((t.YearDay()+6-int(t.Weekday()))/7, 2)
+		case 'V':
+			_, w := t.ISOWeek()
+			pad(w, 2)
+		case 'z':
+			_, off := t.Zone()
+			sign := '+'
+			if off < 0 {
+				sign, off = '-', -off
+			}
+			b.WriteRune(sign)
+			pad(off/3600, 2)
+			pad(off%3600/60, 2)
+		case 'Z':
+			_, off := t.Zone()
+			b.WriteString(itoa(off / 60))
+		case '%':
+			b.WriteByte('%')
+		default:
+			return "", mongoerr.New(18536, "Invalid format character '%%%c' in format string", format[i])
+		}
+	}
+	return b.String(), nil
+}
+
+func itoa(n int) string {
+	if n < 0 {
+		return "-" + itoa(-n)
+	}
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
 }

@@ -293,3 +293,36 @@ func decimalDivide(a, b bson.RawValue) bson.RawValue {
 	}
 	return vDecimal(fromDec(r))
 }
+
+// int32Value returns a numeric v as an int32 when its value is integral
+// and in range (mongod's Value::integral).
+func int32Value(v bson.RawValue) (int32, bool) {
+	switch v.Type {
+	case bson.TypeInt32:
+		return int32(asInt64(v)), true
+	case bson.TypeInt64:
+		i := asInt64(v)
+		return int32(i), i == int64(int32(i))
+	case bson.TypeDouble, bson.TypeDecimal128:
+		f := asFloat(v)
+		if f != math.Trunc(f) || f > math.MaxInt32 || f < math.MinInt32 {
+			return 0, false
+		}
+		return int32(f), true
+	}
+	return 0, false
+}
+
+// cppDouble formats f as a C++ output stream does by default (6
+// significant digits), the way mongod words numbers in some messages.
+func cppDouble(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return strconv.FormatFloat(f, 'g', 6, 64)
+}

@@ -74,7 +74,7 @@ func CompileUpdate(update bson.RawValue, arrayFilters []bson.Raw) (*Update, erro
 			}
 			stages = append(stages, s.Value)
 		}
-		p, err := compilePipeline(stages, updateStages)
+		p, err := compilePipeline(stages, true)
 		if err != nil {
 			return nil, err
 		}
@@ -216,14 +216,8 @@ func validIdentifier(s string) bool {
 	return true
 }
 
-var updateOperators = map[string]bool{
-	"$set": true, "$unset": true, "$inc": true, "$mul": true, "$min": true, "$max": true,
-	"$rename": true, "$setOnInsert": true, "$currentDate": true, "$push": true,
-	"$addToSet": true, "$pop": true, "$pull": true, "$pullAll": true, "$bit": true,
-}
-
 func (u *Update) compileOperator(op string, arg bson.RawValue, used map[string]bool) error {
-	if !updateOperators[op] {
+	if _, ok := lookupOperator(updateOperators, op); !ok {
 		return mongoerr.New(mongoerr.FailedToParse, "Unknown modifier: %s. Expected a valid update modifier or pipeline-style update specified as an array", op)
 	}
 	if arg.Type != bson.TypeEmbeddedDocument {

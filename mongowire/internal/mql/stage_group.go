@@ -2,17 +2,245 @@ package mql
 
 import (
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
-// $bucket, $bucketAuto and $sample, with the codes and messages of mongod's
-// document_source_bucket.cpp and document_source_sample.cpp.
+// Stages that group documents: $group, $count, $sortByCount, $bucket,
+// $bucketAuto (without granularity).
+
+type groupAcc struct {
+	name string
+	op   string
+	e    *Expr
+	spec *nSpec // the accumulators with a specification document ($topN, ...)
+}
+
+type groupStage struct {
+	id   *Expr
+	accs []groupAcc
+}
+
+func compileGroup(v bson.RawValue) (stage, error) {
+	if v.Type != bson.TypeEmbeddedDocument {
+		return nil, mongoerr.New(15947, "a group's fields must be specified in an object")
+	}
+	g := &groupStage{}
+	it := iterDoc(v.Value)
+	for {
+		k, f, ok := it.next()
+		if !ok {
+			break
+		}
+		name := string(k)
+		if name == "_id" {
+			e, err := CompileExpr(f)
+			if err != nil {
+				return nil, err
+			}
+			g.id = e
+			continue
+		}
+		a, err := compileAccField(name, f)
+		if err != nil {
+			return nil, err
+		}
+		g.accs = append(g.accs, a)
+	}
+	if g.id == nil {
+		return nil, mongoerr.New(15955, "a group specification must include an _id")
+	}
+	return g, nil
+}
+
+// compileAccField compiles one output field of $group (or of $bucket's
+// output): {name: {$accumulator: argument}}.
+func compileAccField(name string, f bson.RawValue) (groupAcc, error) {
+	// In mongod's order (AccumulationStatement::parseAccumulationStatement).
+	switch {
+	case f.Type != bson.TypeEmbeddedDocument || !isOperatorDoc(f):
+		return groupAcc{}, mongoerr.New(40234, "The field '%s' must be an accumulator object", name)
+	case strings.Contains(name, "."):
+		return groupAcc{}, mongoerr.New(40235, "The field name '%s' cannot contain '.'", name)
+	case strings.HasPrefix(name, "$"):
+		return groupAcc{}, mongoerr.New(40236, "The field name '%s' cannot be an operator name", name)
+	case arrayLen(f.Value) != 1:
+		return groupAcc{}, mongoerr.New(40238, "The field '%s' must specify one accumulator", name)
+	}
+	ait := iterDoc(f.Value)
+	op, arg, _ := ait.next()
+	// mongod refuses an array argument for every accumulator, $push and
+	// $addToSet included (AccumulationStatement::parseAccumulationStatement).
+	if arg.Type == bson.TypeArray {
+		return groupAcc{}, mongoerr.New(40237, "The %s accumulator is a unary operator", op)
+	}
+	acc, ok := lookupOperator(accumulators, string(op))
+	if !ok {
+		return groupAcc{}, mongoerr.New(15952, "unknown group operator '%s'", op)
+	}
+	if acc.new == nil {
+		spec, err := compileNAccumulator(string(op), arg, nil)
+		if err != nil {
+			return groupAcc{}, err
+		}
+		return groupAcc{name: name, op: string(op), e: spec.input, spec: spec}, nil
+	}
+	if string(op) == "$count" {
+		if arg.Type != bson.TypeEmbeddedDocument || arrayLen(arg.Value) != 0 {
+			return groupAcc{}, mongoerr.New(mongoerr.TypeMismatch, "$count takes no arguments, i.e. $count:{}")
+		}
+		arg = vInt32(1)
+	}
+	e, err := CompileExpr(arg)
+	if err != nil {
+		return groupAcc{}, err
+	}
+	return groupAcc{name: name, op: string(op), e: e}, nil
+}
+
+// newAccs returns fresh accumulators for the group with key id.
+func newAccs(accs []groupAcc, id bson.RawValue, now time.Time) ([]accumulator, error) {
+	out := make([]accumulator, len(accs))
+	var idDoc bson.Raw
+	for i, a := range accs {
+		if a.spec == nil {
+			out[i] = newAccumulator(a.op)
+			continue
+		}
+		// n may depend on the group key only: it sees {_id: <key>}.
+		if idDoc == nil {
+			d := newDoc(len(id.Value) + 16)
+			d.add("_id", id)
+			idDoc = d.done()
+		}
+		acc, err := a.spec.newAcc(&evalCtx{root: idDoc, current: idDoc, now: now})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = acc
+	}
+	return out, nil
+}
+
+func (g *groupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
+	return groupDocs(c, in, g.id.evalIn, g.accs)
+}
+
+// groupDocs groups in by the key that id computes and folds each group
+// with accs; groups come out in the order their first document came in.
+func groupDocs(c *runCtx, in []bson.Raw, id func(*evalCtx) (bson.RawValue, error), accs []groupAcc) ([]bson.Raw, error) {
+	type group struct {
+		id   bson.RawValue
+		accs []accumulator
+	}
+	var order []*group
+	groups := map[string]*group{}
+	var key []byte
+	ec := &evalCtx{now: c.now}
+	for _, d := range in {
+		ec.root, ec.current = d, d
+		id, err := id(ec)
+		if err != nil {
+			return nil, err
+		}
+		if id.Type == 0 {
+			id = nullValue
+		}
+		key = appendKey(key[:0], id)
+		gr, ok := groups[string(key)]
+		if !ok {
+			as, err := newAccs(accs, id, c.now)
+			if err != nil {
+				return nil, err
+			}
+			gr = &group{id: id, accs: as}
+			groups[string(key)] = gr
+			order = append(order, gr)
+		}
+		for i, a := range accs {
+			v, err := a.e.evalIn(ec)
+			if err != nil {
+				return nil, err
+			}
+			if da, ok := gr.accs[i].(docAccumulator); ok {
+				da.addDoc(v, d)
+				continue
+			}
+			gr.accs[i].add(v)
+		}
+	}
+	out := make([]bson.Raw, 0, len(order))
+	for _, gr := range order {
+		d := newDoc(64)
+		d.add("_id", gr.id)
+		for i, a := range accs {
+			d.add(a.name, gr.accs[i].result())
+		}
+		out = append(out, d.done())
+	}
+	return out, nil
+}
+
+// compileCountStage compiles $count.
+func compileCountStage(name string, v bson.RawValue) (stage, error) {
+	if v.Type != bson.TypeString {
+		return nil, mongoerr.New(40156, "the count field must be a non-empty string")
+	}
+	s := str(v)
+	switch {
+	case s == "":
+		return nil, mongoerr.New(40157, "the count field must be a non-empty string")
+	case strings.HasPrefix(s, "$"):
+		return nil, mongoerr.New(40158, "the count field cannot be a $-prefixed path")
+	case strings.Contains(s, "."):
+		return nil, mongoerr.New(40160, "the count field cannot contain '.'")
+	}
+	return countStage(s), nil
+}
+
+type countStage string
+
+func (s countStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	d := newDoc(32)
+	d.add(string(s), vInt32(int32(len(in))))
+	return []bson.Raw{d.done()}, nil
+}
+
+// compileSortByCountStage compiles $sortByCount.
+func compileSortByCountStage(name string, v bson.RawValue) (stage, error) {
+	isPath := v.Type == bson.TypeString && strings.HasPrefix(str(v), "$")
+	if !isPath && !isOperatorDoc(v) {
+		return nil, mongoerr.New(40148, "the sortByCount field must be defined as a $-prefixed path or an expression")
+	}
+	e, err := CompileExpr(v)
+	if err != nil {
+		return nil, err
+	}
+	return sortByCountStage{e}, nil
+}
+
+type sortByCountStage struct{ e *Expr }
+
+func (s sortByCountStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
+	g := &groupStage{id: s.e, accs: []groupAcc{{name: "count", op: "$sum", e: &Expr{e: literalExpr{vInt32(1)}}}}}
+	out, err := g.run(c, in)
+	if err != nil {
+		return nil, err
+	}
+	sortSpec := newDoc(16)
+	sortSpec.add("count", vInt32(-1))
+	srt, _ := CompileSort(sortSpec.done())
+	srt.SortDocs(out)
+	return out, nil
+}
 
 type bucketStage struct {
 	groupBy    *Expr
@@ -162,51 +390,6 @@ var sortByID = func() *Sort {
 	}
 	return s
 }()
-
-// sampleStage returns up to size documents of its input chosen at
-// random, in random order.
-type sampleStage int64
-
-func compileSample(v bson.RawValue) (stage, error) {
-	if v.Type != bson.TypeEmbeddedDocument {
-		return nil, mongoerr.New(28745, "the $sample stage specification must be an object")
-	}
-	size, hasSize := int64(0), false
-	it := iterDoc(v.Value)
-	for {
-		k, arg, ok := it.next()
-		if !ok {
-			break
-		}
-		if string(k) != "size" {
-			return nil, mongoerr.New(28748, "unrecognized option to $sample: %s", k)
-		}
-		if !isNumeric(arg.Type) {
-			return nil, mongoerr.New(28746, "size argument to $sample must be a number")
-		}
-		n, _ := coerceInt64(arg)
-		if n < 0 || asFloat(arg) < 0 {
-			return nil, mongoerr.New(28747, "size argument to $sample must not be negative")
-		}
-		size, hasSize = n, true
-	}
-	if !hasSize {
-		return nil, mongoerr.New(28749, "$sample stage must specify a size")
-	}
-	return sampleStage(size), nil
-}
-
-func (s sampleStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	out := append([]bson.Raw(nil), in...)
-	k := min(int64(len(out)), int64(s))
-	// A partial Fisher-Yates shuffle: the first k places get a uniform
-	// random choice without replacement.
-	for i := range k {
-		j := i + rand.Int64N(int64(len(out))-i)
-		out[i], out[j] = out[j], out[i]
-	}
-	return out[:k], nil
-}
 
 // bucketAutoStage is $bucketAuto without granularity: the documents
 // sorted by groupBy are cut into buckets of about len/buckets documents,

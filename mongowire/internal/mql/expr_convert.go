@@ -190,3 +190,77 @@ func formatDoubleString(f float64) string {
 	}
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }
+
+func evalType(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	return vString(typeName(args[0].Type)), nil
+}
+
+func evalIsNumber(_ string, args []bson.RawValue) (bson.RawValue, error) {
+	return vBool(isNumeric(args[0].Type)), nil
+}
+
+// convertTargets maps $convert's "to" type names to convertTo's targets.
+var convertTargets = map[string]string{
+	"double": "double", "string": "string", "objectId": "objectid", "bool": "bool",
+	"date": "date", "int": "int", "long": "long", "decimal": "decimal",
+}
+
+func compileConvert(arg bson.RawValue, vars scope) (expr, error) {
+	args, err := namedArgs("$convert", arg, vars, "input", "to", "onError", "onNull")
+	if err != nil {
+		return nil, err
+	}
+	if args["input"] == nil {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "Missing 'input' parameter to $convert")
+	}
+	if args["to"] == nil {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "Missing 'to' parameter to $convert")
+	}
+	return lazyExpr{func(c *evalCtx) (bson.RawValue, error) {
+		in, err := args["input"].eval(c)
+		if err != nil {
+			return missing, err
+		}
+		to, err := args["to"].eval(c)
+		if err != nil {
+			return missing, err
+		}
+		if isNullish(in) {
+			if e := args["onNull"]; e != nil {
+				return e.eval(c)
+			}
+			return nullValue, nil
+		}
+		var target string
+		switch {
+		case isNullish(to):
+			return nullValue, nil
+		case to.Type == bson.TypeString:
+			t, ok := convertTargets[str(to)]
+			if !ok {
+				return missing, mongoerr.New(mongoerr.BadValue, "Unknown type name: %s", str(to))
+			}
+			target = t
+		case isNumeric(to.Type):
+			code, _ := integral(to)
+			for n, t := range convertTargets {
+				if typeNames[n] == bson.Type(code) {
+					target = t
+				}
+			}
+			if target == "" {
+				return missing, mongoerr.New(mongoerr.FailedToParse, "In $convert, numeric value for 'to' does not correspond to a BSON type: %s", shortString(to))
+			}
+		default:
+			return missing, mongoerr.New(mongoerr.FailedToParse, "$convert's 'to' argument must be a string or number, but is %s", typeName(to.Type))
+		}
+		out, err := convertTo(target, in)
+		if err != nil {
+			if e, ok := mongoerr.As(err); ok && e.Code == mongoerr.ConversionFailure && args["onError"] != nil {
+				return args["onError"].eval(c)
+			}
+			return missing, err
+		}
+		return out, nil
+	}}, nil
+}

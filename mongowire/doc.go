@@ -1,0 +1,52 @@
+// Package mongowire is Tide's embedded MongoDB-compatible server: a real
+// in-process document store that speaks the MongoDB wire protocol as a
+// single-node replica set (rs0), with change streams. The official drivers
+// and mongosh use it as they would use mongod 7.0, so a program or a test
+// suite gets a MongoDB without installing or downloading one.
+//
+// # What it serves
+//
+// OP_MSG commands (and the legacy OP_QUERY handshake), with hardened
+// framing: bounded message lengths, header, body and idle deadlines, a
+// connection cap, and BSON depth checked before decoding. CRUD (find,
+// insert, update, delete, findAndModify, count, distinct), indexes
+// (unique, compound, multikey, partial), cursors with getMore and
+// killCursors, retryable writes, a query language subset (filters,
+// updates, projection, sort and a useful part of aggregation, $lookup,
+// $facet, $out and $merge included), collection and database
+// administration, and hello, replSetGetConfig and replSetGetStatus
+// answers of a one-member replica set. Change streams have real resume
+// tokens, post-batch resume tokens, invalidate, resumeAfter and
+// startAfter, full-document and pre- and post-image modes, over an oplog
+// bounded in bytes (Config.OplogBytes). With Config.DataDir the data and
+// the oplog survive a restart, and journaled writes are acknowledged only
+// after an fsync covers them; without it everything is in memory.
+//
+// What it refuses, with the error codes mongod uses: multi-document
+// transactions, and the commands, stages and operators it does not
+// implement, each refused by name rather than ignored. There is no
+// authentication, so keep it on loopback. Compression is never advertised:
+// a connection that sends OP_COMPRESSED, or a legacy opcode other than
+// the OP_QUERY handshake, is closed.
+//
+// # Use in tests
+//
+// StartTest starts an in-memory server on a free loopback port and closes
+// it when the test ends:
+//
+//	func TestOrders(t *testing.T) {
+//		srv := mongowire.StartTest(t)
+//		client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+//		...
+//	}
+//
+// StartTestWith takes a Config, for example to enable configureFailPoint
+// (Config.EnableTestCommands) or to keep the data in a directory. Outside
+// tests, New configures a server, Start serves, Close stops it.
+//
+// # Stability
+//
+// The package is at v0: its API may change between releases, and changes
+// are noted in the release notes. The wire behaviour follows mongod's and
+// aims to change only towards it.
+package mongowire

@@ -1,0 +1,299 @@
+package mql
+
+import (
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+)
+
+// Stages that read other collections: $lookup, $unionWith.
+
+type lookupStage struct {
+	from, as     string
+	localField   []string
+	foreignField string
+
+	// The pipeline form: sub runs over the foreign documents; with let, the
+	// pipeline is bound to each input document's values and compiled per
+	// document (letNames/letExprs), otherwise compiled once.
+	pipeline bson.RawValue
+	sub      *Pipeline
+	letNames []string
+	letExprs []*Expr
+}
+
+func compileLookup(v bson.RawValue) (stage, error) {
+	if v.Type != bson.TypeEmbeddedDocument {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "the $lookup specification must be an Object")
+	}
+	s := &lookupStage{}
+	var local string
+	it := iterDoc(v.Value)
+	for {
+		k, f, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "from", "as", "localField", "foreignField":
+			if f.Type != bson.TypeString {
+				return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup argument '%s: %s' must be a string, is type %s", k, shortString(f), typeName(f.Type))
+			}
+			switch string(k) {
+			case "from":
+				s.from = str(f)
+			case "as":
+				s.as = str(f)
+			case "localField":
+				local = str(f)
+			default:
+				s.foreignField = str(f)
+			}
+		case "pipeline":
+			if f.Type != bson.TypeArray {
+				return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup argument 'pipeline' must be an array, is type %s", typeName(f.Type))
+			}
+			s.pipeline = f
+		case "let":
+			if f.Type != bson.TypeEmbeddedDocument {
+				return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup argument 'let' must be an object, is type %s", typeName(f.Type))
+			}
+			lit := iterDoc(f.Value)
+			for {
+				name, ev, ok := lit.next()
+				if !ok {
+					break
+				}
+				if !isVarName(string(name)) || name[0] < 'a' || name[0] > 'z' {
+					return nil, mongoerr.New(16867, "'%s' starts with an invalid character for a user variable name", name)
+				}
+				e, err := CompileExpr(ev)
+				if err != nil {
+					return nil, err
+				}
+				s.letNames = append(s.letNames, string(name))
+				s.letExprs = append(s.letExprs, e)
+			}
+		default:
+			return nil, mongoerr.New(mongoerr.FailedToParse, "unknown argument to $lookup: %s", k)
+		}
+	}
+	switch {
+	case s.from == "":
+		return nil, mongoerr.New(mongoerr.FailedToParse, "must specify 'from' field for a $lookup")
+	case s.as == "":
+		return nil, mongoerr.New(mongoerr.FailedToParse, "must specify 'as' field for a $lookup")
+	case s.pipeline.Type == 0 && (local == "" || s.foreignField == ""):
+		return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified")
+	case (local == "") != (s.foreignField == ""):
+		return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup requires both or neither of 'localField' and 'foreignField' to be specified")
+	case s.pipeline.Type == 0 && len(s.letNames) > 0:
+		return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup with 'let' requires 'pipeline' to be specified")
+	}
+	if local != "" {
+		s.localField = strings.Split(local, ".")
+	}
+	if s.pipeline.Type != 0 {
+		// Compile now: once for good without let, and with the variables
+		// bound to null to report errors early with let.
+		sub, err := s.compileSub(nil)
+		if err != nil {
+			return nil, err
+		}
+		if len(s.letNames) == 0 {
+			s.sub = sub
+		}
+	}
+	return s, nil
+}
+
+// compileSub compiles the sub-pipeline with the let variables bound to
+// vals (null when vals is nil).
+func (s *lookupStage) compileSub(vals []bson.RawValue) (*Pipeline, error) {
+	p := s.pipeline
+	if len(s.letNames) > 0 {
+		let := newDoc(64)
+		for i, n := range s.letNames {
+			v := nullValue
+			if vals != nil {
+				v = vals[i]
+			}
+			if v.Type == 0 {
+				let.add(n, vString("$$REMOVE"))
+				continue
+			}
+			lit := newDoc(len(v.Value) + 16)
+			lit.add("$literal", v)
+			let.add(n, vDoc(lit.done()))
+		}
+		var err error
+		if p, err = BindLet(p, let.done()); err != nil {
+			return nil, err
+		}
+	}
+	var stages []bson.Raw
+	for _, st := range arrayValues(p.Value) {
+		if st.Type != bson.TypeEmbeddedDocument {
+			return nil, mongoerr.New(mongoerr.TypeMismatch, "Each element of the 'pipeline' array must be an object")
+		}
+		stages = append(stages, st.Value)
+	}
+	return CompilePipeline(stages)
+}
+
+func (s *lookupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
+	var foreign []bson.Raw
+	if c.env != nil {
+		var err error
+		foreign, err = c.env.Collection(s.from)
+		if err != nil {
+			return nil, err
+		}
+	}
+	asPath := strings.Split(s.as, ".")
+	out := make([]bson.Raw, len(in))
+	for i, d := range in {
+		candidates := foreign
+		if s.localField != nil {
+			candidates = s.equalityMatches(d, foreign)
+		}
+		var matched []bson.RawValue
+		if s.pipeline.Type == 0 {
+			for _, f := range candidates {
+				matched = append(matched, vDoc(f))
+			}
+		} else {
+			sub := s.sub
+			if sub == nil {
+				vals := make([]bson.RawValue, len(s.letExprs))
+				for j, e := range s.letExprs {
+					v, err := c.eval(e, d)
+					if err != nil {
+						return nil, err
+					}
+					vals[j] = v
+				}
+				var err error
+				if sub, err = s.compileSub(vals); err != nil {
+					return nil, err
+				}
+			}
+			res, err := sub.run(c.env, append([]bson.Raw(nil), candidates...), c.now)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range res {
+				matched = append(matched, vDoc(r))
+			}
+		}
+		root := rawNode(vDoc(d))
+		root.load()
+		setField(root, asPath, vArray(matched))
+		out[i] = root.encodeDoc(nil)
+	}
+	return out, nil
+}
+
+// equalityMatches returns the foreign documents whose foreignField
+// matches d's localField, with query semantics (arrays match by element,
+// a missing local value matches null and missing).
+func (s *lookupStage) equalityMatches(d bson.Raw, foreign []bson.Raw) []bson.Raw {
+	local := evalPath(vDoc(d), s.localField)
+	var op valueOp
+	switch {
+	case local.Type == bson.TypeArray:
+		in := &inOp{}
+		for _, e := range arrayValues(local.Value) {
+			if e.Type == bson.TypeNull {
+				in.hasNull = true
+				continue
+			}
+			in.vals = append(in.vals, e)
+		}
+		op = in
+	case local.Type == 0:
+		op = newEqOp(nullValue)
+	default:
+		op = newEqOp(local)
+	}
+	n := newFieldNode(s.foreignField, op)
+	var out []bson.Raw
+	for _, f := range foreign {
+		if n.match(f, nil) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+type unionWithStage struct {
+	coll string
+	sub  *Pipeline
+}
+
+func compileUnionWith(v bson.RawValue) (stage, error) {
+	s := &unionWithStage{}
+	switch v.Type {
+	case bson.TypeString:
+		s.coll = str(v)
+	case bson.TypeEmbeddedDocument:
+		it := iterDoc(v.Value)
+		for {
+			k, f, ok := it.next()
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "coll":
+				if f.Type != bson.TypeString {
+					return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field '$unionWith.coll' is the wrong type '%s', expected type 'string'", typeName(f.Type))
+				}
+				s.coll = str(f)
+			case "pipeline":
+				if f.Type != bson.TypeArray {
+					return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field '$unionWith.pipeline' is the wrong type '%s', expected type 'array'", typeName(f.Type))
+				}
+				var stages []bson.Raw
+				for _, st := range arrayValues(f.Value) {
+					if st.Type != bson.TypeEmbeddedDocument {
+						return nil, mongoerr.New(mongoerr.TypeMismatch, "Each element of the 'pipeline' array must be an object")
+					}
+					stages = append(stages, st.Value)
+				}
+				p, err := CompilePipeline(stages)
+				if err != nil {
+					return nil, err
+				}
+				s.sub = p
+			default:
+				return nil, mongoerr.New(mongoerr.IDLUnknownField, "BSON field '$unionWith.%s' is an unknown field.", k)
+			}
+		}
+		if s.coll == "" {
+			return nil, mongoerr.New(mongoerr.IDLUnknownField, "BSON field '$unionWith.coll' is missing but a required field")
+		}
+	default:
+		return nil, mongoerr.New(mongoerr.FailedToParse, "the $unionWith stage specification must be an object or string, but found %s", typeName(v.Type))
+	}
+	return s, nil
+}
+
+func (s *unionWithStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
+	var docs []bson.Raw
+	if c.env != nil {
+		var err error
+		if docs, err = c.env.Collection(s.coll); err != nil {
+			return nil, err
+		}
+	}
+	if s.sub != nil {
+		var err error
+		if docs, err = s.sub.run(c.env, append([]bson.Raw(nil), docs...), c.now); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]bson.Raw, 0, len(in)+len(docs))
+	return append(append(out, in...), docs...), nil
+}
