@@ -184,3 +184,21 @@ func (m *MongoSink) validate(path string) []error {
 	}
 	return errs
 }
+
+// prefixed returns the errors joined in err, each prefixed with path and
+// a dot: a component's Validate names keys relative to its section
+// ("stream: required"), config errors name the full YAML path
+// ("source.nats.stream: required").
+func prefixed(path string, err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var errs []error
+		for _, e := range j.Unwrap() {
+			errs = append(errs, prefixed(path, e)...)
+		}
+		return errs
+	}
+	return []error{fmt.Errorf("%s.%w", path, err)}
+}
