@@ -30,6 +30,10 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tide-cdc/tide/sink/file"
+	"github.com/tide-cdc/tide/sink/stdout"
+	"github.com/tide-cdc/tide/source/generate"
 )
 
 // Pipeline is one pipeline file.
@@ -78,27 +82,32 @@ type Sink struct {
 	Stdout   *StdoutSink   `yaml:"stdout"`
 	NATS     *NATSSink     `yaml:"nats"`
 	Postgres *PostgresSink `yaml:"postgres"`
-	Mongo    *MongoSink    `yaml:"mongo"`
+	// Mongo is refused by validation: the MongoDB sink is not part of
+	// this release. release:"no" keeps it out of "set one of" messages.
+	Mongo *MongoSink `yaml:"mongo" release:"no"`
 }
 
-// GenerateSource configures the synthetic source (source.generate).
+// GenerateSource configures the synthetic source (source.generate): the
+// source's own Config, validated by its Validate. payload_bytes defaults
+// to 100.
 type GenerateSource struct {
-	Count        int64   `yaml:"count"`         // events to generate; 0 means forever
-	Rate         float64 `yaml:"rate"`          // events per second; 0 means as fast as possible
-	PayloadBytes int     `yaml:"payload_bytes"` // default 100
+	generate.Config `yaml:",inline"`
 }
 
-// FileSink configures the JSON-lines file sink (sink.file).
+// FileSink configures the JSON-lines file sink (sink.file): the sink's own
+// Config (path, required), validated by its Validate.
 type FileSink struct {
-	Path string `yaml:"path"` // required
+	file.Config `yaml:",inline"`
 }
 
 // StdoutSink configures the stdout sink (sink.stdout). It has no options;
 // "stdout: {}" selects it.
-type StdoutSink struct{}
+type StdoutSink struct {
+	stdout.Config `yaml:",inline"`
+}
 
-// MongoSink configures the MongoDB sink (sink.mongo): idempotent upserts by
-// document key.
+// MongoSink is the MongoDB sink's section (sink.mongo). The sink is not
+// part of this release: the keys are known so that validation can say so.
 type MongoSink struct {
 	URI        string `yaml:"uri"`        // required
 	Database   string `yaml:"database"`   // required
