@@ -144,19 +144,27 @@ func setDefaults(p reflect.Value) {
 // environment. Every error names the file. It reads only a regular file of
 // at most MaxFileBytes.
 func Load(path string) (*Pipeline, error) {
-	data, err := readPipelineFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	p, err := Parse(data, os.LookupEnv)
-	if err != nil {
+	return ParseNamed(path, data, os.LookupEnv)
+}
+
+// ReadFile reads a pipeline file: a regular file of at most MaxFileBytes.
+func ReadFile(path string) ([]byte, error) { return readPipelineFile(path) }
+
+// ParseNamed is Parse with every error prefixed by name, the file's path.
+func ParseNamed(name string, data []byte, getenv func(string) (string, bool)) (*Pipeline, error) {
+	p, err := Parse(data, getenv)
+	if err != nil && name != "" {
 		errs := unjoin(err)
 		for i, e := range errs {
-			errs[i] = fmt.Errorf("%s: %w", path, e)
+			errs[i] = fmt.Errorf("%s: %w", name, e)
 		}
 		return nil, errors.Join(errs...)
 	}
-	return p, nil
+	return p, err
 }
 
 // Parse decodes and validates a pipeline file. getenv looks variables up,
