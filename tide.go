@@ -32,6 +32,7 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/pipeline"
 )
 
@@ -65,6 +66,10 @@ type Pipeline struct {
 	// Source is the configured source as built, for its own statistics
 	// (a *mongo.Source or *nats.Source of this module has Stats).
 	Source cdc.Source
+	// Embedded is the embedded MongoDB-compatible server started for a
+	// MongoDB source with uri: embedded, or nil. It stops when Run
+	// returns; until then other clients may use it too.
+	Embedded *mongowire.Server
 
 	release func() error
 }
@@ -107,6 +112,7 @@ func New(ctx context.Context, yamlText []byte, opts Options) (*Pipeline, error) 
 		Pipeline: pipeline.New(parts.config, src, parts.encode, parts.sink, parts.store),
 		Name:     cfg.Name,
 		Source:   parts.source,
+		Embedded: parts.embedded,
 		release:  release,
 	}, nil
 }

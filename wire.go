@@ -29,12 +29,13 @@ import (
 // what must be closed after them (the embedded server, the data
 // directory's lock), last first.
 type parts struct {
-	config  pipeline.Config
-	source  cdc.Source
-	sink    cdc.Sink
-	encode  pipeline.EncodeFunc
-	store   pipeline.Checkpointer
-	closers []func() error
+	config   pipeline.Config
+	source   cdc.Source
+	sink     cdc.Sink
+	encode   pipeline.EncodeFunc
+	store    pipeline.Checkpointer
+	embedded *mongowire.Server // for uri: embedded, else nil
+	closers  []func() error
 }
 
 func (p *parts) close() error {
@@ -123,6 +124,7 @@ func (p *parts) buildSource(cfg *config.Pipeline, opts Options, log *slog.Logger
 				return nil, err
 			}
 			p.closers = append(p.closers, srv.Close)
+			p.embedded = srv
 			uri = srv.URI()
 		}
 		return mongosource.New(mongosource.Config{
