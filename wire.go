@@ -174,13 +174,10 @@ func buildSink(cfg *config.Pipeline, log *slog.Logger) (cdc.Sink, error) {
 		c.Logger = log
 		return natssink.New(c), nil
 	case s.Postgres != nil:
-		pg := s.Postgres
 		inSink := cfg.Checkpoint == "sink"
-		ps := postgres.New(postgres.Config{
-			DSN: pg.DSN, Schema: pg.Schema, Table: cfg.PostgresTable(), Mode: pg.Mode,
-			CreateTable: pg.CreateTable, SoftDelete: pg.SoftDelete,
-			Pipeline: cfg.Name, CheckpointInSink: inSink, Logger: log,
-		})
+		c := s.Postgres.Config
+		c.Table, c.Pipeline, c.CheckpointInSink, c.Logger = cfg.PostgresTable(), cfg.Name, inSink, log
+		ps := postgres.New(c)
 		if inSink {
 			// merge: use postgres Checkpoints()
 			return ps.WithCheckpoint(), nil // also a cdc.CheckpointStore: rows and checkpoint in one transaction
