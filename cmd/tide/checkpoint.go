@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/config"
@@ -42,21 +44,19 @@ func newCheckpointCmd() *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show -f FILE",
 		Short: "Print the pipeline's checkpoint as JSON",
-		Args:  cobra.NoArgs,
+		Long: `Print the pipeline's checkpoint as JSON. It takes no lock, so it works while
+the pipeline runs; the next commit may overtake what it prints.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(file)
+			text, err := config.ReadFile(file)
 			if err != nil {
 				return err
 			}
-			if cfg.Checkpoint == "sink" {
-				return showSinkCheckpoint(cmd, cfg)
-			}
-			store, err := checkpoint.Open(cfg.DataDir, slog.New(slog.DiscardHandler))
+			cfg, err := config.ParseNamed(file, text, os.LookupEnv)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			cp, err := store.Load(cmd.Context(), cfg.Name)
+			cp, err := tide.LoadCheckpoint(cmd.Context(), text, tide.Options{File: file})
 			var corrupt *checkpoint.CorruptError
 			if errors.As(err, &corrupt) {
 				raw, rerr := checkpoint.ReadRaw(cfg.DataDir, cfg.Name)
@@ -143,32 +143,4 @@ func showable(name string, cp *cdc.Checkpoint) map[string]any {
 		"meta":     cp.Meta,
 		"sink":     raw(cp.Sink),
 	}
-}
-
-// showSinkCheckpoint prints the checkpoint a sink keeps in its own
-// transaction (checkpoint: sink).
-func showSinkCheckpoint(cmd *cobra.Command, cfg *config.Pipeline) error {
-	sink, err := buildSink(cmd.Context(), cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return err
-	}
-	defer sink.Close()
-	cs, ok := sink.(cdc.CheckpointStore)
-	if !ok {
-		return fmt.Errorf("sink of pipeline %q does not keep checkpoints", cfg.Name)
-	}
-	cp, err := cs.LoadCheckpoint(cmd.Context(), cfg.Name)
-	if err != nil {
-		return err
-	}
-	if cp == nil {
-		fmt.Fprintf(cmd.OutOrStdout(), "pipeline %q has no checkpoint: the next run starts fresh\n", cfg.Name)
-		return nil
-	}
-	out, err := json.MarshalIndent(showable(cfg.Name, cp), "", "  ")
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s\n", out)
-	return nil
 }

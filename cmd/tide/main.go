@@ -1,9 +1,9 @@
 // Command tide streams changes from MongoDB change streams and NATS into
-// JSON-lines files, NATS JetStream, PostgreSQL, MongoDB and stdout, and
-// serves an embedded MongoDB-compatible server.
+// JSON-lines files, NATS JetStream, PostgreSQL and stdout, and serves an
+// embedded MongoDB-compatible server.
 //
-// main parses flags and wires components; the components themselves live
-// in internal/. Everything here is plain wiring code, in one place.
+// main parses flags, handles signals and exit codes, and prints; package
+// tide (the module root) builds pipelines from their files.
 package main
 
 import (
@@ -25,7 +25,10 @@ func main() {
 // Exit codes: 0 success, 1 an error (a drain that timed out included), 3
 // the source's collection was dropped or renamed under a running
 // pipeline, 130 a second signal stopped a drain.
-const exitInvalidated = 3
+const (
+	exitInvalidated  = 3
+	exitSecondSignal = 130
+)
 
 // exitError carries a specific exit code out of a command.
 type exitError struct {
@@ -55,9 +58,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tide",
-		Short: "Stream changes from MongoDB and NATS into files, JetStream, PostgreSQL and more",
+		Short: "Stream changes from MongoDB and NATS into files, JetStream, PostgreSQL and stdout",
 		Long: `Tide streams changes, reliably and fast, from MongoDB change streams and NATS
-into JSON-lines files, NATS JetStream, PostgreSQL, MongoDB and stdout. It never
+into JSON-lines files, NATS JetStream, PostgreSQL and stdout. It never
 records progress that a sink has not made durable.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -13,10 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/term"
 
+	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/metrics"
-	"github.com/tide-cdc/tide/pipeline"
 	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
@@ -78,22 +79,17 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config.Load(f.file)
+	text, err := config.ReadFile(f.file)
 	if err != nil {
 		return err
 	}
-	log = log.With("pipeline", cfg.Name)
-
 	reg := metrics.NewRegistry()
-	obs := metrics.New(reg, cfg.Name)
-
-	built, err := build(ctx, cfg, log, obs, reg)
+	p, err := tide.New(ctx, text, tide.Options{File: f.file, Logger: log, Metrics: reg, Progress: terminal(os.Stderr)})
 	if err != nil {
 		return err
 	}
-	defer built.close()
-
-	p := pipeline.New(built.runtimeConfig, built.source, built.encode, built.sink, built.store)
+	defer p.Close() // a no-op once Run has returned: Run releases the data directory and the embedded server
+	log = log.With("pipeline", p.Name)
 
 	// First signal: drain. Second signal: stop at once; the checkpoint
 	// already names only committed events, so nothing is lost.
@@ -104,16 +100,11 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 	runCtx, abort := context.WithCancel(ctx)
 	defer abort()
 
-	drainTimedOut := false // set by the signal goroutine, read after g.Wait
 	g, gctx := errgroup.WithContext(runCtx)
 	done := make(chan struct{})
 	g.Go(func() error {
 		defer close(done)
-		err := p.Run(runCtx)
-		if err != nil {
-			return err
-		}
-		return nil
+		return p.Run(runCtx)
 	})
 	if f.metricsAddr != "" {
 		ms, err := metrics.Listen(f.metricsAddr, reg)
@@ -142,31 +133,51 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 			return nil
 		})
 	}
-	g.Go(func() error {
+	// The group is waited for here, or, after a second signal, for at
+	// most hardStopWait: waited is closed once g.Wait has returned.
+	var groupErr error
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		groupErr = g.Wait()
+	}()
+
+	drainTimedOut := false
+	select {
+	case <-waited:
+	case sig := <-sigs:
+		log.Info("draining", "signal", sig.String(), "timeout", f.drainGrace.String())
+		dctx, cancel := context.WithTimeout(context.Background(), f.drainGrace)
+		defer cancel()
+		drainErr := make(chan error, 1)
+		go func() { drainErr <- p.Drain(dctx) }() // returns when Run does or dctx ends
 		select {
-		case <-done:
-			return nil
-		case sig := <-sigs:
-			log.Info("draining", "signal", sig.String(), "timeout", f.drainGrace.String())
-			dctx, cancel := context.WithTimeout(context.Background(), f.drainGrace)
-			defer cancel()
-			drained := make(chan error, 1)
-			go func() { drained <- p.Drain(dctx) }()
-			select {
-			case err := <-drained:
-				if err != nil && !errors.Is(err, context.Canceled) {
-					log.Warn("drain did not finish; stopping", "err", err)
-					drainTimedOut = dctx.Err() != nil // read after g.Wait
-					abort()
-				}
-			case sig := <-sigs:
-				log.Warn("second signal: stopping at once; the checkpoint stays at the last commit", "signal", sig.String())
-				os.Exit(130)
+		case err := <-drainErr:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				log.Warn("drain did not finish; stopping", "err", err)
+				drainTimedOut = dctx.Err() != nil
+				abort()
 			}
-			return nil
+			<-waited
+		case <-waited:
+		case sig := <-sigs:
+			// A hard stop, returned through Main so that its defers run.
+			// Cancelling makes Run close both ends and release the data
+			// directory; a sink stuck past hardStopWait is left to the
+			// exit. Nothing is lost either way: every commit was durable
+			// when it was checkpointed, a file sink truncates what follows
+			// its checkpoint on the next run, and the kernel drops the
+			// data directory's lock with the process.
+			log.Warn("second signal: stopping at once; the checkpoint stays at the last commit", "signal", sig.String())
+			abort()
+			select {
+			case <-waited:
+			case <-time.After(hardStopWait):
+			}
+			return &exitError{code: exitSecondSignal, err: errors.New("stopped by a second signal; the checkpoint stays at the last commit")}
 		}
-	})
-	err = g.Wait()
+	}
+	err = groupErr
 	st := p.Stats()
 	log.Info("pipeline stopped", "state", p.State().String(), "events", st.EventsOut, "batches", st.Batches)
 	switch {
@@ -181,6 +192,18 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
 		return timedOut
 	case err != nil && !errors.Is(err, context.Canceled):
 		return err
+	}
+	return nil
+}
+
+// hardStopWait bounds how long a second signal waits for the pipeline to
+// close its ends before tide exits anyway.
+const hardStopWait = time.Second
+
+// terminal returns f if it is a terminal, for progress bars, else nil.
+func terminal(f *os.File) io.Writer {
+	if term.IsTerminal(int(f.Fd())) {
+		return f
 	}
 	return nil
 }

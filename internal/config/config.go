@@ -30,6 +30,10 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tide-cdc/tide/sink/file"
+	"github.com/tide-cdc/tide/sink/stdout"
+	"github.com/tide-cdc/tide/source/generate"
 )
 
 // Pipeline is one pipeline file.
@@ -78,27 +82,32 @@ type Sink struct {
 	Stdout   *StdoutSink   `yaml:"stdout"`
 	NATS     *NATSSink     `yaml:"nats"`
 	Postgres *PostgresSink `yaml:"postgres"`
-	Mongo    *MongoSink    `yaml:"mongo"`
+	// Mongo is refused by validation: the MongoDB sink is not part of
+	// this release. release:"no" keeps it out of "set one of" messages.
+	Mongo *MongoSink `yaml:"mongo" release:"no"`
 }
 
-// GenerateSource configures the synthetic source (source.generate).
+// GenerateSource configures the synthetic source (source.generate): the
+// source's own Config, validated by its Validate. payload_bytes defaults
+// to 100.
 type GenerateSource struct {
-	Count        int64   `yaml:"count"`         // events to generate; 0 means forever
-	Rate         float64 `yaml:"rate"`          // events per second; 0 means as fast as possible
-	PayloadBytes int     `yaml:"payload_bytes"` // default 100
+	generate.Config `yaml:",inline"`
 }
 
-// FileSink configures the JSON-lines file sink (sink.file).
+// FileSink configures the JSON-lines file sink (sink.file): the sink's own
+// Config (path, required), validated by its Validate.
 type FileSink struct {
-	Path string `yaml:"path"` // required
+	file.Config `yaml:",inline"`
 }
 
 // StdoutSink configures the stdout sink (sink.stdout). It has no options;
 // "stdout: {}" selects it.
-type StdoutSink struct{}
+type StdoutSink struct {
+	stdout.Config `yaml:",inline"`
+}
 
-// MongoSink configures the MongoDB sink (sink.mongo): idempotent upserts by
-// document key.
+// MongoSink is the MongoDB sink's section (sink.mongo). The sink is not
+// part of this release: the keys are known so that validation can say so.
 type MongoSink struct {
 	URI        string `yaml:"uri"`        // required
 	Database   string `yaml:"database"`   // required
@@ -135,19 +144,27 @@ func setDefaults(p reflect.Value) {
 // environment. Every error names the file. It reads only a regular file of
 // at most MaxFileBytes.
 func Load(path string) (*Pipeline, error) {
-	data, err := readPipelineFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	p, err := Parse(data, os.LookupEnv)
-	if err != nil {
+	return ParseNamed(path, data, os.LookupEnv)
+}
+
+// ReadFile reads a pipeline file: a regular file of at most MaxFileBytes.
+func ReadFile(path string) ([]byte, error) { return readPipelineFile(path) }
+
+// ParseNamed is Parse with every error prefixed by name, the file's path.
+func ParseNamed(name string, data []byte, getenv func(string) (string, bool)) (*Pipeline, error) {
+	p, err := Parse(data, getenv)
+	if err != nil && name != "" {
 		errs := unjoin(err)
 		for i, e := range errs {
-			errs[i] = fmt.Errorf("%s: %w", path, e)
+			errs[i] = fmt.Errorf("%s: %w", name, e)
 		}
 		return nil, errors.Join(errs...)
 	}
-	return p, nil
+	return p, err
 }
 
 // Parse decodes and validates a pipeline file. getenv looks variables up,

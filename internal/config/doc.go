@@ -1,8 +1,10 @@
 // Package config turns a YAML pipeline file into typed structs: ${VAR}
 // interpolation, strict decoding (unknown keys and bad values are errors
 // that name the key and line), defaults and validation. It has no
-// behaviour: cmd/tide turns these structs into sources, sinks and a
-// runtime.
+// behaviour: package tide turns these structs into sources, sinks and a
+// runtime. Where it can, a section is the component's own Config (yaml
+// tags on its fields), and its validation is the component's Validate,
+// with the section's path put in front of each key.
 //
 // A pipeline file:
 //

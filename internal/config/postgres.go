@@ -2,33 +2,22 @@ package config
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/tide-cdc/tide/sink/postgres"
 )
 
-// PostgresSink configures the PostgreSQL sink (sink.postgres).
+// PostgresSink configures the PostgreSQL sink (sink.postgres): the sink's
+// own Config, validated by its Validate. In a pipeline file schema
+// defaults to public, mode to mirror, create_table and soft_delete to
+// true, and table to the source collection's name.
 type PostgresSink struct {
-	// DSN is a libpq connection string or URL,
-	// postgres://user@host:port/db?sslmode=... Required.
-	DSN string `yaml:"dsn"`
-	// Schema holds the table and, with checkpoint: sink, tide_checkpoints.
-	// Default public.
-	Schema string `yaml:"schema"`
-	// Table is the table written. Default: the source collection's name.
-	Table string `yaml:"table"`
-	// Mode is mirror (one row per document, upserted) or append (one row
-	// per event). Default mirror.
-	Mode string `yaml:"mode"`
-	// CreateTable creates the table when it is missing. Default true.
-	CreateTable bool `yaml:"create_table"`
-	// SoftDelete marks a deleted document's row (_tide_deleted) instead of
-	// deleting it, in mirror mode. Default true.
-	SoftDelete bool `yaml:"soft_delete"`
+	postgres.Config `yaml:",inline"`
 }
 
 // Defaults of sink.postgres.
 const (
-	DefaultPostgresSchema = "public"
-	DefaultPostgresMode   = "mirror"
+	DefaultPostgresSchema = postgres.DefaultSchema
+	DefaultPostgresMode   = postgres.ModeMirror
 )
 
 func (p *PostgresSink) setDefaults() {
@@ -38,34 +27,25 @@ func (p *PostgresSink) setDefaults() {
 	p.SoftDelete = true
 }
 
-// maxIdentifier is PostgreSQL's identifier length (NAMEDATALEN-1 bytes);
-// a longer one is silently truncated by the server.
-const maxIdentifier = 63
-
 func (p *PostgresSink) validate(path string) []error {
-	var errs []error
+	c := p.Config
+	if c.Table == "" {
+		// Named after the source's collection; postgresErrors reports a
+		// source without one.
+		c.Table = "events"
+	}
+	errs := prefixed(path, c.Validate())
+	// What the file spells out but the sink would take for a default.
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: %s", path, key, fmt.Sprintf(format, args...)))
 	}
-	if strings.TrimSpace(p.DSN) == "" {
-		bad("dsn", "required: a PostgreSQL URL such as postgres://user@host:5432/db?sslmode=disable")
-	}
-	switch p.Mode {
-	case "mirror", "append":
-	default:
+	if p.Mode == "" {
 		bad("mode", "%q is not one of mirror, append", p.Mode)
 	}
-	for _, id := range []struct{ key, value string }{{"schema", p.Schema}, {"table", p.Table}} {
-		switch {
-		case id.key == "schema" && p.Schema == "":
-			bad("schema", "must not be empty (default %s)", DefaultPostgresSchema)
-		case len(id.value) > maxIdentifier:
-			bad(id.key, "%q is longer than PostgreSQL's %d-byte identifier limit", id.value, maxIdentifier)
-		case strings.ContainsRune(id.value, 0):
-			bad(id.key, "must not contain a NUL byte")
-		}
+	if p.Schema == "" {
+		bad("schema", "must not be empty (default %s)", DefaultPostgresSchema)
 	}
-	if !p.SoftDelete && p.Mode == "append" {
+	if !p.SoftDelete && p.Mode == postgres.ModeAppend {
 		bad("soft_delete", "applies to mirror mode only; append mode keeps every event")
 	}
 	return errs

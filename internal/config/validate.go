@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -18,9 +17,6 @@ type validator interface {
 }
 
 var pipelineName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
-
-// maxPayloadBytes keeps a generated document under MongoDB's 16MiB limit.
-const maxPayloadBytes = 16<<20 - 64
 
 // Validate returns every problem with p, joined, each naming its YAML path
 // (and line, when p came from a file), or nil.
@@ -93,8 +89,13 @@ func (p *Pipeline) section(name string, sel reflect.Value) []error {
 	var errs []error
 	fields := yamlFields(sel)
 	var keys []string
+	var offered []string // what the "set one of" message lists
 	for _, sf := range reflect.VisibleFields(sel.Type()) {
-		keys = append(keys, strings.Split(sf.Tag.Get("yaml"), ",")[0])
+		key := strings.Split(sf.Tag.Get("yaml"), ",")[0]
+		keys = append(keys, key)
+		if sf.Tag.Get("release") != "no" {
+			offered = append(offered, key)
+		}
 	}
 	for _, key := range keys {
 		f := fields[key]
@@ -108,7 +109,7 @@ func (p *Pipeline) section(name string, sel reflect.Value) []error {
 	}
 	switch len(set) {
 	case 0:
-		errs = append(errs, fmt.Errorf("%s: required: set one of %s", name, strings.Join(keys, ", ")))
+		errs = append(errs, fmt.Errorf("%s: required: set one of %s", name, strings.Join(offered, ", ")))
 	case 1:
 	default:
 		errs = append(errs, fmt.Errorf("%s: %s are set; a pipeline has exactly one %s", name, strings.Join(set, " and "), name))
@@ -151,36 +152,33 @@ func (p *Pipeline) withLine(e error) lineError {
 	return lineError{0, e}
 }
 
-func (g *GenerateSource) validate(path string) []error {
-	var errs []error
-	if g.Count < 0 {
-		errs = append(errs, fmt.Errorf("%s.count: must not be negative (0 means forever), got %d", path, g.Count))
-	}
-	if g.Rate < 0 || math.IsNaN(g.Rate) || math.IsInf(g.Rate, 0) {
-		errs = append(errs, fmt.Errorf("%s.rate: must be a non-negative number of events per second (0 means as fast as possible), got %v", path, g.Rate))
-	}
-	if g.PayloadBytes < 0 || g.PayloadBytes > maxPayloadBytes {
-		errs = append(errs, fmt.Errorf("%s.payload_bytes: must be between 0 and %d, got %d", path, maxPayloadBytes, g.PayloadBytes))
-	}
-	return errs
-}
+func (g *GenerateSource) validate(path string) []error { return prefixed(path, g.Config.Validate()) }
 
-func (f *FileSink) validate(path string) []error {
-	if strings.TrimSpace(f.Path) == "" {
-		return []error{fmt.Errorf("%s.path: required", path)}
-	}
-	if strings.HasSuffix(f.Path, "/") {
-		return []error{fmt.Errorf("%s.path: %q is a directory; name a file", path, f.Path)}
-	}
-	return nil
-}
+func (f *FileSink) validate(path string) []error { return prefixed(path, f.Config.Validate()) }
 
+func (s *StdoutSink) validate(path string) []error { return prefixed(path, s.Config.Validate()) }
+
+// validate refuses the section: the keys are known, so that a file
+// written for a later release gets this message instead of "unknown key",
+// and tide validate refuses what tide run would.
 func (m *MongoSink) validate(path string) []error {
-	var errs []error
-	for _, f := range []struct{ key, value string }{{"uri", m.URI}, {"database", m.Database}, {"collection", m.Collection}} {
-		if f.value == "" {
-			errs = append(errs, fmt.Errorf("%s.%s: required", path, f.key))
-		}
+	return []error{fmt.Errorf("%s: the MongoDB sink is not part of this release; use file, stdout, nats or postgres", path)}
+}
+
+// prefixed returns the errors joined in err, each prefixed with path and
+// a dot: a component's Validate names keys relative to its section
+// ("stream: required"), config errors name the full YAML path
+// ("source.nats.stream: required").
+func prefixed(path string, err error) []error {
+	if err == nil {
+		return nil
 	}
-	return errs
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var errs []error
+		for _, e := range j.Unwrap() {
+			errs = append(errs, prefixed(path, e)...)
+		}
+		return errs
+	}
+	return []error{fmt.Errorf("%s.%w", path, err)}
 }

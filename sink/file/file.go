@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -46,18 +47,32 @@ import (
 // records becomes a few large writes.
 const bufferSize = 1 << 20
 
-// Config configures a file sink.
+// Config configures a file sink. Its yaml tags are the sink.file section
+// of a pipeline file.
 type Config struct {
-	Path string // the JSON-lines file; parent directories are created
+	Path string `yaml:"path"` // the JSON-lines file; parent directories are created
 
 	// Pipeline and DataDir name the pipeline that owns the file. A
 	// second sink on the same path is refused, naming them, and so is a
 	// file that another pipeline began before its first checkpoint.
-	Pipeline string
-	DataDir  string
+	Pipeline string `yaml:"-"`
+	DataDir  string `yaml:"-"`
 
-	Logger *slog.Logger // nil discards
-	FS     faultfs.FS   // writes the file; nil is the real file system (tests cut the power with a *faultfs.Disk)
+	Logger *slog.Logger `yaml:"-"` // nil discards
+	FS     faultfs.FS   `yaml:"-"` // writes the file; nil is the real file system (tests cut the power with a *faultfs.Disk)
+}
+
+// Validate reports the problems of c's YAML fields, or nil. Each error
+// starts with the key it is about; package config prefixes the section's
+// path and line.
+func (c Config) Validate() error {
+	if strings.TrimSpace(c.Path) == "" {
+		return errors.New("path: required")
+	}
+	if strings.HasSuffix(c.Path, "/") {
+		return fmt.Errorf("path: %q is a directory; name a file", c.Path)
+	}
+	return nil
 }
 
 // Sink appends records to a JSON-lines file. Put and Commit are called from

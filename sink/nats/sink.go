@@ -3,7 +3,6 @@ package nats
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,56 +16,49 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/natsconn"
 )
 
-// Config configures a Sink. It mirrors the sink.nats YAML section plus the
-// pipeline name; zero values mean the defaults.
+// Config configures a Sink. Its yaml tags are the sink.nats section of a
+// pipeline file; zero values mean the defaults, applied by New.
 type Config struct {
-	Pipeline string // required: the first part of every Nats-Msg-Id
-	Servers  []string
-	Auth     Auth
-	TLS      TLS
+	Pipeline string   `yaml:"-"`       // required: the first part of every Nats-Msg-Id
+	Servers  []string `yaml:"servers"` // default nats://127.0.0.1:4222
+	Auth     Auth     `yaml:"auth"`
+	TLS      TLS      `yaml:"tls"`
 
-	Stream       string
-	CreateStream *StreamSpec // create the stream if it is missing; nil: it must exist
-	Subject      string      // default "cdc.{db}.{coll}"
-	MaxInFlight  int         // publishes awaiting their PubAck; default 4096
+	Stream       string      `yaml:"stream"`        // required
+	CreateStream *StreamSpec `yaml:"create_stream"` // create the stream if it is missing; nil: it must exist
+	Subject      string      `yaml:"subject"`       // template with {db} {coll} {op} {namespace}; default "cdc.{db}.{coll}"
+	MaxInFlight  int         `yaml:"max_in_flight"` // publishes awaiting their PubAck; default 4096
 
-	PublishTimeout time.Duration // how long Commit waits for the PubAcks; default 30s
+	PublishTimeout time.Duration `yaml:"-"` // how long Commit waits for the PubAcks; default 30s
 
 	// MaxOutage bounds how long Open waits for NATS to become reachable,
 	// and how long Commit retries a batch without any of it getting
 	// through; default DefaultMaxOutage.
-	MaxOutage time.Duration
+	MaxOutage time.Duration `yaml:"max_outage"`
 
 	// Conn, if set, is used instead of dialing Servers; Close leaves it
 	// open. Make it with nats.ReconnectBufSize(-1): a connection that
 	// buffers publishes while it reconnects can store a record before
 	// an earlier one lost with the connection.
-	Conn   *nats.Conn
-	Logger *slog.Logger
+	Conn   *nats.Conn   `yaml:"-"`
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // Auth holds credentials; set at most one kind.
-type Auth struct {
-	User, Password string
-	Token          string
-	CredsFile      string
-	NKeySeedFile   string
-}
+type Auth = natsconn.Auth
 
 // TLS configures the connection's TLS.
-type TLS struct {
-	CAFile, CertFile, KeyFile string
-	InsecureSkipVerify        bool
-}
+type TLS = natsconn.TLS
 
 // StreamSpec is the stream Open creates when it is missing.
 type StreamSpec struct {
-	Subjects        []string      // default ["cdc.>"]
-	Storage         string        // "file" (default) or "memory"
-	Replicas        int           // default 1
-	DuplicateWindow time.Duration // default 2m
+	Subjects        []string      `yaml:"subjects"`         // default ["cdc.>"]
+	Storage         string        `yaml:"storage"`          // "file" (default) or "memory"
+	Replicas        int           `yaml:"replicas"`         // default 1
+	DuplicateWindow time.Duration `yaml:"duplicate_window"` // default 2m
 }
 
 // Sink publishes records to JetStream. It implements cdc.Sink.
@@ -631,65 +623,32 @@ func token(b *strings.Builder, s string, dots bool) {
 	}
 }
 
+// connect dials the servers with the connection options shared with the
+// NATS source (internal/natsconn), plus the sink's own: reconnects end a
+// retry's backoff early, permission violations fail the commit, and
+// publishes are never buffered while reconnecting.
 func (s *Sink) connect() (*nats.Conn, error) {
-	log := s.log
-	opts := []nats.Option{
-		nats.Name("tide " + s.cfg.Pipeline),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500 * time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("nats disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+	return natsconn.Connect(natsconn.Config{
+		Name: s.cfg.Pipeline, Servers: s.cfg.Servers, Auth: s.cfg.Auth, TLS: s.cfg.TLS, Logger: s.log,
+		OnReconnect: func() {
 			select {
 			case s.reconnected <- struct{}{}:
 			default: // a retry will see the one already there
 			}
-		}),
-		// Refuse publishes while reconnecting instead of buffering them:
-		// a buffered record sent on the new connection could be stored
-		// before an earlier one lost with the old connection. Commit
-		// republishes, in order.
-		nats.ReconnectBufSize(-1),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		},
+		OnError: func(_ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrPermissionViolation) {
 				select {
 				case s.denied <- err:
 				default: // one is enough to fail the commit
 				}
 			}
-		}),
-	}
-	a := s.cfg.Auth
-	switch {
-	case a.CredsFile != "":
-		opts = append(opts, nats.UserCredentials(a.CredsFile))
-	case a.NKeySeedFile != "":
-		o, err := nats.NkeyOptionFromSeed(a.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("read nkey seed: %w", err)
-		}
-		opts = append(opts, o)
-	case a.Token != "":
-		opts = append(opts, nats.Token(a.Token))
-	case a.User != "":
-		opts = append(opts, nats.UserInfo(a.User, a.Password))
-	}
-	if s.cfg.TLS.CAFile != "" {
-		opts = append(opts, nats.RootCAs(s.cfg.TLS.CAFile))
-	}
-	if s.cfg.TLS.CertFile != "" {
-		opts = append(opts, nats.ClientCert(s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile))
-	}
-	if s.cfg.TLS.InsecureSkipVerify {
-		opts = append(opts, nats.Secure(&tls.Config{InsecureSkipVerify: true}))
-	}
-	nc, err := nats.Connect(strings.Join(s.cfg.Servers, ","), opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", redactServers(s.cfg.Servers), err)
-	}
-	return nc, nil
+		},
+	},
+		// Refuse publishes while reconnecting instead of buffering them:
+		// a buffered record sent on the new connection could be stored
+		// before an earlier one lost with the old connection. Commit
+		// republishes, in order.
+		nats.ReconnectBufSize(-1),
+	)
 }

@@ -27,34 +27,37 @@ const DefaultLockTimeout = 15 * time.Second
 const DefaultRetryTimeout = time.Minute
 
 // Config configures a Sink. The zero value of a field means its default.
+// Its yaml tags are the sink.postgres section of a pipeline file (where
+// create_table and soft_delete default to true, and table to the source's
+// collection).
 type Config struct {
-	DSN    string // libpq URL or keyword/value string; required
-	Schema string // default "public"
-	Table  string // required
-	Mode   string // ModeMirror (default) or ModeAppend
+	DSN    string `yaml:"dsn"`    // libpq URL or keyword/value string; required
+	Schema string `yaml:"schema"` // default "public"
+	Table  string `yaml:"table"`  // required
+	Mode   string `yaml:"mode"`   // ModeMirror (default) or ModeAppend
 
 	// CreateTable creates the table, if missing, on Open.
-	CreateTable bool
+	CreateTable bool `yaml:"create_table"`
 	// SoftDelete marks deleted documents (_tide_deleted) in mirror mode
 	// instead of deleting their rows.
-	SoftDelete bool
+	SoftDelete bool `yaml:"soft_delete"`
 
 	// Pipeline names the row of tide_checkpoints; required with
 	// CheckpointInSink.
-	Pipeline string
+	Pipeline string `yaml:"-"`
 	// CheckpointInSink writes the checkpoint in each batch's transaction.
 	// Pass WithCheckpoint() to the runtime so that it loads it from here.
-	CheckpointInSink bool
+	CheckpointInSink bool `yaml:"-"`
 
 	// RetryTimeout bounds the retries of a batch after connection errors;
 	// default DefaultRetryTimeout.
-	RetryTimeout time.Duration
+	RetryTimeout time.Duration `yaml:"-"`
 	// LockTimeout bounds the wait for the pipeline's lock, held by the
 	// session of another tide running the pipeline, or of one killed
 	// moments ago; default DefaultLockTimeout. With CheckpointInSink only.
-	LockTimeout time.Duration
+	LockTimeout time.Duration `yaml:"-"`
 
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 }
 
 // Sink writes records to a PostgreSQL table. It implements cdc.Sink and

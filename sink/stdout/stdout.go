@@ -16,10 +16,14 @@ import (
 
 const bufferSize = 64 << 10
 
-// Config configures a stdout sink.
+// Config configures a stdout sink. It has no YAML keys: "stdout: {}"
+// selects it.
 type Config struct {
-	Writer io.Writer // nil means os.Stdout
+	Writer io.Writer `yaml:"-"` // nil means os.Stdout
 }
+
+// Validate reports the problems of c: there are none to find.
+func (Config) Validate() error { return nil }
 
 // Sink writes one line per record. Put and Commit are called from one
 // goroutine, as cdc.Sink requires.

@@ -37,11 +37,33 @@ const Namespace = "gen.events"
 // Config configures a generator. The zero value generates events with an
 // empty payload, forever, as fast as possible; the pipeline file's default
 // payload of 100 bytes is applied by the config package.
+//
+// Its yaml tags are the source.generate section of a pipeline file.
 type Config struct {
-	Count        int64   // events to generate; 0 means forever
-	Rate         float64 // events per second; 0 means as fast as possible
-	PayloadBytes int     // length of each document's payload string
-	Logger       *slog.Logger
+	Count        int64        `yaml:"count"`         // events to generate; 0 means forever
+	Rate         float64      `yaml:"rate"`          // events per second; 0 means as fast as possible
+	PayloadBytes int          `yaml:"payload_bytes"` // length of each document's payload string
+	Logger       *slog.Logger `yaml:"-"`
+}
+
+// MaxPayloadBytes keeps a generated document under MongoDB's 16MiB limit.
+const MaxPayloadBytes = 16<<20 - 64
+
+// Validate reports every problem of c, joined, or nil. Each error starts
+// with the YAML key it is about; package config prefixes the section's
+// path and line.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Count < 0 {
+		errs = append(errs, fmt.Errorf("count: must not be negative (0 means forever), got %d", c.Count))
+	}
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		errs = append(errs, fmt.Errorf("rate: must be a non-negative number of events per second (0 means as fast as possible), got %v", c.Rate))
+	}
+	if c.PayloadBytes < 0 || c.PayloadBytes > MaxPayloadBytes {
+		errs = append(errs, fmt.Errorf("payload_bytes: must be between 0 and %d, got %d", MaxPayloadBytes, c.PayloadBytes))
+	}
+	return errors.Join(errs...)
 }
 
 // Source generates events. Poll is called from one goroutine, as

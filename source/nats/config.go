@@ -1,77 +1,81 @@
 package nats
 
 import (
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/tide-cdc/tide/internal/natsconn"
 )
 
-// Config configures a Source. It mirrors the source.nats YAML section; the
-// zero value of a field means its default, applied by New.
+// Config configures a Source. Its yaml tags are the source.nats section of
+// a pipeline file; the zero value of a field means its default, applied by
+// New.
 type Config struct {
-	Name    string   // pipeline name, for logs and the connection name
-	Servers []string // default nats://127.0.0.1:4222
-	Auth    Auth
-	TLS     TLS
+	Name    string   `yaml:"-"`       // pipeline name, for logs and the connection name
+	Servers []string `yaml:"servers"` // default nats://127.0.0.1:4222
+	Auth    Auth     `yaml:"auth"`
+	TLS     TLS      `yaml:"tls"`
 
-	Mode       string // "core" or "jetstream" (default)
-	Subject    string // core: subscribe subject; jetstream: default filter subject
-	QueueGroup string // core only
+	Mode       string `yaml:"mode"`        // "core" or "jetstream" (default)
+	Subject    string `yaml:"subject"`     // core: subscribe subject; jetstream: default filter subject
+	QueueGroup string `yaml:"queue_group"` // core only
 
-	Stream         string   // jetstream: the stream to read
-	Consumer       string   // jetstream: the durable consumer's name
-	FilterSubjects []string // default [Subject] when Subject is set
+	Stream         string   `yaml:"stream"`          // jetstream: the stream to read
+	Consumer       string   `yaml:"consumer"`        // jetstream: the durable consumer's name
+	FilterSubjects []string `yaml:"filter_subjects"` // default [Subject] when Subject is set
 
-	Deliver       string // "all" (default), "new", "by_start_sequence", "by_start_time"
-	StartSequence uint64 // by_start_sequence
-	StartTime     string // by_start_time, RFC 3339
-	Ack           string // "explicit" (default) or "none"
-	AckWait       time.Duration
-	MaxDeliver    int // 0 means -1: unlimited
+	Deliver       string        `yaml:"deliver"`        // "all" (default), "new", "by_start_sequence", "by_start_time"
+	StartSequence uint64        `yaml:"start_sequence"` // by_start_sequence
+	StartTime     string        `yaml:"start_time"`     // by_start_time, RFC 3339
+	Ack           string        `yaml:"ack"`            // "explicit" (default) or "none"
+	AckWait       time.Duration `yaml:"ack_wait"`       // default 30s
+	MaxDeliver    int           `yaml:"max_deliver"`    // 0 means -1: unlimited
 	// MaxAckPending is the server's limit on messages delivered and not
 	// acknowledged (default 1000). Tide acknowledges a batch only after it
 	// committed, so the pipeline holds up to two batches plus QueueSize
 	// unacknowledged: set it above 2×max_batch + QueueSize, or the server
 	// pauses delivery until each commit.
-	MaxAckPending int
-	FetchBatch    int // default 500
-	FetchMaxWait  time.Duration
+	MaxAckPending int           `yaml:"max_ack_pending"`
+	FetchBatch    int           `yaml:"fetch_batch"`    // default 500
+	FetchMaxWait  time.Duration `yaml:"fetch_max_wait"` // default 1s
 
-	Format            string // "json" (default), "raw" (base64 in the envelope), "string"
-	OnDecodeError     string // "fail" (default), "skip", "dead_letter"
-	DeadLetterSubject string
+	Format            string `yaml:"format"`          // "json" (default), "raw" (base64 in the envelope), "string"
+	OnDecodeError     string `yaml:"on_decode_error"` // "fail" (default), "skip", "dead_letter"
+	DeadLetterSubject string `yaml:"dead_letter_subject"`
 
 	// LagPollInterval is how often consumer info is read for the lag metric:
-	// zero means 5s, negative disables it.
-	LagPollInterval time.Duration
+	// zero means 5s, negative disables it. (In a pipeline file an explicit
+	// lag_poll_interval: 0 disables it; package config translates.)
+	LagPollInterval time.Duration `yaml:"lag_poll_interval"`
 
-	AckTimeout   time.Duration // a double ack's wait for the server; default 5s
-	CloseTimeout time.Duration // how long Close waits for the reader and acks in flight; default 5s
-	QueueSize    int           // events buffered between the reader and Poll; default 4×FetchBatch (core: 8192)
+	AckTimeout   time.Duration `yaml:"-"` // a double ack's wait for the server; default 5s
+	CloseTimeout time.Duration `yaml:"-"` // how long Close waits for the reader and acks in flight; default 5s
+	QueueSize    int           `yaml:"-"` // events buffered between the reader and Poll; default 4×FetchBatch (core: 8192)
 
 	// Conn, if set, is used instead of dialing Servers; Close leaves it open.
-	Conn *nats.Conn
+	Conn *nats.Conn `yaml:"-"`
 
-	Logger  *slog.Logger // default: discard
-	Metrics Metrics      // optional
+	Logger  *slog.Logger `yaml:"-"` // default: discard
+	Metrics Metrics      `yaml:"-"` // optional
 }
 
 // Auth holds credentials; set at most one kind.
-type Auth struct {
-	User, Password string
-	Token          string
-	CredsFile      string
-	NKeySeedFile   string
-}
+type Auth = natsconn.Auth
 
 // TLS configures the connection's TLS.
-type TLS struct {
-	CAFile, CertFile, KeyFile string
-	InsecureSkipVerify        bool
-}
+type TLS = natsconn.TLS
+
+// Defaults applied by New to zero fields.
+const (
+	DefaultAckWait         = 30 * time.Second
+	DefaultMaxAckPending   = 1000
+	DefaultFetchBatch      = 500
+	DefaultFetchMaxWait    = time.Second
+	DefaultLagPollInterval = 5 * time.Second
+)
 
 // syncQueueLen is how many messages the client buffers for a core
 // subscription before it drops them as a slow consumer (8 MiB of pointers).
@@ -96,19 +100,19 @@ func (c *Config) setDefaults() {
 		c.Ack = "explicit"
 	}
 	if c.AckWait == 0 {
-		c.AckWait = 30 * time.Second
+		c.AckWait = DefaultAckWait
 	}
 	if c.MaxDeliver == 0 {
 		c.MaxDeliver = -1
 	}
 	if c.MaxAckPending == 0 {
-		c.MaxAckPending = 1000
+		c.MaxAckPending = DefaultMaxAckPending
 	}
 	if c.FetchBatch <= 0 {
-		c.FetchBatch = 500
+		c.FetchBatch = DefaultFetchBatch
 	}
 	if c.FetchMaxWait <= 0 {
-		c.FetchMaxWait = time.Second
+		c.FetchMaxWait = DefaultFetchMaxWait
 	}
 	if c.Format == "" {
 		c.Format = "json"
@@ -117,7 +121,7 @@ func (c *Config) setDefaults() {
 		c.OnDecodeError = "fail"
 	}
 	if c.LagPollInterval == 0 {
-		c.LagPollInterval = 5 * time.Second
+		c.LagPollInterval = DefaultLagPollInterval
 	}
 	if c.AckTimeout <= 0 {
 		c.AckTimeout = 5 * time.Second
@@ -176,62 +180,10 @@ func (c *Config) check() error {
 	return nil
 }
 
-// connect dials the servers with the configured credentials. The client
-// reconnects forever: a CDC pipeline outlives a broker restart.
+// connect dials the servers with the connection options shared with the
+// NATS sink (internal/natsconn), plus a core subscription's buffer.
 func connect(c *Config, log *slog.Logger) (*nats.Conn, error) {
-	opts := []nats.Option{
-		nats.Name("tide " + c.Name),
-		nats.SyncQueueLen(syncQueueLen), // a core subscription's buffer
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500 * time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("nats disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			subj := ""
-			if sub != nil {
-				subj = sub.Subject
-			}
-			log.Warn("nats async error", "subject", subj, "err", err)
-		}),
-	}
-	a := c.Auth
-	switch {
-	case a.CredsFile != "":
-		opts = append(opts, nats.UserCredentials(a.CredsFile))
-	case a.NKeySeedFile != "":
-		o, err := nats.NkeyOptionFromSeed(a.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("read nkey seed: %w", err)
-		}
-		opts = append(opts, o)
-	case a.Token != "":
-		opts = append(opts, nats.Token(a.Token))
-	case a.User != "":
-		opts = append(opts, nats.UserInfo(a.User, a.Password))
-	}
-	if c.TLS.CAFile != "" {
-		opts = append(opts, nats.RootCAs(c.TLS.CAFile))
-	}
-	if c.TLS.CertFile != "" {
-		opts = append(opts, nats.ClientCert(c.TLS.CertFile, c.TLS.KeyFile))
-	}
-	if c.TLS.InsecureSkipVerify {
-		opts = append(opts, nats.Secure(&tls.Config{InsecureSkipVerify: true}))
-	}
-	servers := ""
-	for i, s := range c.Servers {
-		if i > 0 {
-			servers += ","
-		}
-		servers += s
-	}
-	nc, err := nats.Connect(servers, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", servers, err)
-	}
-	return nc, nil
+	return natsconn.Connect(natsconn.Config{
+		Name: c.Name, Servers: c.Servers, Auth: c.Auth, TLS: c.TLS, Logger: log,
+	}, nats.SyncQueueLen(syncQueueLen))
 }

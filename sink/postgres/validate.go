@@ -1,0 +1,45 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// DefaultSchema is the schema of a Config with none.
+const DefaultSchema = "public"
+
+// maxIdentifier is PostgreSQL's identifier length (NAMEDATALEN-1 bytes);
+// a longer one is silently truncated by the server.
+const maxIdentifier = 63
+
+// Validate reports every problem of c, joined, or nil. Each error starts
+// with the YAML key it is about, as in "dsn: required"; package config
+// prefixes the section's path and line. Zero values are defaults and pass,
+// except the table, which is required.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if strings.TrimSpace(c.DSN) == "" {
+		bad("dsn", "required: a PostgreSQL URL such as postgres://user@host:5432/db?sslmode=disable")
+	}
+	switch c.Mode {
+	case "", ModeMirror, ModeAppend:
+	default:
+		bad("mode", "%q is not one of %s, %s", c.Mode, ModeMirror, ModeAppend)
+	}
+	if c.Table == "" {
+		bad("table", "required")
+	}
+	for _, id := range []struct{ key, value string }{{"schema", c.Schema}, {"table", c.Table}} {
+		switch {
+		case len(id.value) > maxIdentifier:
+			bad(id.key, "%q is longer than PostgreSQL's %d-byte identifier limit", id.value, maxIdentifier)
+		case strings.ContainsRune(id.value, 0):
+			bad(id.key, "must not contain a NUL byte")
+		}
+	}
+	return errors.Join(errs...)
+}

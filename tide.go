@@ -1,0 +1,164 @@
+// Package tide builds a pipeline from the YAML text of a pipeline file:
+// exactly what `tide run -f FILE` builds from the same text.
+//
+//	p, err := tide.NewPipeline(ctx, yamlText)
+//	if err != nil {
+//		return err // names the key and line of every problem
+//	}
+//	return p.Run(ctx) // or drive it: p.Pause, p.Resume, p.Drain
+//
+// The returned *pipeline.Pipeline owns what building it opened: the data
+// directory's lock (so that a second pipeline on the same data_dir is
+// refused while this one exists) and, for a MongoDB source with uri:
+// embedded, the embedded server. Run releases both when it returns, after
+// the source is closed; a pipeline that is never run keeps them until the
+// process exits (New's Close releases them earlier).
+//
+// To build pipelines in code instead, use package pipeline with the
+// connectors under source/ and sink/.
+package tide
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide/mongowire"
+	"github.com/tide-cdc/tide/pipeline"
+)
+
+// Options adjusts what New builds. The zero value is NewPipeline's.
+type Options struct {
+	// File names the pipeline file in errors, as tide run -f does.
+	File string
+	// Getenv looks up the ${VAR} references of the text; nil means
+	// os.LookupEnv.
+	Getenv func(string) (string, bool)
+	// Logger receives the pipeline's logs, with a "pipeline" attribute;
+	// nil discards them.
+	Logger *slog.Logger
+	// Observer, if set, receives the pipeline's counts.
+	Observer pipeline.Observer
+	// Metrics, if set, gets the pipeline's Prometheus metrics (tide_*)
+	// and those a source keeps itself (tide_mongo_*, tide_nats_*).
+	Metrics prometheus.Registerer
+	// Progress, if set, receives a MongoDB source's one-line snapshot
+	// progress bar, redrawn with '\r': pass a terminal.
+	Progress io.Writer
+}
+
+// Pipeline is a pipeline built by New, with what a command line shows
+// about it besides the pipeline itself.
+type Pipeline struct {
+	*pipeline.Pipeline
+
+	// Name is the pipeline's name, from the file.
+	Name string
+	// Source is the configured source as built, for its own statistics
+	// (a *mongo.Source or *nats.Source of this module has Stats).
+	Source cdc.Source
+	// Embedded is the embedded MongoDB-compatible server started for a
+	// MongoDB source with uri: embedded, or nil. It stops when Run
+	// returns; until then other clients may use it too.
+	Embedded *mongowire.Server
+
+	release func() error
+}
+
+// NewPipeline builds the pipeline that yamlText describes, exactly as
+// `tide run -f` does: the text is validated first (every problem names
+// its key and line), then the data directory is locked and, for uri:
+// embedded, the embedded server is started. Run releases both when it
+// returns. ctx bounds the building only.
+func NewPipeline(ctx context.Context, yamlText []byte) (*pipeline.Pipeline, error) {
+	p, err := New(ctx, yamlText, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return p.Pipeline, nil
+}
+
+// New is NewPipeline with options, returning the pipeline together with
+// its name and source.
+func New(ctx context.Context, yamlText []byte, opts Options) (*Pipeline, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := parse(yamlText, opts)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("pipeline", cfg.Name)
+	parts, err := build(cfg, opts, log)
+	if err != nil {
+		return nil, err
+	}
+	release := sync.OnceValue(parts.close)
+	src := own(parts.source, release)
+	return &Pipeline{
+		Pipeline: pipeline.New(parts.config, src, parts.encode, parts.sink, parts.store),
+		Name:     cfg.Name,
+		Source:   parts.source,
+		Embedded: parts.embedded,
+		release:  release,
+	}, nil
+}
+
+// Close releases the data directory's lock and stops the embedded server
+// of a pipeline that will not be run. Run does it by itself; do not call
+// Close while Run is running.
+func (p *Pipeline) Close() error { return p.release() }
+
+// LoadCheckpoint returns the checkpoint that the pipeline yamlText
+// describes would resume from, or nil if it has none. It takes no lock, so
+// it works while the pipeline runs; what it returns may be overtaken by the
+// next commit. A damaged checkpoint file is a *checkpoint.CorruptError.
+func LoadCheckpoint(ctx context.Context, yamlText []byte, opts Options) (*cdc.Checkpoint, error) {
+	cfg, err := parse(yamlText, opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Checkpoint == "sink" {
+		// merge: use postgres Checkpoints()
+		sink, err := buildSink(cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return nil, err
+		}
+		defer sink.Close()
+		cs, ok := sink.(cdc.CheckpointStore)
+		if !ok {
+			return nil, errors.New("the sink does not keep checkpoints")
+		}
+		return cs.LoadCheckpoint(ctx, cfg.Name)
+	}
+	r, err := checkpoint.Read(cfg.DataDir, cfg.Name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cp := r.Checkpoint()
+	return &cp, nil
+}
+
+func parse(yamlText []byte, opts Options) (*config.Pipeline, error) {
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	return config.ParseNamed(opts.File, yamlText, getenv)
+}

@@ -1,0 +1,220 @@
+package tide
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide/internal/metrics"
+	"github.com/tide-cdc/tide/mongowire"
+	"github.com/tide-cdc/tide/pipeline"
+	"github.com/tide-cdc/tide/sink/file"
+	natssink "github.com/tide-cdc/tide/sink/nats"
+	"github.com/tide-cdc/tide/sink/postgres"
+	"github.com/tide-cdc/tide/sink/stdout"
+	"github.com/tide-cdc/tide/source/generate"
+	mongosource "github.com/tide-cdc/tide/source/mongo"
+	natssource "github.com/tide-cdc/tide/source/nats"
+)
+
+// parts is a pipeline's components, built from its configuration, and
+// what must be closed after them (the embedded server, the data
+// directory's lock), last first.
+type parts struct {
+	config   pipeline.Config
+	source   cdc.Source
+	sink     cdc.Sink
+	encode   pipeline.EncodeFunc
+	store    pipeline.Checkpointer
+	embedded *mongowire.Server // for uri: embedded, else nil
+	closers  []func() error
+}
+
+func (p *parts) close() error {
+	var errs []error
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		errs = append(errs, p.closers[i]())
+	}
+	p.closers = nil
+	return errors.Join(errs...)
+}
+
+// build turns a validated configuration into parts. The checkpoint store
+// is opened first: it takes the data directory's single-owner lock, so a
+// second pipeline on the same directory stops before touching anything.
+func build(cfg *config.Pipeline, opts Options, log *slog.Logger) (_ *parts, err error) {
+	obs := opts.Observer
+	if opts.Metrics != nil {
+		m := metrics.New(opts.Metrics, cfg.Name)
+		if obs == nil {
+			obs = m
+		} else {
+			obs = observers{obs, m}
+		}
+	}
+	p := &parts{
+		config: pipeline.Config{
+			Name:           cfg.Name,
+			MaxRecords:     cfg.Batch.MaxRecords,
+			MaxBytes:       int(cfg.Batch.MaxBytes),
+			CommitInterval: time.Duration(cfg.Batch.CommitInterval),
+			Workers:        cfg.Encode.Workers,
+			Logger:         log,
+			Observer:       obs,
+		},
+	}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+
+	// merge: use postgres Checkpoints() for checkpoint: sink. Until then
+	// the directory is opened for its lock in every mode, and the
+	// runtime finds the sink's own store through cdc.CheckpointStore.
+	store, err := checkpoint.Open(cfg.DataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	p.store = store
+	p.closers = append(p.closers, store.Close)
+
+	switch cfg.Encode.Format {
+	case "", "json":
+		p.encode = encode.Envelope
+	case "canonical":
+		p.encode = encode.CanonicalEnvelope
+	default:
+		return nil, fmt.Errorf("encode.format %q: want json or canonical", cfg.Encode.Format)
+	}
+
+	if p.source, err = p.buildSource(cfg, opts, log); err != nil {
+		return nil, err
+	}
+	if opts.Metrics != nil {
+		registerSourceMetrics(opts.Metrics, cfg.Name, p.source)
+	}
+	if p.sink, err = buildSink(cfg, log); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *parts) buildSource(cfg *config.Pipeline, opts Options, log *slog.Logger) (cdc.Source, error) {
+	s := cfg.Source
+	switch {
+	case s.Generate != nil:
+		c := s.Generate.Config
+		c.Logger = log
+		return generate.New(c), nil
+	case s.Mongo != nil:
+		m := s.Mongo
+		uri := m.URI
+		if uri == "embedded" {
+			srv, err := startEmbedded(filepath.Join(cfg.DataDir, "embedded"), log)
+			if err != nil {
+				return nil, err
+			}
+			p.closers = append(p.closers, srv.Close)
+			p.embedded = srv
+			uri = srv.URI()
+		}
+		return mongosource.New(mongosource.Config{
+			URI:              uri,
+			Database:         m.Database,
+			Collection:       m.Collection,
+			FullDocument:     m.FullDocument,
+			BeforeChange:     m.BeforeChange,
+			Pipeline:         string(m.Pipeline),
+			Snapshot:         m.Snapshot,
+			MaxBufferedBytes: int64(m.MaxBufferedBytes),
+			BatchSize:        int32(m.BatchSize),
+			MaxAwait:         time.Duration(m.MaxAwait),
+			MaxReconnects:    m.MaxReconnects,
+			Progress:         opts.Progress,
+			Logger:           log,
+		}), nil
+	case s.NATS != nil:
+		c := s.NATS.Source(cfg.Name)
+		c.Logger = log
+		return natssource.New(c), nil
+	}
+	return nil, errors.New("source: none configured")
+}
+
+// startEmbedded starts the embedded MongoDB-compatible server on a free
+// loopback port, keeping its data in dataDir. The caller closes it.
+func startEmbedded(dataDir string, log *slog.Logger) (*mongowire.Server, error) {
+	srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: dataDir, Logger: log})
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start embedded server: %w", err)
+	}
+	return srv, nil
+}
+
+func buildSink(cfg *config.Pipeline, log *slog.Logger) (cdc.Sink, error) {
+	s := cfg.Sink
+	switch {
+	case s.File != nil:
+		c := s.File.Config
+		c.Pipeline, c.DataDir, c.Logger = cfg.Name, cfg.DataDir, log
+		return file.New(c), nil
+	case s.Stdout != nil:
+		return stdout.New(s.Stdout.Config), nil
+	case s.NATS != nil:
+		c := s.NATS.Sink(cfg.Name)
+		c.Logger = log
+		return natssink.New(c), nil
+	case s.Postgres != nil:
+		inSink := cfg.Checkpoint == "sink"
+		c := s.Postgres.Config
+		c.Table, c.Pipeline, c.CheckpointInSink, c.Logger = cfg.PostgresTable(), cfg.Name, inSink, log
+		ps := postgres.New(c)
+		if inSink {
+			// merge: use postgres Checkpoints()
+			return ps.WithCheckpoint(), nil // also a cdc.CheckpointStore: rows and checkpoint in one transaction
+		}
+		return ps, nil
+	}
+	// sink.mongo never gets here: config validation refuses it.
+	return nil, errors.New("sink: none configured")
+}
+
+// registerSourceMetrics exports the counters of sources that keep their own.
+func registerSourceMetrics(reg prometheus.Registerer, pipeline string, src cdc.Source) {
+	switch s := src.(type) {
+	case *mongosource.Source:
+		reg.MustRegister(s.Collector(pipeline))
+	case *natssource.Source:
+		reg.MustRegister(s.Collector(pipeline))
+	}
+}
+
+// observers sends every observation to each of its members.
+type observers []pipeline.Observer
+
+func (o observers) Polled(n, bytes int) {
+	for _, x := range o {
+		x.Polled(n, bytes)
+	}
+}
+
+func (o observers) Committed(n, bytes int, took time.Duration, cp cdc.Checkpoint) {
+	for _, x := range o {
+		x.Committed(n, bytes, took, cp)
+	}
+}
+
+func (o observers) Failed(stage string, err error) {
+	for _, x := range o {
+		x.Failed(stage, err)
+	}
+}
