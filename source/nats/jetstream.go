@@ -55,6 +55,7 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 	s.js = js
 	want := s.consumerConfig(startTime)
 
+	begun := time.Now()
 	var restoredPos *jsPos
 	if restored != nil && restored.Source != nil {
 		p, err := parseJSPos(restored.Source)
@@ -64,50 +65,37 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 		restoredPos = &p
 	}
 
-	existing, err := js.Consumer(ctx, s.cfg.Stream, s.cfg.Consumer)
-	switch {
-	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		if restoredPos != nil && s.cfg.Deliver != "all" && s.cfg.Deliver != "by_start_sequence" {
-			// A consumer created afresh with deliver: new or by_start_time
-			// cannot be moved back to the checkpoint.
-			return fmt.Errorf("%w: the checkpoint names stream sequence %d of consumer %s on stream %s, but the consumer no longer exists, "+
-				"and a new one with deliver: %s cannot start right after the checkpoint; "+
-				"reset the Tide checkpoint (tide checkpoint reset) or configure deliver: all",
-				ErrPosition, restoredPos.StreamSeq, s.cfg.Consumer, s.cfg.Stream, s.cfg.Deliver)
+	// Registered before the consumer is repositioned, so that no
+	// reconnect after it is missed.
+	reconnected := s.nc.StatusChanged(nats.CONNECTED)
+	last, err := s.prepare(ctx, restoredPos, want)
+	for attempt := 1; err != nil && transient(err) && ctx.Err() == nil; attempt++ {
+		// A broken connection or a server still starting is no reason to
+		// fail the pipeline: wait for NATS as the sink does, bounded.
+		if attempt == 1 {
+			s.log.Warn("waiting for jetstream to prepare the consumer", "consumer", s.cfg.Consumer, "stream", s.cfg.Stream, "err", err)
 		}
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("jetstream stream %s: %w", s.cfg.Stream, err)
-	case err != nil:
-		return fmt.Errorf("look up consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
-	default:
-		if err := sameStart(existing.CachedInfo().Config, want); err != nil {
-			return fmt.Errorf("consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
+		if time.Since(begun) > openRetryFor {
+			err = fmt.Errorf("%w (retried for %v)", err, openRetryFor)
+			break
+		}
+		t := time.NewTimer(backoff(attempt, jitter()))
+		select {
+		case <-t.C:
+			last, err = s.prepare(ctx, restoredPos, want)
+		case <-ctx.Done():
+			t.Stop()
+			err = fmt.Errorf("%w (then: %w)", err, ctx.Err())
 		}
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, s.cfg.Stream, want)
 	if err != nil {
-		return fmt.Errorf("create or update consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
-	}
-	s.cons = cons
-
-	// Tide, not the consumer, owns the position: the consumer is moved to
-	// the message after the checkpoint, dropping whatever an earlier
-	// reader left unacknowledged, so that the first delivery is the next
-	// message in stream order, at once.
-	last := uint64(0)
-	if restoredPos != nil {
-		last = restoredPos.StreamSeq
-	}
-	last, err = s.reposition(ctx, last, restoredPos != nil)
-	if err != nil {
+		s.nc.RemoveStatusListener(reconnected)
 		return err
 	}
 	if s.cfg.Ack != "none" {
 		s.acks = newAcker(s.log, &s.m, s.cfg.MaxAckPending, s.cfg.AckTimeout)
 	}
 	s.queue = make(chan item, s.cfg.QueueSize)
-	// Registered before the reader starts, so that no reconnect is missed.
-	reconnected := s.nc.StatusChanged(nats.CONNECTED)
 	s.wg.Add(1)
 	go s.readJetStream(last, reconnected)
 	if s.acks != nil {
@@ -119,6 +107,62 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 		go s.pollLag()
 	}
 	return nil
+}
+
+// openRetryFor bounds how long Open waits for JetStream through transient
+// errors (a connection cut, a server restarting), as the sink's default
+// max_outage does.
+const openRetryFor = 60 * time.Second
+
+// transient reports whether err may pass by itself: a request that timed
+// out or found no responder, or a connection between reconnects.
+func transient(err error) bool {
+	return !errors.Is(err, ErrPosition) && (errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstream.ErrJetStreamNotEnabled))
+}
+
+// prepare checks and creates or updates the durable consumer, then
+// repositions it after the restored position. It returns the stream
+// sequence the first delivery must follow.
+func (s *Source) prepare(ctx context.Context, restoredPos *jsPos, want jetstream.ConsumerConfig) (uint64, error) {
+	js := s.js
+	existing, err := js.Consumer(ctx, s.cfg.Stream, s.cfg.Consumer)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		if restoredPos != nil && s.cfg.Deliver != "all" && s.cfg.Deliver != "by_start_sequence" {
+			// A consumer created afresh with deliver: new or by_start_time
+			// cannot be moved back to the checkpoint.
+			return 0, fmt.Errorf("%w: the checkpoint names stream sequence %d of consumer %s on stream %s, but the consumer no longer exists, "+
+				"and a new one with deliver: %s cannot start right after the checkpoint; "+
+				"reset the Tide checkpoint (tide checkpoint reset) or configure deliver: all",
+				ErrPosition, restoredPos.StreamSeq, s.cfg.Consumer, s.cfg.Stream, s.cfg.Deliver)
+		}
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return 0, fmt.Errorf("jetstream stream %s: %w", s.cfg.Stream, err)
+	case err != nil:
+		return 0, fmt.Errorf("look up consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
+	default:
+		if err := sameStart(existing.CachedInfo().Config, want); err != nil {
+			return 0, fmt.Errorf("consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
+		}
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, s.cfg.Stream, want)
+	if err != nil {
+		return 0, fmt.Errorf("create or update consumer %s on stream %s: %w", s.cfg.Consumer, s.cfg.Stream, err)
+	}
+	s.cons = cons
+
+	// Tide, not the consumer, owns the position: the consumer is moved to
+	// the message after the checkpoint, dropping whatever an earlier
+	// reader left unacknowledged, so that the first delivery is the next
+	// message in stream order, at once.
+	last := uint64(0)
+	if restoredPos != nil {
+		last = restoredPos.StreamSeq
+	}
+	return s.reposition(ctx, last, restoredPos != nil)
 }
 
 // sameStart refuses an existing consumer whose start differs from the

@@ -2,10 +2,13 @@ package nats
 
 import (
 	"errors"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -343,6 +346,37 @@ func TestCheckpointDecidesWhereReadingResumes(t *testing.T) {
 	src5 := openSource(t, cfg, old)
 	if n := number(t, pollN(t, src5, 1)[0]); n != 8 {
 		t.Fatalf("old-format checkpoint at stream sequence 8: got payload %d, want 8", n)
+	}
+}
+
+// TestOpenWaitsForJetStream: Open while the server is down (a restart
+// under a pipeline that is starting) waits for it instead of failing.
+func TestOpenWaitsForJetStream(t *testing.T) {
+	s := testenv.NATS(t)
+	nc := connectTo(t, s)
+	js := newStream(t, nc, "ORDERS", "orders.>")
+	publishJSON(t, js, "orders.eu", 0, 3)
+	port := s.Addr().(*net.TCPAddr).Port
+	store := s.JetStreamConfig().StoreDir
+	s.Shutdown()
+	s.WaitForShutdown()
+
+	src := New(jsConfig(t, nc, "ORDERS", "tide"))
+	t.Cleanup(func() { src.Close() })
+	opened := make(chan error, 1)
+	go func() { opened <- src.Open(t.Context(), nil) }()
+	time.Sleep(time.Second) // the outage Open must ride out
+	if filepath.Base(store) == server.JetStreamStoreDir {
+		store = filepath.Dir(store) // the server appends it again
+	}
+	testenv.NATSWithOptions(t, &server.Options{Port: port, StoreDir: store})
+	if err := <-opened; err != nil {
+		t.Fatalf("open across an outage: %v", err)
+	}
+	for i, ev := range pollN(t, src, 3) {
+		if n := number(t, ev); n != i {
+			t.Fatalf("event %d has payload %d", i, n)
+		}
 	}
 }
 
