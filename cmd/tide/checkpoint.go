@@ -153,11 +153,11 @@ func showSinkCheckpoint(cmd *cobra.Command, cfg *config.Pipeline) error {
 		return err
 	}
 	defer sink.Close()
-	cs, ok := sink.(cdc.CheckpointStore)
-	if !ok {
-		return fmt.Errorf("sink of pipeline %q does not keep checkpoints", cfg.Name)
+	store, err := sinkStore(cfg, sink, nil)
+	if err != nil {
+		return err
 	}
-	cp, err := cs.LoadCheckpoint(cmd.Context(), cfg.Name)
+	cp, err := store.Load(cmd.Context(), cfg.Name)
 	if err != nil {
 		return err
 	}

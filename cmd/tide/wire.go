@@ -87,6 +87,10 @@ func build(ctx context.Context, cfg *config.Pipeline, log *slog.Logger, obs *met
 		c.close()
 		return nil, err
 	}
+	if c.store, err = sinkStore(cfg, c.sink, c.store); err != nil {
+		c.close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -128,6 +132,20 @@ func buildSource(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc
 	return nil, errors.New("source: none configured")
 }
 
+// sinkStore returns the checkpoint store for checkpoint: sink, the sink's
+// own (rows and checkpoint in one transaction), and store otherwise. The
+// data directory's store stays open for its lock.
+func sinkStore(cfg *config.Pipeline, sink cdc.Sink, store pipeline.Checkpointer) (pipeline.Checkpointer, error) {
+	if cfg.Checkpoint != "sink" {
+		return store, nil
+	}
+	ps, ok := sink.(*postgres.Sink)
+	if !ok {
+		return nil, fmt.Errorf("checkpoint: sink: the sink of pipeline %q does not keep checkpoints", cfg.Name)
+	}
+	return ps.Checkpoints(), nil
+}
+
 func buildSink(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc.Sink, error) {
 	s := cfg.Sink
 	switch {
@@ -139,16 +157,11 @@ func buildSink(_ context.Context, cfg *config.Pipeline, log *slog.Logger) (cdc.S
 		return newNATSSink(cfg.Name, s.NATS, log), nil
 	case s.Postgres != nil:
 		pg := s.Postgres
-		inSink := cfg.Checkpoint == "sink"
-		ps := postgres.New(postgres.Config{
+		return postgres.New(postgres.Config{
 			DSN: pg.DSN, Schema: pg.Schema, Table: cfg.PostgresTable(), Mode: pg.Mode,
 			CreateTable: pg.CreateTable, SoftDelete: pg.SoftDelete,
-			Pipeline: cfg.Name, CheckpointInSink: inSink, Logger: log,
-		})
-		if inSink {
-			return ps.WithCheckpoint(), nil // also a cdc.CheckpointStore: rows and checkpoint in one transaction
-		}
-		return ps, nil
+			Pipeline: cfg.Name, Logger: log,
+		}), nil
 	case s.Mongo != nil:
 		return nil, errors.New("sink.mongo: the MongoDB sink is not part of this release; use file, stdout, nats or postgres")
 	}
