@@ -39,12 +39,9 @@ func New(cfg Config) *Sink {
 // Open does nothing: standard output has no state to restore.
 func (s *Sink) Open(context.Context, *cdc.Checkpoint) error { return nil }
 
-// Put buffers one line per record, skipping markers.
+// Put buffers one line per record.
 func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 	for i := range batch {
-		if batch[i].Op == cdc.OpMarker {
-			continue
-		}
 		s.w.Write(batch[i].Data) // a write error sticks; WriteByte reports it
 		if err := s.w.WriteByte('\n'); err != nil {
 			return fmt.Errorf("stdout sink: %w", err)
