@@ -43,6 +43,9 @@ func Compare(got, want [][]byte) error {
 	if len(problems) == 0 {
 		problems = append(problems, "records out of order")
 	}
+	if len(problems) > maxProblems {
+		problems = append(problems[:maxProblems], fmt.Sprintf("and %d more", len(problems)-maxProblems))
+	}
 	return fmt.Errorf("%s; got %d records, want %d", strings.Join(problems, "; "), len(got), len(want))
 }
 
@@ -58,9 +61,12 @@ func equal(a, b [][]byte) bool {
 	return true
 }
 
+// maxProblems bounds the problems Compare lists.
+const maxProblems = 5
+
 // short quotes b, cut to a readable length.
 func short(b []byte) string {
-	const max = 80
+	const max = 40
 	if len(b) > max {
 		return fmt.Sprintf("%q…", b[:max])
 	}
