@@ -108,4 +108,3 @@ func contractRecord(i int) cdc.Record {
 	}
 	return cdc.Record{Event: ev, Data: data}
 }
-
