@@ -47,6 +47,5 @@
 //
 // # Stability
 //
-// Like the rest of Tide's public API before v1, this package may change;
-// changes are listed in the release notes.
+// Like the rest of Tide's public API before v1, this package may change.
 package cdctest
