@@ -21,6 +21,7 @@ package tide
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -28,6 +29,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tide-cdc/tide/sink/postgres"
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
@@ -132,17 +135,12 @@ func LoadCheckpoint(ctx context.Context, yamlText []byte, opts Options) (*cdc.Ch
 		return nil, err
 	}
 	if cfg.Checkpoint == "sink" {
-		// merge: use postgres Checkpoints()
-		sink, err := buildSink(cfg, slog.New(slog.DiscardHandler))
-		if err != nil {
-			return nil, err
+		if cfg.Sink.Postgres == nil {
+			return nil, fmt.Errorf("checkpoint: sink: the sink of pipeline %q does not keep checkpoints", cfg.Name)
 		}
-		defer sink.Close()
-		cs, ok := sink.(cdc.CheckpointStore)
-		if !ok {
-			return nil, errors.New("the sink does not keep checkpoints")
-		}
-		return cs.LoadCheckpoint(ctx, cfg.Name)
+		c := cfg.Sink.Postgres.Config
+		c.Table, c.Pipeline = cfg.PostgresTable(), cfg.Name
+		return postgres.ReadCheckpoint(ctx, c)
 	}
 	r, err := checkpoint.Read(cfg.DataDir, cfg.Name)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -77,9 +77,8 @@ func build(cfg *config.Pipeline, opts Options, log *slog.Logger) (_ *parts, err 
 		}
 	}()
 
-	// merge: use postgres Checkpoints() for checkpoint: sink. Until then
-	// the directory is opened for its lock in every mode, and the
-	// runtime finds the sink's own store through cdc.CheckpointStore.
+	// The directory is opened for its lock in every mode, also when the
+	// sink keeps the checkpoint (checkpoint: sink, see sinkStore).
 	store, err := checkpoint.Open(cfg.DataDir, log)
 	if err != nil {
 		return nil, err
@@ -105,7 +104,24 @@ func build(cfg *config.Pipeline, opts Options, log *slog.Logger) (_ *parts, err 
 	if p.sink, err = buildSink(cfg, log); err != nil {
 		return nil, err
 	}
+	if p.store, err = sinkStore(cfg, p.sink, p.store); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// sinkStore is the pipeline's checkpoint store: store, or for checkpoint:
+// sink the sink's own, which is the one switch that makes the sink write
+// the checkpoint in each batch's transaction.
+func sinkStore(cfg *config.Pipeline, sink cdc.Sink, store pipeline.Checkpointer) (pipeline.Checkpointer, error) {
+	if cfg.Checkpoint != "sink" {
+		return store, nil
+	}
+	ps, ok := sink.(*postgres.Sink)
+	if !ok {
+		return nil, fmt.Errorf("checkpoint: sink: the sink of pipeline %q does not keep checkpoints", cfg.Name)
+	}
+	return ps.Checkpoints(), nil
 }
 
 func (p *parts) buildSource(cfg *config.Pipeline, opts Options, log *slog.Logger) (cdc.Source, error) {
@@ -174,15 +190,9 @@ func buildSink(cfg *config.Pipeline, log *slog.Logger) (cdc.Sink, error) {
 		c.Logger = log
 		return natssink.New(c), nil
 	case s.Postgres != nil:
-		inSink := cfg.Checkpoint == "sink"
 		c := s.Postgres.Config
-		c.Table, c.Pipeline, c.CheckpointInSink, c.Logger = cfg.PostgresTable(), cfg.Name, inSink, log
-		ps := postgres.New(c)
-		if inSink {
-			// merge: use postgres Checkpoints()
-			return ps.WithCheckpoint(), nil // also a cdc.CheckpointStore: rows and checkpoint in one transaction
-		}
-		return ps, nil
+		c.Table, c.Pipeline, c.Logger = cfg.PostgresTable(), cfg.Name, log
+		return postgres.New(c), nil
 	}
 	// sink.mongo never gets here: config validation refuses it.
 	return nil, errors.New("sink: none configured")

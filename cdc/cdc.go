@@ -2,6 +2,36 @@
 // events, positions, checkpoints, and the small interfaces a connector
 // implements. Like database/sql/driver, it imports only the standard library,
 // so every connector can depend on it without depending on each other.
+//
+// # The contract
+//
+// A Source hands out events in order, each with the Position to resume
+// after it. The runtime (package pipeline) cuts them into batches, encodes
+// them into Records and, for every batch, in this order:
+//
+//  1. calls Sink.Put with the batch's records, unless it has none (a batch
+//     of markers only);
+//  2. asks a Stater sink for its State;
+//  3. calls Sink.Commit with the Checkpoint that will name the batch, also
+//     for a batch that had no Put, so that an idle source's markers
+//     advance a sink that keeps the checkpoint itself;
+//  4. saves that checkpoint in the store, and tells a CheckpointObserver
+//     sink;
+//  5. acknowledges an Acker source up to the batch's last position.
+//
+// So a checkpoint never names a record the sink has not made durable, and
+// an upstream never forgets an event the checkpoint does not cover. After a
+// restart the runtime loads the last saved checkpoint and passes it to
+// Sink.Open and then Source.Open: the sink drops or cuts whatever it was
+// given after that checkpoint's Commit, and the source reads again exactly
+// the events after its position. The result is no gap and no duplicate.
+//
+// Markers (OpMarker) are the runtime's business: they advance the
+// checkpoint and are never put. A sink that keeps the checkpoint in its own
+// transaction (the PostgreSQL sink) writes it in Commit and supplies the
+// runtime's checkpoint store itself; the runtime does not know.
+//
+// Package cdc/cdctest checks a connector against this contract.
 package cdc
 
 import (
@@ -47,8 +77,9 @@ const (
 	OpModify       Op = "modify"
 
 	// OpMarker is a high-watermark: an event that carries only a Position,
-	// so that an idle source still advances the checkpoint. Encoders and
-	// sinks skip markers; the runtime commits their position.
+	// so that an idle source still advances the checkpoint. Markers are
+	// the runtime's business: encoders skip them, the runtime commits
+	// their position, and a sink never receives one.
 	OpMarker Op = "marker"
 )
 
@@ -144,6 +175,8 @@ type Source interface {
 	// so an idle pipeline sleeps instead of spinning.
 	Ready() <-chan struct{}
 
+	// Close releases the source. It is called whether or not Open
+	// succeeded, and a second call returns nil.
 	Close() error
 }
 
@@ -168,16 +201,23 @@ type Sink interface {
 	// length) restores itself from restored.Sink.
 	Open(ctx context.Context, restored *Checkpoint) error
 
-	// Put hands a batch of records to the sink. It may buffer them; nothing
-	// is durable until Commit returns. The sink must not retain batch.
+	// Put hands a batch of records to the sink, never a marker and never
+	// an empty batch. It may buffer them; nothing is durable until Commit
+	// returns. The sink must not retain batch or any memory it points to:
+	// the runtime reuses it once Put returns. After a failed Put the
+	// runtime stops; the sink drops what the batch had buffered.
 	Put(ctx context.Context, batch []Record) error
 
 	// Commit makes every record put since the last commit durable and
-	// returns only then. next is the checkpoint the runtime saves once
+	// returns only then. It is also called with no Put before it, for a
+	// batch of markers only. next is the checkpoint the runtime saves once
 	// Commit returns; a sink that keeps the checkpoint in its own
 	// transaction writes it here.
 	Commit(ctx context.Context, next Checkpoint) error
 
+	// Close releases the sink, dropping what was put and not committed.
+	// It is called whether or not Open succeeded, and a second call
+	// returns nil.
 	Close() error
 }
 
@@ -193,19 +233,4 @@ type Stater interface {
 // than the one calling Put and Commit; it must not block.
 type CheckpointObserver interface {
 	CheckpointSaved(cp Checkpoint)
-}
-
-// Transactional is a Sink that brackets each batch in a transaction. The
-// runtime calls Begin before the first Put of a non-empty batch (never for
-// an empty one) and Abort if a Put or the Commit fails.
-type Transactional interface {
-	Begin(ctx context.Context) error
-	Abort(ctx context.Context) error
-}
-
-// CheckpointStore is a Sink that stores the pipeline's checkpoint itself,
-// in the same transaction as the records (checkpoint: sink). The runtime
-// then loads the checkpoint from the sink and does not save it elsewhere.
-type CheckpointStore interface {
-	LoadCheckpoint(ctx context.Context, pipeline string) (*Checkpoint, error)
 }

@@ -10,15 +10,11 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 )
 
-// abortTimeout bounds a transaction abort, which runs even after a hard
-// stop so that the sink releases its transaction.
-const abortTimeout = 10 * time.Second
-
 // commitLoop receives encoded chunks in source order and delivers each
 // batch once its last chunk arrived. Two goroutines share the work, so that
 // the checkpoint of one batch is saved while the next one is written:
 //
-//   - the committer (this goroutine) is the only one that calls Begin, Put
+//   - the committer (this goroutine) is the only one that calls Put, State
 //     and Commit, so at most one batch is written at a time, in order;
 //   - the saver, which commitLoop starts and waits for, is the only one
 //     that calls Save and Ack, in the same order.
@@ -98,15 +94,11 @@ func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *Chunk, jobs chan
 	}
 }
 
-// commitBatch writes one batch: begin, put, commit. It returns the
-// checkpoint that now names the batch, for the saver.
-//
-// Markers are not put but their positions are committed. For a batch of
-// markers only, a non-transactional sink gets a Commit with no Put; a
-// Transactional sink gets neither Begin nor Commit (the checkpoint is saved
-// to the store), unless it is also a CheckpointStore, which gets Begin and
-// Commit with no Put so that its checkpoint advances in its own
-// transaction.
+// commitBatch writes one batch: put its records, unless it has none (a
+// batch of markers only), take the sink's state, and commit. It returns the
+// checkpoint that now names the batch, for the saver. Every batch is
+// committed, markers-only ones too, so that a sink keeping the checkpoint
+// in its own transaction sees every checkpoint the store will save.
 func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, error) {
 	if err := ctx.Err(); err != nil {
 		return saveJob{}, err // hard stop: nothing further is committed
@@ -131,30 +123,13 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, e
 			pos = cp
 		}
 	}
-	recs := b.records[:n]
-
-	tx, transactional := p.sink.(cdc.Transactional)
-	_, ownStore := p.sink.(cdc.CheckpointStore)
-	began := false
 	start := time.Now()
-
-	if n > 0 || (transactional && ownStore) {
-		if transactional {
-			if err := tx.Begin(ctx); err != nil {
-				p.failed(ctx, "put", err)
-				return saveJob{}, fmt.Errorf("begin transaction for %d records: %w", n, err)
-			}
-			began = true
-		}
-	}
 	if n > 0 {
-		if err := p.sink.Put(ctx, recs); err != nil {
-			p.abort(ctx, tx, began, n, err)
+		if err := p.sink.Put(ctx, b.records[:n]); err != nil {
 			p.failed(ctx, "put", err)
 			return saveJob{}, fmt.Errorf("put %d records: %w", n, err)
 		}
 	}
-
 	next := cdc.Checkpoint{Source: pos}
 	if id, ok := p.src.(cdc.Identifier); ok {
 		next.Meta = id.Identity()
@@ -162,12 +137,9 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, e
 	if st, ok := p.sink.(cdc.Stater); ok {
 		next.Sink = st.State() // after the last Put, before Commit
 	}
-	if !transactional || began {
-		if err := p.sink.Commit(ctx, next); err != nil {
-			p.abort(ctx, tx, began, n, err)
-			p.failed(ctx, "commit", err)
-			return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
-		}
+	if err := p.sink.Commit(ctx, next); err != nil {
+		p.failed(ctx, "commit", err)
+		return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
 	}
 	return saveJob{next: next, n: n, nbytes: nbytes, started: start}, nil
 }
@@ -197,7 +169,7 @@ func (p *Pipeline) saveAndAck(ctx context.Context, j saveJob) error {
 	// only now is the checkpoint naming pos saved, and only once it is
 	// saved is the source told it may forget those events. A failed save
 	// fails the pipeline with no acknowledgement.
-	if _, ownStore := p.sink.(cdc.CheckpointStore); !ownStore && p.store != nil {
+	if p.store != nil {
 		if err := p.store.Save(ctx, p.cfg.Name, j.next); err != nil {
 			p.failed(ctx, "save", err)
 			return fmt.Errorf("save checkpoint at %s: %w", pos, err)
@@ -230,19 +202,6 @@ func (p *Pipeline) saveAndAck(ctx context.Context, j saveJob) error {
 func (p *Pipeline) failed(ctx context.Context, stage string, err error) {
 	if ctx.Err() == nil {
 		p.obs.Failed(stage, err)
-	}
-}
-
-// abort rolls back a transaction begun for a batch whose put or commit
-// failed. Its own failure is logged: the error reported is the original.
-func (p *Pipeline) abort(ctx context.Context, tx cdc.Transactional, began bool, n int, cause error) {
-	if !began {
-		return
-	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
-	defer cancel()
-	if err := tx.Abort(actx); err != nil {
-		p.log.Error("abort transaction", "records", n, "cause", cause, "err", err)
 	}
 }
 

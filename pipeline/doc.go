@@ -1,4 +1,4 @@
-// Package runtime runs one pipeline: poll → encode → put → commit →
+// Package pipeline runs one pipeline: poll → encode → put → commit →
 // checkpoint save → acknowledge.
 //
 // A Pipeline owns a source, an encode function, a sink and a checkpoint
@@ -23,19 +23,30 @@
 // MaxRecords and MaxBytes, and the saves trail the commits by at most two
 // batches.
 //
-// The invariant, enforced in commit.go: a checkpoint names only events the
-// sink has made durable (it is saved after Sink.Commit returns), and the
-// source is acknowledged only after that checkpoint was saved.
+// # The commit path
 //
-// Markers (cdc.OpMarker) are neither encoded nor put, but their positions
-// are committed. A batch of markers only gives a plain sink a Commit with no
-// Put; a Transactional sink gets no transaction for it and the checkpoint is
-// saved to the store, unless the sink is also a cdc.CheckpointStore, which
-// gets Begin and Commit with no Put so that its own checkpoint advances.
+// Every batch takes the same path, whatever the sink: Put (if the batch has
+// records), State (a cdc.Stater sink), Commit, then Checkpointer.Save,
+// CheckpointSaved (a cdc.CheckpointObserver sink) and Ack (a cdc.Acker
+// source). The invariant, enforced in commit.go: a checkpoint names only
+// events the sink has made durable (it is saved after Sink.Commit returns),
+// and the source is acknowledged only after that checkpoint was saved.
 //
-// Control: Pause, Resume and Drain act on a running Pipeline; Start runs one
-// in its own goroutine and returns a Handle, and a Handle that is dropped
-// drains its pipeline.
+// Markers (cdc.OpMarker) are the pipeline's business: they are neither
+// encoded nor put, but their positions are committed. A batch of markers
+// only gets a Commit with no Put, so that an idle source still advances
+// the checkpoint. A sink that keeps the checkpoint in its own transaction
+// writes it in Commit and is passed as its own Checkpointer (see the
+// PostgreSQL sink's Checkpoints); the pipeline knows nothing of
+// transactions.
+//
+// # Control
+//
+// Pause, Resume and Drain act on a running Pipeline: Pause returns once
+// every batch read before it is committed and saved, and nothing is
+// committed until Resume; Drain stops reading, commits what is in flight
+// and makes Run return nil. Start runs a Pipeline in its own goroutine and
+// returns a Handle, and a Handle that is dropped drains its pipeline.
 //
 // EncodeOrdered and Chunk are exported for benchmarks and for other code
 // that needs ordered parallel encoding; the pipeline uses them internally.

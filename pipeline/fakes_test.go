@@ -295,91 +295,69 @@ func (s *memSink) isClosed() bool {
 	return s.closed
 }
 
-// txSink is a Transactional memSink. It records an error if it is used
-// outside a transaction.
-type txSink struct {
+// strictSink is a memSink that records every breach of the commit path's
+// contract: an empty Put, or a marker handed to Put.
+type strictSink struct {
 	*memSink
-	inTx     bool
-	begins   int
-	aborts   int
-	abortErr error
-	misuse   []string
+	misuse []string
 }
 
-func (s *txSink) Begin(context.Context) error {
+func (s *strictSink) Put(ctx context.Context, batch []cdc.Record) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.log.add("begin")
-	if s.inTx {
-		s.misuse = append(s.misuse, "begin inside a transaction")
-	}
-	s.inTx = true
-	s.begins++
-	return nil
-}
-
-func (s *txSink) Put(ctx context.Context, batch []cdc.Record) error {
-	s.mu.Lock()
-	if !s.inTx {
-		s.misuse = append(s.misuse, "put outside a transaction")
-	}
 	if len(batch) == 0 {
 		s.misuse = append(s.misuse, "empty put")
+	}
+	for _, r := range batch {
+		if r.Op == cdc.OpMarker {
+			s.misuse = append(s.misuse, "marker put at "+string(r.Pos))
+		}
 	}
 	s.mu.Unlock()
 	return s.memSink.Put(ctx, batch)
 }
 
-func (s *txSink) Commit(ctx context.Context, next cdc.Checkpoint) error {
-	s.mu.Lock()
-	if !s.inTx {
-		s.misuse = append(s.misuse, "commit outside a transaction")
-	}
-	s.mu.Unlock()
-	err := s.memSink.Commit(ctx, next)
-	if err == nil {
-		s.mu.Lock()
-		s.inTx = false
-		s.mu.Unlock()
-	}
-	return err
+// ownStoreSink is a strictSink that keeps the checkpoint itself, written
+// in its Commit as a transactional sink would, and reports its committed
+// count as its state. Its Checkpoints is the pipeline's store.
+type ownStoreSink struct {
+	*strictSink
+	saved []cdc.Checkpoint // guarded by mu
 }
 
-func (s *txSink) Abort(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.log.add("abort")
-	if !s.inTx {
-		s.misuse = append(s.misuse, "abort outside a transaction")
-	}
-	s.inTx = false
-	s.aborts++
-	s.pending = nil
-	return s.abortErr
-}
-
-// storeSink is a Transactional sink that keeps the checkpoint itself, in
-// its commit, and reports its committed count as its state.
-type storeSink struct {
-	*txSink
-}
-
-func (s *storeSink) LoadCheckpoint(_ context.Context, pipeline string) (*cdc.Checkpoint, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.log.add("sink load %s", pipeline)
-	if len(s.commits) == 0 {
-		return nil, nil
-	}
-	cp := s.commits[len(s.commits)-1]
-	return &cp, nil
-}
-
-func (s *storeSink) State() []byte {
+func (s *ownStoreSink) State() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, _ := json.Marshal(map[string]int{"committed": len(s.committed), "pending": len(s.pending)})
 	return b
+}
+
+func (s *ownStoreSink) Checkpoints() sinkStore { return sinkStore{s} }
+
+// sinkStore is an ownStoreSink's Checkpointer: Load reads the checkpoint
+// of the last Commit, and Save only checks that the checkpoint it is given
+// was committed, since Commit wrote it.
+type sinkStore struct{ s *ownStoreSink }
+
+func (c sinkStore) Load(_ context.Context, pipeline string) (*cdc.Checkpoint, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	c.s.log.add("sink load %s", pipeline)
+	if len(c.s.commits) == 0 {
+		return nil, nil
+	}
+	cp := c.s.commits[len(c.s.commits)-1]
+	return &cp, nil
+}
+
+func (c sinkStore) Save(_ context.Context, _ string, cp cdc.Checkpoint) error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	c.s.log.add("save %s", cp.Source)
+	if !slices.ContainsFunc(c.s.commits, func(got cdc.Checkpoint) bool { return string(got.Source) == string(cp.Source) }) {
+		c.s.misuse = append(c.s.misuse, "save of a checkpoint never committed: "+string(cp.Source))
+	}
+	c.s.saved = append(c.s.saved, cp)
+	return nil
 }
 
 // memStore is an in-memory Checkpointer.

@@ -15,7 +15,11 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 )
 
-// Checkpointer stores checkpoints. package checkpoint provides Dir and Mem.
+// Checkpointer stores checkpoints. Package checkpoint provides Dir and Mem;
+// a sink that writes the checkpoint in its own transaction provides one
+// too. Load is called once, before the sink and the source are opened;
+// Save after each batch's Commit returned, from another goroutine than the
+// one calling Put and Commit.
 type Checkpointer interface {
 	Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) // nil, nil when none
 	Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error
@@ -163,12 +167,13 @@ func (b *batchBuf) recordsFor(a, end int) []cdc.Record {
 }
 
 // New returns a Pipeline reading from src, encoding with enc and writing to
-// sink. store keeps the checkpoints; it may be nil when the sink is a
-// cdc.CheckpointStore, or to run without checkpoints (each start is then
-// fresh). New does no I/O and starts no goroutine.
+// sink. store keeps the checkpoints: a checkpoint.Dir or checkpoint.Mem,
+// or the sink's own when it keeps the checkpoint in its transaction (the
+// PostgreSQL sink's Checkpoints). It may be nil to run without checkpoints
+// (each start is then fresh). New does no I/O and starts no goroutine.
 func New(cfg Config, src cdc.Source, enc EncodeFunc, sink cdc.Sink, store Checkpointer) *Pipeline {
 	if src == nil || enc == nil || sink == nil {
-		panic("runtime: New needs a source, an encode function and a sink")
+		panic("pipeline: New needs a source, an encode function and a sink")
 	}
 	if cfg.MaxRecords <= 0 {
 		cfg.MaxRecords = DefaultMaxRecords
@@ -255,16 +260,8 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	return r.endErr
 }
 
-// load returns the checkpoint to resume from: the sink's own when it
-// stores checkpoints, else the store's; nil on a fresh start.
+// load returns the checkpoint to resume from; nil on a fresh start.
 func (p *Pipeline) load(ctx context.Context) (*cdc.Checkpoint, error) {
-	if cs, ok := p.sink.(cdc.CheckpointStore); ok {
-		cp, err := cs.LoadCheckpoint(ctx, p.cfg.Name)
-		if err != nil {
-			return nil, fmt.Errorf("load checkpoint %q from sink: %w", p.cfg.Name, err)
-		}
-		return cp, nil
-	}
 	if p.store == nil {
 		return nil, nil
 	}

@@ -58,11 +58,11 @@ func TestInOrderDelivery(t *testing.T) {
 	}
 }
 
-func TestTransactionalSinkBracketsNonEmptyBatches(t *testing.T) {
+func TestEveryBatchTakesOnePath(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &callLog{}
 		src := newSource(log, events(0, 3))
-		sink := &txSink{memSink: newSink(log)}
+		sink := &strictSink{memSink: newSink(log)}
 		store := newStore(log)
 		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
 		errc := run(t.Context(), p)
@@ -84,33 +84,33 @@ func TestTransactionalSinkBracketsNonEmptyBatches(t *testing.T) {
 
 		var got []string
 		for _, c := range log.list() {
-			if c == "begin" || strings.HasPrefix(c, "put") || strings.HasPrefix(c, "commit") || strings.HasPrefix(c, "save") {
+			if strings.HasPrefix(c, "put") || strings.HasPrefix(c, "commit") || strings.HasPrefix(c, "save") {
 				got = append(got, c)
 			}
 		}
-		want := []string{"begin", "put 3", "commit 2", "save 2", "save 4", "begin", "put 2", "commit 6", "save 6"}
+		// The batch of markers is committed with no Put.
+		want := []string{"put 3", "commit 2", "save 2", "commit 4", "save 4", "put 2", "commit 6", "save 6"}
 		if !slices.Equal(got, want) {
 			t.Errorf("calls = %q, want %q", got, want)
 		}
 		if len(sink.misuse) > 0 {
-			t.Errorf("transaction misuse: %q", sink.misuse)
+			t.Errorf("contract breaches: %q", sink.misuse)
 		}
 	})
 }
 
-func TestCheckpointStoreSinkKeepsTheCheckpoint(t *testing.T) {
+func TestSinkKeepsTheCheckpoint(t *testing.T) {
 	log := &callLog{}
-	sink := &storeSink{&txSink{memSink: newSink(log)}}
-	store := newStore(log)
+	sink := &ownStoreSink{strictSink: &strictSink{memSink: newSink(log)}}
 
 	src := newSource(log, append(events(0, 5), marker(5)))
 	src.end = true
-	p := New(Config{Name: "p", MaxRecords: 3, Logger: discard()}, src, testEncode, sink, store)
+	p := New(Config{Name: "p", MaxRecords: 3, Logger: discard()}, src, testEncode, sink, sink.Checkpoints())
 	if err := p.Run(t.Context()); err != nil {
 		t.Fatalf("first Run = %v", err)
 	}
-	if store.saves != 0 {
-		t.Errorf("store saved %d checkpoints; a CheckpointStore sink keeps its own", store.saves)
+	if len(sink.saved) != len(sink.commits) {
+		t.Errorf("the sink's store was given %d checkpoints for %d commits; want one save per commit", len(sink.saved), len(sink.commits))
 	}
 	last := sink.commits[len(sink.commits)-1]
 	if string(last.Source) != "5" || last.Meta["source"] != "slice" || !bytes.Contains(last.Sink, []byte(`"pending":2`)) {
@@ -121,7 +121,7 @@ func TestCheckpointStoreSinkKeepsTheCheckpoint(t *testing.T) {
 	src2 := newSource(log, append(append(events(0, 5), marker(5)), events(6, 9)...))
 	src2.end = true
 	sink.closed = false
-	p2 := New(Config{Name: "p", Logger: discard()}, src2, testEncode, sink, store)
+	p2 := New(Config{Name: "p", Logger: discard()}, src2, testEncode, sink, sink.Checkpoints())
 	if err := p2.Run(t.Context()); err != nil {
 		t.Fatalf("second Run = %v", err)
 	}
@@ -129,7 +129,7 @@ func TestCheckpointStoreSinkKeepsTheCheckpoint(t *testing.T) {
 		t.Errorf("committed = %q", got)
 	}
 	if len(sink.misuse) > 0 {
-		t.Errorf("transaction misuse: %q", sink.misuse)
+		t.Errorf("contract breaches: %q", sink.misuse)
 	}
 }
 
@@ -243,40 +243,43 @@ func TestPauseDuringBatchWaitsForItsCommit(t *testing.T) {
 	})
 }
 
-func TestDeliveryFailureAbortsAndFails(t *testing.T) {
+func TestDeliveryFailureFails(t *testing.T) {
 	errFull := errors.New("sink full")
-	errAbort := errors.New("abort lost")
 	tests := map[string]struct {
-		putErr, commitErr, abortErr error
-		want                        string
-		stage                       string
+		putErr, commitErr error
+		want              string
+		stage             string
+		failedCall        string
 	}{
-		"put fails":                 {putErr: errFull, want: "put 3 records: sink full", stage: "put"},
-		"commit fails":              {commitErr: errFull, want: "commit 3 records: sink full", stage: "commit"},
-		"abort fails after put":     {putErr: errFull, abortErr: errAbort, want: "put 3 records: sink full", stage: "put"},
-		"abort fails after commit ": {commitErr: errFull, abortErr: errAbort, want: "commit 3 records: sink full", stage: "commit"},
+		"put fails":    {putErr: errFull, want: "put 3 records: sink full", stage: "put", failedCall: "put 3"},
+		"commit fails": {commitErr: errFull, want: "commit 3 records: sink full", stage: "commit", failedCall: "commit 2"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			log := &callLog{}
 			src := newSource(log, events(0, 3))
 			src.end = true
-			sink := &txSink{memSink: newSink(log), abortErr: tc.abortErr}
+			sink := &strictSink{memSink: newSink(log)}
 			sink.putErr, sink.commitErr = tc.putErr, tc.commitErr
 			store := newStore(log)
 			obs := &obsRecorder{}
-			var logs bytes.Buffer
-			p := New(Config{Name: "p", Logger: slog.New(slog.NewTextHandler(&logs, nil)), Observer: obs}, src, testEncode, sink, store)
+			p := New(Config{Name: "p", Logger: discard(), Observer: obs}, src, testEncode, sink, store)
 
 			err := p.Run(t.Context())
-			if !errors.Is(err, errFull) || errors.Is(err, errAbort) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, errFull) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run = %v, want %q (the original error)", err, tc.want)
 			}
-			if sink.aborts != 1 {
-				t.Errorf("aborts = %d, want 1", sink.aborts)
+			// After the failed call the sink is only closed: it drops the
+			// batch itself, and nothing else is asked of it.
+			calls := log.list()
+			i := slices.Index(calls, tc.failedCall)
+			if i < 0 {
+				t.Fatalf("calls = %q, want %q among them", calls, tc.failedCall)
 			}
-			if tc.abortErr != nil && !strings.Contains(logs.String(), "abort lost") {
-				t.Errorf("abort failure not logged; log:\n%s", logs.String())
+			for _, c := range calls[i+1:] {
+				if strings.HasPrefix(c, "put") || strings.HasPrefix(c, "commit") || strings.HasPrefix(c, "save") {
+					t.Errorf("after the failed %s: %q; want no further put, commit or save", tc.stage, c)
+				}
 			}
 			if _, ok := store.get("p"); ok {
 				t.Error("a checkpoint was saved for a batch that failed")
@@ -292,6 +295,9 @@ func TestDeliveryFailureAbortsAndFails(t *testing.T) {
 			}
 			if !src.isClosed() || !sink.isClosed() {
 				t.Error("a failed pipeline must still close both ends")
+			}
+			if len(sink.misuse) > 0 {
+				t.Errorf("contract breaches: %q", sink.misuse)
 			}
 		})
 	}
@@ -733,30 +739,30 @@ func TestReadAheadIsBoundedToTwoBatches(t *testing.T) {
 	})
 }
 
-func TestMarkerOnlyBatchOnTransactionalCheckpointStore(t *testing.T) {
+func TestMarkerOnlyBatchAdvancesASinkKeptCheckpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &callLog{}
 		src := newSource(log, events(0, 2))
-		sink := &storeSink{&txSink{memSink: newSink(log)}}
-		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, nil)
+		sink := &ownStoreSink{strictSink: &strictSink{memSink: newSink(log)}}
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, sink.Checkpoints())
 		errc := run(t.Context(), p)
 		synctest.Wait()
 		n := len(log.list())
 		src.add(marker(2))
 		synctest.Wait()
-		// The sink keeps the checkpoint in its transaction, so a batch of
-		// markers gets a transaction with no Put, to advance it.
-		if got := log.list()[n:]; !slices.Equal(got, []string{"begin", "commit 2", "ack 2"}) {
-			t.Errorf("calls for a marker batch = %q, want [begin commit 2 ack 2]", got)
+		// The sink keeps the checkpoint in its commit, so a batch of
+		// markers gets a Commit with no Put, to advance it.
+		if got := log.list()[n:]; !slices.Equal(got, []string{"commit 2", "save 2", "ack 2"}) {
+			t.Errorf("calls for a marker batch = %q, want [commit 2 save 2 ack 2]", got)
 		}
 		if err := p.Drain(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		<-errc
 		if len(sink.misuse) > 0 {
-			t.Errorf("transaction misuse: %q", sink.misuse)
+			t.Errorf("contract breaches: %q", sink.misuse)
 		}
-		if cp, err := sink.LoadCheckpoint(t.Context(), "p"); err != nil || string(cp.Source) != "2" {
+		if cp, err := sink.Checkpoints().Load(t.Context(), "p"); err != nil || string(cp.Source) != "2" {
 			t.Errorf("sink checkpoint = %v, %v; want position 2", cp, err)
 		}
 	})

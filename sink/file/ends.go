@@ -40,28 +40,22 @@ type ends struct {
 	full bool           // tail holds checkLen bytes
 }
 
-// wrote adds the lines of batch's records (markers have none) to e. Only
-// the first bytes of a file and the last of a batch are copied, so the
-// cost per batch does not grow with its size.
+// wrote adds the lines of batch's records to e. Only the first bytes of a
+// file and the last of a batch are copied, so the cost per batch does not
+// grow with its size.
 func (e *ends) wrote(batch []cdc.Record) {
 	for i := 0; i < len(batch) && len(e.head) < checkLen; i++ {
-		if batch[i].Op != cdc.OpMarker {
-			e.head = appendHead(e.head, batch[i].Data)
-			e.head = appendHead(e.head, newline)
-		}
+		e.head = appendHead(e.head, batch[i].Data)
+		e.head = appendHead(e.head, newline)
 	}
 	from, need := len(batch), checkLen
 	for from > 0 && need > 0 {
 		from--
-		if batch[from].Op != cdc.OpMarker {
-			need -= len(batch[from].Data) + 1
-		}
+		need -= len(batch[from].Data) + 1
 	}
 	for i := from; i < len(batch); i++ {
-		if batch[i].Op != cdc.OpMarker {
-			e.writeTail(batch[i].Data)
-			e.writeTail(newline)
-		}
+		e.writeTail(batch[i].Data)
+		e.writeTail(newline)
 	}
 }
 

@@ -306,8 +306,7 @@ func (s *Sink) restore(f faultfs.File, committed int64, restoring bool) error {
 	return nil
 }
 
-// Put appends one line per record to the write buffer. Markers carry no
-// data and are skipped.
+// Put appends one line per record to the write buffer.
 func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 	if s.w == nil {
 		return fmt.Errorf("file sink %s: not open", s.path)
@@ -316,9 +315,6 @@ func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 	defer func() { s.ends.wrote(batch[:done]) }()
 	for i := range batch {
 		r := &batch[i]
-		if r.Op == cdc.OpMarker {
-			continue
-		}
 		if bytes.IndexByte(r.Data, '\n') >= 0 {
 			return fmt.Errorf("file sink %s: record at position %s contains a newline, which would split its line", s.path, r.Pos)
 		}

@@ -305,9 +305,6 @@ func (s *Sink) checkSync(ctx context.Context) {
 func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 	for i := range batch {
 		r := &batch[i]
-		if r.Op == cdc.OpMarker {
-			continue
-		}
 		if len(r.Pos) == 0 {
 			return fmt.Errorf("record on %s has no position to derive its Nats-Msg-Id from", r.Namespace)
 		}

@@ -115,9 +115,9 @@ func BenchmarkMirror(b *testing.B) {
 	for _, batch := range batches {
 		runs = append(runs, run{fmt.Sprintf("mirror/batch=%d", batch), "events", func() error {
 			sink := postgres.New(postgres.Config{DSN: dsn, Table: "events", CreateTable: true, SoftDelete: true,
-				Pipeline: "bench", CheckpointInSink: true})
+				Pipeline: "bench"})
 			src := generate.New(generate.Config{Count: int64(events), PayloadBytes: payload})
-			p := pipeline.New(pipeline.Config{Name: "bench", MaxRecords: batch, MaxBytes: 64 << 20}, src, encode.Envelope, sink.WithCheckpoint(), nil)
+			p := pipeline.New(pipeline.Config{Name: "bench", MaxRecords: batch, MaxBytes: 64 << 20}, src, encode.Envelope, sink, sink.Checkpoints())
 			if err := p.Run(ctx); err != nil {
 				return err
 			}

@@ -1,11 +1,107 @@
 package postgres
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tide-cdc/tide/cdc"
 )
+
+// Checkpoints is the checkpoint store of a sink that keeps the pipeline's
+// checkpoint in its own table, written in the same transaction as the
+// rows, which makes the sink exactly-once. Get it from Sink.Checkpoints and
+// pass it to the pipeline as its pipeline.Checkpointer.
+type Checkpoints struct {
+	s *Sink
+
+	mu      sync.Mutex // guards the field below
+	pending [][]byte   // checkpoints committed and not yet saved, oldest first
+}
+
+// maxPending bounds the committed checkpoints kept for Save to find. The
+// pipeline's saves trail its commits by at most two batches.
+const maxPending = 8
+
+// Load returns the pipeline's checkpoint from tide_checkpoints, or nil if
+// it has none. It connects, creates the table if missing, and takes the
+// pipeline's lock, so that it waits for a killed tide's session to end
+// before it reads. Call it before Open, as the pipeline does, never while
+// the sink commits.
+func (c *Checkpoints) Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) {
+	s := c.s
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if pipeline != s.cfg.Pipeline {
+		return nil, fmt.Errorf("postgres sink: asked for the checkpoint of pipeline %q, but the sink writes that of %q", pipeline, s.cfg.Pipeline)
+	}
+	s.sql = newStatements(s.cfg)
+	if s.conn == nil {
+		if err := s.connect(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.createCheckpoints(ctx); err != nil {
+		return nil, err
+	}
+	var raw []byte
+	err := s.conn.QueryRow(ctx, s.sql.loadCheckpoint, pipeline).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: read checkpoint of %q from %s: %w", pipeline, s.sql.checkpoints, err)
+	}
+	cp, err := unmarshalCheckpoint(raw)
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: checkpoint of %q in %s: %w", pipeline, s.sql.checkpoints, err)
+	}
+	return cp, nil
+}
+
+// Save writes nothing: Commit already wrote cp in the batch's transaction,
+// together with the rows it names, and the pipeline calls Save only after
+// that Commit returned. Writing it again here would be a second,
+// non-atomic write, from another goroutine than the one that owns the
+// connection. Save only checks that cp is a checkpoint this sink
+// committed, so that a store passed to a pipeline with another sink, or
+// another pipeline's name, fails at once instead of recording progress no
+// transaction made.
+func (c *Checkpoints) Save(_ context.Context, pipeline string, cp cdc.Checkpoint) error {
+	if pipeline != c.s.cfg.Pipeline {
+		return fmt.Errorf("postgres sink: asked to save the checkpoint of pipeline %q, but the sink writes that of %q", pipeline, c.s.cfg.Pipeline)
+	}
+	b, err := marshalCheckpoint(cp)
+	if err != nil {
+		return fmt.Errorf("postgres sink: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, p := range c.pending {
+		if bytes.Equal(p, b) {
+			c.pending = c.pending[i+1:]
+			return nil
+		}
+	}
+	return fmt.Errorf("postgres sink: checkpoint at %s was not committed by this sink: pass Sink.Checkpoints only to the pipeline writing to that sink", cp.Source)
+}
+
+// committed records that Commit wrote b, for Save to find.
+func (c *Checkpoints) committed(b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pending) == maxPending {
+		c.pending = c.pending[1:]
+	}
+	c.pending = append(c.pending, b)
+}
 
 // storedCheckpoint is the JSON of a tide_checkpoints row. A position is
 // JSON text by contract; one that is not is kept as a string in
@@ -62,6 +158,37 @@ func unmarshalCheckpoint(raw []byte) (*cdc.Checkpoint, error) {
 		cp.Sink = []byte(*sc.SinkText)
 	case len(sc.Sink) > 0 && string(sc.Sink) != "null":
 		cp.Sink = []byte(sc.Sink)
+	}
+	return cp, nil
+}
+
+// ReadCheckpoint returns the checkpoint that cfg.Pipeline keeps in
+// tide_checkpoints, or nil if it has none, without taking the pipeline's
+// lock, so that it works while the pipeline runs (tide checkpoint show).
+// What it returns may be overtaken by the next commit.
+func ReadCheckpoint(ctx context.Context, cfg Config) (*cdc.Checkpoint, error) {
+	s := New(cfg)
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	sql := newStatements(s.cfg)
+	conn, err := pgx.Connect(ctx, s.cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var raw []byte
+	err = conn.QueryRow(ctx, sql.loadCheckpoint, s.cfg.Pipeline).Scan(&raw)
+	var pe *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pe) && pe.Code == "42P01": // undefined_table: nothing committed yet
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("postgres sink: read checkpoint of %q from %s: %w", s.cfg.Pipeline, sql.checkpoints, err)
+	}
+	cp, err := unmarshalCheckpoint(raw)
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: checkpoint of %q in %s: %w", s.cfg.Pipeline, sql.checkpoints, err)
 	}
 	return cp, nil
 }

@@ -64,7 +64,7 @@ func (s *Sink) settle(ctx context.Context) error {
 		}
 		s.lostPID = 0
 	}
-	if s.cfg.CheckpointInSink {
+	if s.keepsCheckpoint() {
 		return s.lockPipeline(ctx)
 	}
 	return nil
@@ -179,21 +179,40 @@ func (e *batchError) Unwrap() error { return e.err }
 // broke after it was sent.
 var errUncertain = errors.New("connection lost after COMMIT was sent; outcome unknown")
 
-// Commit writes the batch and, with CheckpointInSink, next, in one
-// transaction. Connection errors are retried with backoff; after a lost
-// COMMIT, the checkpoint row tells whether the batch committed, and a
-// committed batch is never applied twice.
+// Commit writes the batch and, when the sink keeps the checkpoint, next,
+// in one transaction. Connection errors are retried with backoff; after a
+// lost COMMIT, the checkpoint row tells whether the batch committed, and a
+// committed batch is never applied twice. A Commit that fails drops the
+// batch: the pipeline stops, and the batch is read again after a restart.
 func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 	if !s.opened {
 		return errors.New("postgres sink: Commit before Open")
 	}
 	var ckpt []byte
-	if s.cfg.CheckpointInSink {
+	if s.keepsCheckpoint() {
 		var err error
 		if ckpt, err = marshalCheckpoint(next); err != nil {
+			s.stage.reset()
 			return fmt.Errorf("postgres sink: %w", err)
 		}
+	} else if s.stage.live == 0 && s.stage.skipped == 0 {
+		s.stage.reset() // nothing to write: a batch of markers only
+		return nil
 	}
+	err := s.commit(ctx, ckpt)
+	if err != nil {
+		s.stage.reset()
+		return err
+	}
+	if ckpt != nil {
+		s.ckpts.committed(ckpt)
+	}
+	return nil
+}
+
+// commit writes the staged batch, and ckpt if not nil, retrying after
+// connection errors.
+func (s *Sink) commit(ctx context.Context, ckpt []byte) error {
 	var (
 		start     = time.Now()
 		wait      = 50 * time.Millisecond

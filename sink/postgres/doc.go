@@ -34,11 +34,12 @@
 //
 // # Guarantees
 //
-// With Config.CheckpointInSink (checkpoint: sink), the pipeline's
-// checkpoint is the row of tide_checkpoints(pipeline, checkpoint,
-// updated_at) in the same schema, written in the batch's transaction, and
-// the sink is a cdc.CheckpointStore (use Sink.WithCheckpoint): the rows
-// and the checkpoint commit together, which is exactly-once. The session
+// Sink.Checkpoints (checkpoint: sink) is the one switch that makes the
+// sink keep the pipeline's checkpoint: the row of
+// tide_checkpoints(pipeline, checkpoint, updated_at) in the same schema,
+// written in the batch's transaction. Pass what it returns to the pipeline
+// as its checkpoint store: the rows and the checkpoint commit together,
+// which is exactly-once. The session
 // holds an advisory lock on the pipeline's checkpoint, so a second tide
 // running the same pipeline is refused, and a restarted one waits until
 // the session of a killed one has ended (and with it, its last
@@ -65,7 +66,8 @@
 // # Schema
 //
 // With Config.CreateTable the table is created if missing;
-// tide_checkpoints, tide's own, is created whenever CheckpointInSink is set. An existing table is checked: missing columns, columns of
+// tide_checkpoints, tide's own, is created whenever the sink keeps the
+// checkpoint. An existing table is checked: missing columns, columns of
 // another type, a missing primary key on _id (mirror), and extra NOT NULL
 // columns without a default are listed in one error. Identifiers are
 // quoted and data only ever travels as COPY values or parameters.

@@ -108,30 +108,40 @@ func event(t testing.TB, op cdc.Op, id any, doc bson.D, ts, inc uint32, pos stri
 	return cdc.Record{Event: ev, Data: data}
 }
 
-// writeBatch runs one batch through s as the runtime does.
+// writeBatch runs one batch through s as the pipeline does: Put, unless
+// there are no records, then Commit.
 func writeBatch(t testing.TB, s *postgres.Sink, next cdc.Checkpoint, recs ...cdc.Record) error {
 	t.Helper()
 	ctx := t.Context()
-	if err := s.Begin(ctx); err != nil {
-		return err
+	if len(recs) > 0 {
+		if err := s.Put(ctx, recs); err != nil {
+			return err
+		}
 	}
-	if err := s.Put(ctx, recs); err != nil {
-		s.Abort(ctx)
-		return err
-	}
-	if err := s.Commit(ctx, next); err != nil {
-		s.Abort(ctx)
-		return err
-	}
-	return nil
+	return s.Commit(ctx, next)
 }
 
 func openSink(t testing.TB, cfg postgres.Config) *postgres.Sink {
 	t.Helper()
+	return openSinkWith(t, postgres.New, cfg)
+}
+
+// openKeepingSink opens a sink that keeps the checkpoint.
+func openKeepingSink(t testing.TB, cfg postgres.Config) *postgres.Sink {
+	t.Helper()
+	return openSinkWith(t, func(cfg postgres.Config) *postgres.Sink {
+		s := postgres.New(cfg)
+		s.Checkpoints()
+		return s
+	}, cfg)
+}
+
+func openSinkWith(t testing.TB, newSink func(postgres.Config) *postgres.Sink, cfg postgres.Config) *postgres.Sink {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
-	s := postgres.New(cfg)
+	s := newSink(cfg)
 	if err := s.Open(t.Context(), nil); err != nil {
 		t.Fatalf("open sink: %v", err)
 	}

@@ -204,10 +204,10 @@ func TestConnectionCutAroundCommit(t *testing.T) {
 
 			var logs syncBuffer
 			cfg := postgres.Config{DSN: via.String(), Table: "events", Mode: mode, CreateTable: true, SoftDelete: true,
-				Pipeline: "cut", CheckpointInSink: true,
-				Logger: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelInfo}))}
+				Pipeline: "cut",
+				Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelInfo}))}
 			const n = 3000
-			if err := runGenerate(t, "cut", postgres.New(cfg).WithCheckpoint(), n, 30, 200); err != nil {
+			if err := runGenerate(t, "cut", postgres.New(cfg), n, 30, 200); err != nil {
 				t.Fatalf("run: %v", err)
 			}
 			if got := proxy.cutCount(); got != 4 {

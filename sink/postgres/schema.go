@@ -2,19 +2,15 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/tide-cdc/tide/cdc"
 )
 
-// prepareSchema creates the checkpoint table (with CheckpointInSink) and
+// prepareSchema creates the checkpoint table (when the sink keeps the
+// checkpoint) and
 // the table if missing and allowed, then checks the table's columns.
 func (s *Sink) prepareSchema(ctx context.Context) error {
-	if s.cfg.CheckpointInSink {
+	if s.keepsCheckpoint() {
 		if err := s.createCheckpoints(ctx); err != nil {
 			return err
 		}
@@ -110,41 +106,4 @@ func (s *Sink) checkTable(ctx context.Context) error {
 			s.sql.table, s.cfg.Mode, strings.Join(diffs, "; "))
 	}
 	return nil
-}
-
-// LoadCheckpoint returns the pipeline's checkpoint from tide_checkpoints,
-// or nil if it has none. It connects, and creates the table if missing.
-func (c Checkpointed) LoadCheckpoint(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) {
-	s := c.Sink
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	if !s.cfg.CheckpointInSink {
-		return nil, errors.New("postgres sink: LoadCheckpoint on a sink configured without CheckpointInSink")
-	}
-	if pipeline != s.cfg.Pipeline {
-		return nil, fmt.Errorf("postgres sink: asked for the checkpoint of pipeline %q, but the sink writes that of %q", pipeline, s.cfg.Pipeline)
-	}
-	s.sql = newStatements(s.cfg)
-	if s.conn == nil {
-		if err := s.connect(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.createCheckpoints(ctx); err != nil {
-		return nil, err
-	}
-	var raw []byte
-	err := s.conn.QueryRow(ctx, s.sql.loadCheckpoint, pipeline).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres sink: read checkpoint of %q from %s: %w", pipeline, s.sql.checkpoints, err)
-	}
-	cp, err := unmarshalCheckpoint(raw)
-	if err != nil {
-		return nil, fmt.Errorf("postgres sink: checkpoint of %q in %s: %w", pipeline, s.sql.checkpoints, err)
-	}
-	return cp, nil
 }

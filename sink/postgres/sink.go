@@ -42,31 +42,29 @@ type Config struct {
 	// instead of deleting their rows.
 	SoftDelete bool `yaml:"soft_delete"`
 
-	// Pipeline names the row of tide_checkpoints; required with
-	// CheckpointInSink.
+	// Pipeline names the row of tide_checkpoints; required once
+	// Sink.Checkpoints switched the sink to keep the checkpoint.
 	Pipeline string `yaml:"-"`
-	// CheckpointInSink writes the checkpoint in each batch's transaction.
-	// Pass WithCheckpoint() to the runtime so that it loads it from here.
-	CheckpointInSink bool `yaml:"-"`
 
 	// RetryTimeout bounds the retries of a batch after connection errors;
 	// default DefaultRetryTimeout.
 	RetryTimeout time.Duration `yaml:"-"`
 	// LockTimeout bounds the wait for the pipeline's lock, held by the
 	// session of another tide running the pipeline, or of one killed
-	// moments ago; default DefaultLockTimeout. With CheckpointInSink only.
+	// moments ago; default DefaultLockTimeout. Only when the sink keeps
+	// the checkpoint.
 	LockTimeout time.Duration `yaml:"-"`
 
 	Logger *slog.Logger `yaml:"-"`
 }
 
-// Sink writes records to a PostgreSQL table. It implements cdc.Sink and
-// cdc.Transactional; WithCheckpoint returns it as a cdc.CheckpointStore.
-// Open, Begin, Put, Commit, Abort and Close are called from one goroutine.
+// Sink writes records to a PostgreSQL table. It implements cdc.Sink.
+// Open, Put, Commit and Close are called from one goroutine.
 type Sink struct {
-	cfg Config
-	log *slog.Logger
-	sql statements
+	cfg   Config
+	log   *slog.Logger
+	sql   statements
+	ckpts *Checkpoints // nil unless the sink keeps the checkpoint
 
 	conn    *pgx.Conn
 	lostPID uint32 // server process of a connection lost mid-batch; 0 if none
@@ -75,8 +73,8 @@ type Sink struct {
 	stage  stage
 }
 
-// New returns a sink as cfg says. It does no I/O: Open (or LoadCheckpoint)
-// connects.
+// New returns a sink as cfg says. It does no I/O: Open (or, when the sink
+// keeps the checkpoint, Checkpoints().Load) connects.
 func New(cfg Config) *Sink {
 	if cfg.Schema == "" {
 		cfg.Schema = "public"
@@ -99,20 +97,23 @@ func New(cfg Config) *Sink {
 	return s
 }
 
-// Checkpointed is a Sink that stores the pipeline's checkpoint
-// (checkpoint: sink): a cdc.CheckpointStore.
-type Checkpointed struct{ *Sink }
+// Checkpoints switches the sink to keep the pipeline's checkpoint
+// (checkpoint: sink) and returns the store to give the pipeline: from then
+// on, each Commit writes its checkpoint in the batch's transaction, to the
+// row of tide_checkpoints named Config.Pipeline. Call it before Open; it
+// returns the same store every time. This is the one switch: a sink whose
+// Checkpoints was never called writes no checkpoint.
+func (s *Sink) Checkpoints() *Checkpoints {
+	if s.ckpts == nil {
+		s.ckpts = &Checkpoints{s: s}
+	}
+	return s.ckpts
+}
 
-// WithCheckpoint returns s as a cdc.CheckpointStore, for a sink configured
-// with CheckpointInSink. A plain *Sink is not one, so that the runtime
-// keeps checkpoints in its own store otherwise.
-func (s *Sink) WithCheckpoint() Checkpointed { return Checkpointed{s} }
+// keepsCheckpoint reports whether Checkpoints switched the sink on.
+func (s *Sink) keepsCheckpoint() bool { return s.ckpts != nil }
 
-var (
-	_ cdc.Sink            = (*Sink)(nil)
-	_ cdc.Transactional   = (*Sink)(nil)
-	_ cdc.CheckpointStore = Checkpointed{}
-)
+var _ cdc.Sink = (*Sink)(nil)
 
 func (s *Sink) check() error {
 	var errs []error
@@ -127,7 +128,7 @@ func (s *Sink) check() error {
 	default:
 		errs = append(errs, fmt.Errorf("mode %q: want %s or %s", s.cfg.Mode, ModeMirror, ModeAppend))
 	}
-	if s.cfg.CheckpointInSink && s.cfg.Pipeline == "" {
+	if s.keepsCheckpoint() && s.cfg.Pipeline == "" {
 		errs = append(errs, errors.New("pipeline: required to keep the checkpoint in the sink"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -137,14 +138,14 @@ func (s *Sink) check() error {
 }
 
 // Open connects, and creates or checks the table (and tide_checkpoints
-// with CheckpointInSink). Every problem is reported here, before the
+// when the sink keeps the checkpoint). Every problem is reported here, before the
 // source is opened: a bad DSN, an unreachable server, a refused password,
 // an incompatible table.
 func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if s.conn == nil { // LoadCheckpoint may have connected
+	if s.conn == nil { // Checkpoints().Load may have connected
 		s.sql = newStatements(s.cfg)
 		if err := s.connect(ctx); err != nil {
 			return err
@@ -157,30 +158,21 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 	return nil
 }
 
-// Begin starts a batch. Nothing reaches the server until Commit.
-func (s *Sink) Begin(context.Context) error {
-	if !s.opened {
-		return errors.New("postgres sink: Begin before Open")
-	}
-	s.stage.reset()
-	return nil
-}
-
 // Put copies batch into the sink's buffers: document keys and documents
 // as Extended JSON in mirror mode, the encoded envelopes in append mode.
+// Nothing reaches the server until Commit. A record it refuses drops the
+// whole batch staged since the last Commit: the pipeline stops, and the
+// batch is read again after a restart.
 func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
+	if !s.opened {
+		return errors.New("postgres sink: Put before Open")
+	}
 	for i := range batch {
 		if err := s.stage.add(&batch[i]); err != nil {
+			s.stage.reset()
 			return err
 		}
 	}
-	return nil
-}
-
-// Abort drops the batch. Commit rolls back a failed transaction itself,
-// so there is no server state to undo.
-func (s *Sink) Abort(context.Context) error {
-	s.stage.reset()
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -19,11 +20,12 @@ import (
 	"github.com/tide-cdc/tide/source/generate"
 )
 
-// runGenerate runs a generate pipeline of count events into sink.
-func runGenerate(t testing.TB, name string, sink cdc.Sink, count int64, payload, batch int) error {
+// runGenerate runs a generate pipeline of count events into sink, which
+// keeps the checkpoint.
+func runGenerate(t testing.TB, name string, sink *postgres.Sink, count int64, payload, batch int) error {
 	t.Helper()
 	src := generate.New(generate.Config{Count: count, PayloadBytes: payload})
-	p := pipeline.New(pipeline.Config{Name: name, MaxRecords: batch, Logger: testLogger(t)}, src, encode.Envelope, sink, nil)
+	p := pipeline.New(pipeline.Config{Name: name, MaxRecords: batch, Logger: testLogger(t)}, src, encode.Envelope, sink, sink.Checkpoints())
 	return p.Run(t.Context())
 }
 
@@ -31,9 +33,9 @@ func TestGenerateMirror(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
 	cfg := postgres.Config{DSN: dsn, Table: "events", Mode: postgres.ModeMirror, CreateTable: true, SoftDelete: true,
-		Pipeline: "gen", CheckpointInSink: true, Logger: testLogger(t)}
+		Pipeline: "gen", Logger: testLogger(t)}
 	const n = 5000
-	if err := runGenerate(t, "gen", postgres.New(cfg).WithCheckpoint(), n, 50, 700); err != nil {
+	if err := runGenerate(t, "gen", postgres.New(cfg), n, 50, 700); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if got := queryInt(t, c, `SELECT count(*) FROM events`); got != n {
@@ -55,7 +57,7 @@ func TestGenerateMirror(t *testing.T) {
 	}
 
 	// A second run resumes from the checkpoint row: nothing more to do.
-	if err := runGenerate(t, "gen", postgres.New(cfg).WithCheckpoint(), n, 50, 700); err != nil {
+	if err := runGenerate(t, "gen", postgres.New(cfg), n, 50, 700); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
 	if got := queryInt(t, c, `SELECT count(*) FROM events`); got != n {
@@ -63,7 +65,7 @@ func TestGenerateMirror(t *testing.T) {
 	}
 	ps := postgres.New(cfg)
 	defer ps.Close()
-	cp, err := ps.WithCheckpoint().LoadCheckpoint(t.Context(), "gen")
+	cp, err := ps.Checkpoints().Load(t.Context(), "gen")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +78,9 @@ func TestGenerateAppend(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
 	cfg := postgres.Config{DSN: dsn, Table: "log", Mode: postgres.ModeAppend, CreateTable: true,
-		Pipeline: "app", CheckpointInSink: true, Logger: testLogger(t)}
+		Pipeline: "app", Logger: testLogger(t)}
 	const n = 3000
-	if err := runGenerate(t, "app", postgres.New(cfg).WithCheckpoint(), n, 20, 400); err != nil {
+	if err := runGenerate(t, "app", postgres.New(cfg), n, 20, 400); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if got := queryInt(t, c, `SELECT count(*) FROM log`); got != n {
@@ -304,8 +306,8 @@ func TestMirrorNeedsFullDocuments(t *testing.T) {
 func TestServerErrorsFailTheBatch(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
-	s := openSink(t, postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, SoftDelete: true,
-		Pipeline: "p", CheckpointInSink: true})
+	s := openKeepingSink(t, postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, SoftDelete: true,
+		Pipeline: "p"})
 	if _, err := c.Exec(t.Context(), `CREATE UNIQUE INDEX orders_email ON orders ((doc->>'email'))`); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +367,7 @@ func TestServerErrorsFailTheBatch(t *testing.T) {
 
 func TestCheckpointPositions(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	cfg := postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p", CheckpointInSink: true}
+	cfg := postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p"}
 	tests := map[string]cdc.Checkpoint{
 		"json position":     {Source: cdc.Position(`{"_data":"8263"}`), Meta: map[string]string{"uuid": "u1"}},
 		"non-json position": {Source: cdc.Position("not json"), Sink: []byte(`{"len":3}`)},
@@ -374,16 +376,13 @@ func TestCheckpointPositions(t *testing.T) {
 	for name, cp := range tests {
 		t.Run(name, func(t *testing.T) {
 			s := postgres.New(cfg)
-			if _, err := s.WithCheckpoint().LoadCheckpoint(t.Context(), "p"); err != nil {
+			if _, err := s.Checkpoints().Load(t.Context(), "p"); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Open(t.Context(), nil); err != nil {
 				t.Fatal(err)
 			}
-			// A batch of markers: Begin and Commit without Put.
-			if err := s.Begin(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			// A batch of markers: Commit without Put.
 			if err := s.Commit(t.Context(), cp); err != nil {
 				t.Fatal(err)
 			}
@@ -392,7 +391,7 @@ func TestCheckpointPositions(t *testing.T) {
 			}
 			ps := postgres.New(cfg)
 			defer ps.Close()
-			got, err := ps.WithCheckpoint().LoadCheckpoint(t.Context(), "p")
+			got, err := ps.Checkpoints().Load(t.Context(), "p")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -401,10 +400,71 @@ func TestCheckpointPositions(t *testing.T) {
 			}
 		})
 	}
-	if _, err := postgres.New(cfg).WithCheckpoint().LoadCheckpoint(t.Context(), "other"); err == nil ||
+	if _, err := postgres.New(cfg).Checkpoints().Load(t.Context(), "other"); err == nil ||
 		!strings.Contains(err.Error(), `pipeline "other"`) {
 		t.Errorf("checkpoint of another pipeline: error %v, want one naming it", err)
 	}
+}
+
+// TestCheckpointsIsTheOneSwitch: a sink writes the checkpoint row only
+// after Checkpoints was called, and its store's Save accepts only a
+// checkpoint that a Commit of the sink wrote.
+func TestCheckpointsIsTheOneSwitch(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	c := connect(t, dsn)
+	plain := openSink(t, postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p"})
+	cp1 := cdc.Checkpoint{Source: cdc.Position(`{"n":1}`)}
+	if err := writeBatch(t, plain, cp1, event(t, cdc.OpInsert, "a", bson.D{{Key: "v", Value: 1}}, 1, 1, `{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, c, `SELECT count(*) FROM pg_tables WHERE tablename = 'tide_checkpoints'`); n != 0 {
+		t.Errorf("a sink without Checkpoints created tide_checkpoints")
+	}
+	if err := plain.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := postgres.New(postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p", Logger: testLogger(t)})
+	defer s.Close()
+	store := s.Checkpoints()
+	if store != s.Checkpoints() {
+		t.Error("Checkpoints returned another store the second time")
+	}
+	if cp, err := store.Load(t.Context(), "p"); err != nil || cp != nil {
+		t.Fatalf("Load before any commit = %v, %v; want nil, nil", cp, err)
+	}
+	if err := s.Open(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	cp2 := cdc.Checkpoint{Source: cdc.Position(`{"n":2}`)}
+	if err := writeBatch(t, s, cp2, event(t, cdc.OpInsert, "b", bson.D{{Key: "v", Value: 2}}, 2, 1, `{"n":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkpointSource(t, c, "p"); got != `{"n": 2}` {
+		t.Errorf("checkpoint row after Commit = %s, want {\"n\": 2}: Commit writes it", got)
+	}
+	if err := store.Save(t.Context(), "p", cdc.Checkpoint{Source: cdc.Position(`{"n":3}`)}); err == nil ||
+		!strings.Contains(err.Error(), "not committed by this sink") {
+		t.Errorf("Save of a checkpoint never committed: %v, want a refusal", err)
+	}
+	if err := store.Save(t.Context(), "other", cp2); err == nil || !strings.Contains(err.Error(), `pipeline "other"`) {
+		t.Errorf("Save for another pipeline: %v, want a refusal naming it", err)
+	}
+	if err := store.Save(t.Context(), "p", cp2); err != nil {
+		t.Errorf("Save of the committed checkpoint: %v", err)
+	}
+	if got := checkpointSource(t, c, "p"); got != `{"n": 2}` {
+		t.Errorf("checkpoint row after Save = %s, want {\"n\": 2}", got)
+	}
+}
+
+func checkpointSource(t testing.TB, c *pgx.Conn, pipeline string) string {
+	t.Helper()
+	var pos string
+	if err := c.QueryRow(t.Context(), `SELECT checkpoint->>'source' FROM tide_checkpoints WHERE pipeline = $1`, pipeline).Scan(&pos); err != nil {
+		t.Fatalf("read checkpoint row of %s: %v", pipeline, err)
+	}
+	return pos
 }
 
 // jsonEqual compares JSON texts ignoring the spacing jsonb adds, and
@@ -418,14 +478,14 @@ func jsonEqual(a, b string) bool {
 // a second one is refused; once the first closes, the second proceeds.
 func TestOneWriterPerPipeline(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	cfg := postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p", CheckpointInSink: true,
+	cfg := postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p",
 		LockTimeout: 200 * time.Millisecond, Logger: testLogger(t)}
 	first := postgres.New(cfg)
-	if _, err := first.WithCheckpoint().LoadCheckpoint(t.Context(), "p"); err != nil {
+	if _, err := first.Checkpoints().Load(t.Context(), "p"); err != nil {
 		t.Fatal(err)
 	}
 	second := postgres.New(cfg)
-	_, err := second.WithCheckpoint().LoadCheckpoint(t.Context(), "p")
+	_, err := second.Checkpoints().Load(t.Context(), "p")
 	if err == nil || !strings.Contains(err.Error(), `pipeline "p" is being written by another session`) {
 		t.Fatalf("second writer: error %v, want a refusal naming the pipeline", err)
 	}
@@ -433,9 +493,13 @@ func TestOneWriterPerPipeline(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// The first session's lock goes when its server process ends, which
+	// follows the client's close by a moment: wait for it longer than the
+	// refusal above did.
+	cfg.LockTimeout = 10 * time.Second
 	third := postgres.New(cfg)
 	defer third.Close()
-	if _, err := third.WithCheckpoint().LoadCheckpoint(t.Context(), "p"); err != nil {
+	if _, err := third.Checkpoints().Load(t.Context(), "p"); err != nil {
 		t.Fatalf("after the first closed: %v", err)
 	}
 }

@@ -51,9 +51,6 @@ func clusterTime(t cdc.Timestamp) int64 { return int64(uint64(t.T)<<32 | uint64(
 // add stages rec, copying what it needs: the sink must not retain rec.
 func (st *stage) add(rec *cdc.Record) error {
 	ev := &rec.Event
-	if ev.Op == cdc.OpMarker {
-		return nil
-	}
 	r := row{op: ev.Op, ct: clusterTime(ev.ClusterTime)}
 	at := len(st.buf)
 	st.buf = append(st.buf, ev.DocumentKey...)

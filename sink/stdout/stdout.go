@@ -1,11 +1,11 @@
 // Package stdout is a sink that writes records as JSON lines to standard
-// output, or any io.Writer. It is at-least-once: output is flushed on
-// Commit, and after a crash the records since the last checkpoint are
-// written again.
+// output, or any io.Writer. It is at-least-once: a batch reaches the
+// writer only on Commit, in one write, and after a crash the records since
+// the last checkpoint are written again.
 package stdout
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,8 +13,6 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 )
-
-const bufferSize = 64 << 10
 
 // Config configures a stdout sink. It has no YAML keys: "stdout: {}"
 // selects it.
@@ -28,7 +26,8 @@ func (Config) Validate() error { return nil }
 // Sink writes one line per record. Put and Commit are called from one
 // goroutine, as cdc.Sink requires.
 type Sink struct {
-	w *bufio.Writer
+	w   io.Writer
+	buf bytes.Buffer // the lines put since the last Commit
 }
 
 // New returns a sink writing to cfg.Writer.
@@ -37,29 +36,30 @@ func New(cfg Config) *Sink {
 	if w == nil {
 		w = os.Stdout
 	}
-	return &Sink{w: bufio.NewWriterSize(w, bufferSize)}
+	return &Sink{w: w}
 }
 
 // Open does nothing: standard output has no state to restore.
 func (s *Sink) Open(context.Context, *cdc.Checkpoint) error { return nil }
 
-// Put buffers one line per record, skipping markers.
+// Put buffers one line per record. Nothing reaches the writer before
+// Commit, however large the batch; the pipeline bounds a batch in bytes.
 func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 	for i := range batch {
-		if batch[i].Op == cdc.OpMarker {
-			continue
-		}
-		s.w.Write(batch[i].Data) // a write error sticks; WriteByte reports it
-		if err := s.w.WriteByte('\n'); err != nil {
-			return fmt.Errorf("stdout sink: %w", err)
-		}
+		s.buf.Write(batch[i].Data)
+		s.buf.WriteByte('\n')
 	}
 	return nil
 }
 
-// Commit flushes the buffered lines to the writer.
+// Commit writes the buffered lines to the writer.
 func (s *Sink) Commit(context.Context, cdc.Checkpoint) error {
-	if err := s.w.Flush(); err != nil {
+	if s.buf.Len() == 0 {
+		return nil
+	}
+	_, err := s.buf.WriteTo(s.w)
+	s.buf.Reset() // on error too: the pipeline stops, and the batch is read again
+	if err != nil {
 		return fmt.Errorf("stdout sink: %w", err)
 	}
 	return nil
@@ -67,4 +67,7 @@ func (s *Sink) Commit(context.Context, cdc.Checkpoint) error {
 
 // Close drops lines put since the last Commit; it does not close the
 // writer, which the sink does not own.
-func (s *Sink) Close() error { return nil }
+func (s *Sink) Close() error {
+	s.buf.Reset()
+	return nil
+}

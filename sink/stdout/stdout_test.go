@@ -18,7 +18,6 @@ func TestWritesLinesOnCommit(t *testing.T) {
 	}
 	batch := []cdc.Record{
 		{Event: cdc.Event{Op: cdc.OpInsert}, Data: []byte(`{"a":1}`)},
-		{Event: cdc.Event{Op: cdc.OpMarker}},
 		{Event: cdc.Event{Op: cdc.OpDelete}, Data: []byte(`{"b":2}`)},
 	}
 	if err := s.Put(ctx, batch); err != nil {

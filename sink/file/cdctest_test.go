@@ -1,0 +1,73 @@
+package file_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/cdc/cdctest"
+	"github.com/tide-cdc/tide/sink/file"
+)
+
+// TestContract runs the conformance suite: each subtest writes its own
+// file, in a directory named after it. Records are large enough that a
+// batch overflows the sink's write buffer, so that what was put and not
+// committed reaches the file and the reopen has to cut it.
+func TestContract(t *testing.T) {
+	root := t.TempDir()
+	dir := func(t *testing.T) string {
+		d := filepath.Join(root, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	newSink := func(t *testing.T, path string) cdc.Sink {
+		return file.New(file.Config{Path: path, Pipeline: cdctest.Pipeline, DataDir: filepath.Dir(path),
+			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	}
+	cdctest.TestSink(t, cdctest.SinkHarness{
+		New:    func(t *testing.T) cdc.Sink { return newSink(t, filepath.Join(dir(t), "events.jsonl")) },
+		Record: largeRecord,
+		Committed: func(t *testing.T) [][]byte {
+			b, err := os.ReadFile(filepath.Join(dir(t), "events.jsonl"))
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return lines(b)
+		},
+		FailOpen: func(t *testing.T) cdc.Sink {
+			notDir := filepath.Join(dir(t), "not-a-directory")
+			if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return newSink(t, filepath.Join(notDir, "events.jsonl"))
+		},
+	})
+}
+
+// largeRecord is the suite's record i, padded to 400 KiB.
+func largeRecord(i int) cdc.Record {
+	r := cdctest.DefaultRecord(i)
+	r.Data = fmt.Appendf(nil, `{"cdctest":%d,"pad":"%s"}`, i, strings.Repeat("x", 400<<10))
+	return r
+}
+
+// lines splits committed output into its lines.
+func lines(b []byte) [][]byte {
+	var out [][]byte
+	for line := range bytes.Lines(b) {
+		out = append(out, bytes.Clone(bytes.TrimSuffix(line, []byte("\n"))))
+	}
+	return out
+}
