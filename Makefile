@@ -1,9 +1,9 @@
 # The README's test command is `make test`; CI (.ci/run) runs exactly it.
 GO ?= go
 
-.PHONY: test vet unit fuzz bench demo build
+.PHONY: test vet unit fuzz external bench demo build
 
-test: vet fuzz unit
+test: vet fuzz external unit
 
 build:
 	$(GO) build -o tide ./cmd/tide
@@ -12,6 +12,11 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
+
+# Tide as a library, used from another module through the public packages
+# only (tests/external, with a replace of this module).
+external:
+	cd tests/external && $(GO) vet ./... && $(GO) mod tidy -diff && $(GO) test -count=1 ./...
 
 # Every package under the race detector, in random order.
 unit:
