@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -127,18 +125,3 @@ func explain(err error) error {
 	return err
 }
 
-// redactServers joins the server URLs with any credentials in them
-// removed, for logs and errors.
-func redactServers(servers []string) string {
-	out := make([]string, len(servers))
-	for i, s := range servers {
-		out[i] = s
-		if u, err := url.Parse(s); err == nil && u.User != nil {
-			u.User = nil
-			out[i] = u.String()
-		} else if at := strings.LastIndexByte(s, '@'); err != nil && at >= 0 {
-			out[i] = s[at+1:]
-		}
-	}
-	return strings.Join(out, ",")
-}

@@ -164,7 +164,7 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 		return fmt.Errorf("nats sink: %w", err)
 	}
 	s.subject = parts
-	servers := redactServers(s.cfg.Servers)
+	servers := natsconn.RedactServers(s.cfg.Servers)
 	o := newOutage(s.cfg.MaxOutage, time.Now())
 	for {
 		err := s.tryOpen(ctx)
@@ -380,7 +380,7 @@ func (s *Sink) Commit(ctx context.Context, _ cdc.Checkpoint) error {
 // it, MaxOutage passed without progress, or a permanent error.
 func (s *Sink) retry(ctx context.Context, batch []pending, first int, err error, start time.Time) error {
 	o := newOutage(s.cfg.MaxOutage, start)
-	servers := redactServers(s.cfg.Servers)
+	servers := natsconn.RedactServers(s.cfg.Servers)
 	for {
 		if o.over() {
 			return fmt.Errorf("commit %d records: NATS at %s unavailable for %s (max_outage %s), %d records not acknowledged; last error: %w",
