@@ -124,4 +124,3 @@ func explain(err error) error {
 	}
 	return err
 }
-
