@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 )
 
 // ErrPowerCut is what every operation of a *Disk returns once the budget
@@ -33,6 +34,9 @@ type Disk struct {
 	open   []*diskFile
 	budget int // operations left before the power fails; <0: no limit
 	syncs  int
+	// room is how many more bytes files may grow by before writes fail
+	// with ENOSPC; <0: no limit (see Fill).
+	room int64
 }
 
 type inode struct {
@@ -55,7 +59,36 @@ type nameOp struct {
 
 // NewDisk returns a disk with no power cut planned.
 func NewDisk() *Disk {
-	return &Disk{base: map[string]*inode{}, names: map[string]*inode{}, budget: -1}
+	return &Disk{base: map[string]*inode{}, names: map[string]*inode{}, budget: -1, room: -1}
+}
+
+// Fill leaves room for files to grow by n more bytes: a write past that is
+// cut short and fails with syscall.ENOSPC, as on a full file system;
+// writes within a file's current size still succeed, as blocks already
+// allocated do. A negative n removes the limit (space was freed).
+func (d *Disk) Fill(n int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.room = n
+}
+
+// fit cuts a write of p at off in a file of size to what the room left
+// allows, spending it; d.mu is held.
+func (d *Disk) fit(p []byte, off, size int64) ([]byte, error) {
+	if d.room < 0 {
+		return p, nil
+	}
+	grow := off + int64(len(p)) - size
+	if grow <= 0 {
+		return p, nil
+	}
+	if grow <= d.room {
+		d.room -= grow
+		return p, nil
+	}
+	keep := max(size-off, 0) + d.room
+	d.room = 0
+	return p[:min(int64(len(p)), keep)], syscall.ENOSPC
 }
 
 // FailAfter makes every operation after the next n fail with ErrPowerCut,
@@ -346,9 +379,22 @@ func (f *diskFile) Write(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := f.File.Write(p)
-	f.record(off, p[:n])
+	fitting, full := f.fit(p, off)
+	n, err := f.File.Write(fitting)
+	f.record(off, fitting[:n])
+	if err == nil && full != nil {
+		err = &fs.PathError{Op: "write", Path: f.Name(), Err: full}
+	}
 	return n, err
+}
+
+// fit applies the disk's room to a write of p at off; d.mu is held.
+func (f *diskFile) fit(p []byte, off int64) ([]byte, error) {
+	fi, err := f.File.Stat()
+	if err != nil {
+		return p, nil // the write reports it
+	}
+	return f.d.fit(p, off, fi.Size())
 }
 
 func (f *diskFile) WriteAt(p []byte, off int64) (int, error) {
@@ -357,8 +403,12 @@ func (f *diskFile) WriteAt(p []byte, off int64) (int, error) {
 	if err := f.d.spend(); err != nil {
 		return 0, &fs.PathError{Op: "write", Path: f.Name(), Err: err}
 	}
-	n, err := f.File.WriteAt(p, off)
-	f.record(off, p[:n])
+	fitting, full := f.fit(p, off)
+	n, err := f.File.WriteAt(fitting, off)
+	f.record(off, fitting[:n])
+	if err == nil && full != nil {
+		err = &fs.PathError{Op: "write", Path: f.Name(), Err: full}
+	}
 	return n, err
 }
 
