@@ -51,17 +51,23 @@ func (c *Checkpoints) Load(ctx context.Context, pipeline string) (*cdc.Checkpoin
 	if err := s.createCheckpoints(ctx); err != nil {
 		return nil, err
 	}
+	return readCheckpoint(ctx, s.conn, s.sql, pipeline)
+}
+
+// readCheckpoint reads the pipeline's row of tide_checkpoints; nil if it
+// has none.
+func readCheckpoint(ctx context.Context, conn *pgx.Conn, sql statements, pipeline string) (*cdc.Checkpoint, error) {
 	var raw []byte
-	err := s.conn.QueryRow(ctx, s.sql.loadCheckpoint, pipeline).Scan(&raw)
+	err := conn.QueryRow(ctx, sql.loadCheckpoint, pipeline).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres sink: read checkpoint of %q from %s: %w", pipeline, s.sql.checkpoints, err)
+		return nil, fmt.Errorf("postgres sink: read checkpoint of %q from %s: %w", pipeline, sql.checkpoints, err)
 	}
 	cp, err := unmarshalCheckpoint(raw)
 	if err != nil {
-		return nil, fmt.Errorf("postgres sink: checkpoint of %q in %s: %w", pipeline, s.sql.checkpoints, err)
+		return nil, fmt.Errorf("postgres sink: checkpoint of %q in %s: %w", pipeline, sql.checkpoints, err)
 	}
 	return cp, nil
 }
@@ -177,18 +183,9 @@ func ReadCheckpoint(ctx context.Context, cfg Config) (*cdc.Checkpoint, error) {
 		return nil, fmt.Errorf("postgres sink: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var raw []byte
-	err = conn.QueryRow(ctx, sql.loadCheckpoint, s.cfg.Pipeline).Scan(&raw)
-	var pe *pgconn.PgError
-	switch {
-	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pe) && pe.Code == "42P01": // undefined_table: nothing committed yet
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("postgres sink: read checkpoint of %q from %s: %w", s.cfg.Pipeline, sql.checkpoints, err)
+	cp, err := readCheckpoint(ctx, conn, sql, s.cfg.Pipeline)
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
+		return nil, nil // undefined_table: nothing committed yet
 	}
-	cp, err := unmarshalCheckpoint(raw)
-	if err != nil {
-		return nil, fmt.Errorf("postgres sink: checkpoint of %q in %s: %w", s.cfg.Pipeline, sql.checkpoints, err)
-	}
-	return cp, nil
+	return cp, err
 }

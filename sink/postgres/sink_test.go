@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/cdc/cdctest"
 	"github.com/tide-cdc/tide/encode"
 	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
@@ -501,5 +502,35 @@ func TestOneWriterPerPipeline(t *testing.T) {
 	defer third.Close()
 	if _, err := third.Checkpoints().Load(t.Context(), "p"); err != nil {
 		t.Fatalf("after the first closed: %v", err)
+	}
+}
+
+// TestReadCheckpointTakesNoLock: ReadCheckpoint (tide checkpoint show)
+// reads the row while a sink holds the pipeline's lock, and reports no
+// checkpoint before tide_checkpoints exists.
+func TestReadCheckpointTakesNoLock(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	cfg := postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p"}
+	if cp, err := postgres.ReadCheckpoint(t.Context(), cfg); err != nil || cp != nil {
+		t.Fatalf("before any table exists: %v, %v; want nil, nil", cp, err)
+	}
+	s := postgres.New(postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p", Logger: testLogger(t)})
+	defer s.Close()
+	store := s.Checkpoints()
+	if _, err := store.Load(t.Context(), "p"); err != nil { // takes the pipeline's lock
+		t.Fatal(err)
+	}
+	if err := s.Open(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	cp := cdc.Checkpoint{Source: cdc.Position(`{"n":1}`)}
+	if err := writeBatch(t, s, cp, event(t, cdc.OpInsert, "a", bson.D{{Key: "v", Value: 1}}, 1, 1, `{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	got, err := postgres.ReadCheckpoint(ctx, cfg)
+	if err != nil || got == nil || !cdctest.SamePosition(got.Source, cp.Source) {
+		t.Fatalf("while the sink holds the lock: %v, %v; want %s", got, err, cp.Source)
 	}
 }
