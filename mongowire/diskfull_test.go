@@ -20,9 +20,9 @@ import (
 // while a client inserts with w: majority, so that each acknowledgement
 // means the insert was fsynced. The insert whose journal write runs out of
 // space fails with the cause; the store then refuses writes, even once
-// space is freed, until it is restarted, and reads go on. After a restart
-// every acknowledged insert is there, in order, and the failed one is
-// absent or whole, never torn; writes are accepted again.
+// space is freed, until it is restarted, and answers nothing but the
+// handshake meanwhile. After a restart every acknowledged insert is there,
+// in order, and the failed one is absent; writes are accepted again.
 //
 // The disk filling during a compaction is not covered here: a compaction
 // starts only past a 64 MiB journal, which this package cannot lower.
@@ -57,8 +57,8 @@ func TestDiskFullLosesNoAcknowledgedWrite(t *testing.T) {
 	case failed == 10:
 		t.Fatal("the first insert after Fill failed: the test no longer fills the disk mid-way")
 	}
-	// The write concern's wait for the fsync finds the store broken and
-	// answers with a command error naming the cause.
+	// The failed journal write is answered with mongod's OutOfDiskSpace,
+	// naming the cause.
 	nospace := syscall.ENOSPC.Error()
 	wantFull := func(what string, err error) {
 		t.Helper()
@@ -66,8 +66,8 @@ func TestDiskFullLosesNoAcknowledgedWrite(t *testing.T) {
 		if !errors.As(err, &ce) {
 			t.Fatalf("%s: %T %v, want a command error", what, err, err)
 		}
-		if ce.Code != 1 || ce.Name != "InternalError" || !strings.Contains(ce.Message, nospace) {
-			t.Fatalf("%s: code %d %s %q, want 1 InternalError naming %q", what, ce.Code, ce.Name, ce.Message, nospace)
+		if ce.Code != 14031 || ce.Name != "OutOfDiskSpace" || !strings.Contains(ce.Message, nospace) {
+			t.Fatalf("%s: code %d %s %q, want 14031 OutOfDiskSpace naming %q", what, ce.Code, ce.Name, ce.Message, nospace)
 		}
 	}
 	wantFull("the insert that filled the disk", failure)
@@ -88,15 +88,17 @@ func TestDiskFullLosesNoAcknowledgedWrite(t *testing.T) {
 		wantFull("an insert after space was freed", err)
 	}
 
-	// Reads go on. The failed insert was applied in memory before its
-	// journal write failed, and is not rolled back: a read may see it
-	// until the restart.
-	got := findAll(t, coll)
-	tail := checkAcked(t, got, acked, doc)
-	if len(tail) > 1 || len(tail) == 1 && !sameDoc(tail[0], doc(failed)) {
-		t.Fatalf("a read on the full disk, after the acknowledged inserts: %v; want nothing or insert %d", tail, failed)
+	// Nothing is answered from the store until a restart: its memory
+	// holds the failed insert, which the journal does not. The handshake
+	// still works, so that drivers see a live server with a clear error.
+	if _, err := coll.Find(t.Context(), bson.D{}); err == nil {
+		t.Fatal("a read after the journal failed was answered from memory the journal does not hold")
+	} else {
+		wantFull("a read after the failure", err)
 	}
-	t.Logf("a read on the full disk: %d acknowledged inserts and %d of the failed one", len(acked), len(tail))
+	if err := c.Database("admin").RunCommand(t.Context(), bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		t.Fatalf("ping after the journal failed: %v", err)
+	}
 
 	c.Disconnect(context.Background())
 	if err := s.Close(); err != nil {
@@ -107,12 +109,11 @@ func TestDiskFullLosesNoAcknowledgedWrite(t *testing.T) {
 	defer s.Close()
 	defer c.Disconnect(context.Background())
 	coll = c.Database("db").Collection("c", options.Collection().SetWriteConcern(writeconcern.Majority()))
-	got = findAll(t, coll)
-	tail = checkAcked(t, got, acked, doc)
-	if len(tail) > 1 || len(tail) == 1 && !sameDoc(tail[0], doc(failed)) {
-		t.Fatalf("after the restart, after the acknowledged inserts: %v; want nothing or insert %d whole", tail, failed)
+	got := findAll(t, coll)
+	tail := checkAcked(t, got, acked, doc)
+	if len(tail) != 0 {
+		t.Fatalf("after the restart, after the acknowledged inserts: %v; want nothing: the failed write was cut from the journal", tail)
 	}
-	t.Logf("after the restart: %d acknowledged inserts and %d of the failed one", len(acked), len(tail))
 
 	next := failed + 1
 	if _, err := coll.InsertOne(t.Context(), doc(next)); err != nil {
@@ -158,4 +159,40 @@ func checkAcked(t *testing.T, got []bson.Raw, acked []int, doc func(int) bson.D)
 func sameDoc(got bson.Raw, want bson.D) bool {
 	w, err := bson.Marshal(want)
 	return err == nil && string(got) == string(w)
+}
+
+// TestDiskFullFailsWholeWrite: an unacknowledged (w: 1) insertMany whose
+// journal write runs out of space is reported as failed, with no count of
+// documents "inserted" in memory, and a restart finds none of it.
+func TestDiskFullFailsWholeWrite(t *testing.T) {
+	dir := t.TempDir()
+	disk := faultfs.NewDisk()
+	s, c := startOn(t, dir, disk)
+	coll := c.Database("db").Collection("c", options.Collection().SetWriteConcern(writeconcern.W1()))
+	if _, err := coll.InsertOne(t.Context(), bson.D{{Key: "_id", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	disk.Fill(300) // less than the three documents' journal records
+	pad := strings.Repeat("p", 200)
+	res, err := coll.InsertMany(t.Context(), []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "pad", Value: pad}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "pad", Value: pad}},
+		bson.D{{Key: "_id", Value: 3}, {Key: "pad", Value: pad}},
+	})
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 14031 {
+		t.Fatalf("insertMany on a full disk: %v (result %+v), want command error 14031 OutOfDiskSpace", err, res)
+	}
+	c.Disconnect(context.Background())
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	disk.Fill(-1)
+	s, c = startOn(t, dir, disk)
+	defer s.Close()
+	defer c.Disconnect(context.Background())
+	got := findAll(t, c.Database("db").Collection("c"))
+	if len(got) != 1 {
+		t.Fatalf("after the restart the collection holds %d documents, want only the one acknowledged before: the failed write must leave nothing", len(got))
+	}
 }

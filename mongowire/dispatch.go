@@ -118,7 +118,13 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 			}
 		}
 	}
-	return s.runCommand(ctx, c, r)
+	reply, err := s.runCommand(ctx, c, r)
+	if berr := s.store.Broken(); err == nil && berr != nil && !answersWhenBroken[r.name] {
+		// The journal failed under this command: its reply would count
+		// what it applied in memory, which a restart does not find.
+		return s.errorReply(berr), nil
+	}
+	return reply, err
 }
 
 // runCommand looks up and runs r, turning every failure — a panic
@@ -135,6 +141,9 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	}
 	if cmd.adminOnly && r.db != "admin" {
 		return s.errorReply(mongoerr.New(mongoerr.Unauthorized, "%s may only be run against the admin database.", name)), nil
+	}
+	if err := s.store.Broken(); err != nil && !answersWhenBroken[name] {
+		return s.errorReply(err), nil
 	}
 	if fs, ok := commandFields[name]; ok {
 		if err := fs.check(name, r.cmd, true); err != nil {
@@ -166,6 +175,14 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 		return s.errorReply(err), nil
 	}
 	return s.okReply(reply), nil
+}
+
+// answersWhenBroken are the commands a server whose journal failed still
+// answers: the handshake and diagnostics, none that reads or writes data.
+var answersWhenBroken = map[string]bool{
+	"hello": true, "isMaster": true, "ismaster": true, "ping": true, "buildInfo": true, "endSessions": true,
+	"getLog": true, "serverStatus": true, "connectionStatus": true, "listCommands": true,
+	"hostInfo": true, "whatsmyuri": true, "getParameter": true, "getCmdLineOpts": true,
 }
 
 // call runs fn, converting a panic into an InternalError: a handler bug

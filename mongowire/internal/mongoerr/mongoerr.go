@@ -106,10 +106,12 @@ const (
 	CursorInUse                    int32 = 292
 	CannotCreateIndex              int32 = 67
 	CannotIndexParallelArrays      int32 = 171
+	OutOfDiskSpace                 int32 = 14031
 )
 
 var names = map[int32]string{
 	InternalError:                  "InternalError",
+	OutOfDiskSpace:                 "OutOfDiskSpace",
 	BadValue:                       "BadValue",
 	NoSuchKey:                      "NoSuchKey",
 	Unauthorized:                   "Unauthorized",

@@ -137,6 +137,12 @@ func (j *journal) append(entries []OplogEntry) error {
 		j.buf = buf
 	}
 	if _, err := j.f.Write(buf); err != nil {
+		// Cut what part of the write reached the file, so that a restart
+		// finds none of this write's entries: the write failed, and one
+		// write command is all or nothing. Truncating needs no new space.
+		if terr := j.f.Truncate(j.size.Load()); terr != nil {
+			return errors.Join(err, fmt.Errorf("cut the failed write from the journal: %w", terr))
+		}
 		return err
 	}
 	j.size.Add(int64(len(buf)))
@@ -202,8 +208,10 @@ func (s *Store) createJournal(gen uint64) (*journal, error) {
 	m, _ := bson.Marshal(meta{RS: s.rsID, Gen: int64(gen)})
 	rec := appendRecord(nil, kindMeta, m)
 	if _, err := f.Write(rec); err != nil {
+		// A full disk, say: remove the torn file, or every later try at
+		// this generation would find it and fail until a restart.
 		f.Close()
-		return nil, err
+		return nil, errors.Join(err, s.fs.Remove(journalPath(s.cfg.Dir, gen)))
 	}
 	j := &journal{f: f, gen: gen}
 	j.size.Store(int64(len(rec)))

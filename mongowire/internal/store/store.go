@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -197,7 +198,7 @@ func (s *Store) write(fn func(t *tx) error) error {
 		return errClosed
 	}
 	if s.broken != nil {
-		return mongoerr.New(mongoerr.InternalError, "the store refuses writes after a journal failure: %v", s.broken)
+		return brokenError(s.broken)
 	}
 	t := &tx{s: s, wall: time.Now().Truncate(time.Millisecond)}
 	err := fn(t)
@@ -208,11 +209,35 @@ func (s *Store) write(fn func(t *tx) error) error {
 		if jerr := s.jr.append(t.entries); jerr != nil {
 			s.broken = jerr
 			s.log.Error("journal write failed; refusing further writes", "err", jerr)
-			return mongoerr.New(mongoerr.InternalError, "write journal: %v", jerr)
+			return brokenError(jerr)
 		}
 	}
 	s.oplog.append(t.wall, t.entries...)
 	return err
+}
+
+// Broken returns the journal failure after which the store refuses
+// writes, as a command error, or nil. Its memory may then hold a write
+// the journal does not (applied before the journal write failed), so the
+// server answers nothing from it until a restart, as mongod stops on a
+// failed journal write.
+func (s *Store) Broken() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.broken == nil {
+		return nil
+	}
+	return brokenError(s.broken)
+}
+
+// brokenError is the command error for a store whose journal failed:
+// OutOfDiskSpace when the disk is full, as mongod says it.
+func brokenError(cause error) error {
+	code := mongoerr.InternalError
+	if errors.Is(cause, syscall.ENOSPC) {
+		code = mongoerr.OutOfDiskSpace
+	}
+	return mongoerr.New(code, "the store refuses writes after a journal failure: %v; nothing is answered from it until a restart, which recovers every acknowledged write", cause)
 }
 
 // WaitDurable returns once every write applied before the call is on
@@ -226,7 +251,7 @@ func (s *Store) WaitDurable() error {
 	s.mu.RUnlock()
 	switch {
 	case broken != nil:
-		return mongoerr.New(mongoerr.InternalError, "the store refuses writes after a journal failure: %v", broken)
+		return brokenError(broken)
 	case jr == nil && closed:
 		return errClosed
 	case jr == nil:
@@ -239,7 +264,7 @@ func (s *Store) WaitDurable() error {
 		broken, closed = s.broken, s.closed
 		s.mu.RUnlock()
 		if broken != nil {
-			return mongoerr.New(mongoerr.InternalError, "the store refuses writes after a journal failure: %v", broken)
+			return brokenError(broken)
 		}
 		if closed {
 			return errClosed
