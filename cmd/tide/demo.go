@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,6 +110,13 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The changes already in the file are those its checkpoint names: its
+	// committed bytes. Counted from the checkpoint, not from the file once
+	// the pipeline runs, which may have committed more by then.
+	before, err := committedLines(ctx, store, name, out)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "tide demo: embedded MongoDB at %s; writing %d changes to demo.orders at %s; streaming into %s\n",
 		srv.URI(), f.events, rateString(f.rate), out)
 
@@ -128,15 +136,10 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	// The writer starts only once the source has taken its exact start
 	// point: a fresh stream begins after the last write that preceded it.
 	start := func() (demoProducer, error) {
-		// Count only now: opening the file sink cut anything after the
-		// last commit of an earlier run.
-		before, err := countLines(out)
-		if err != nil {
-			return nil, err
-		}
 		if before > 0 {
 			fmt.Fprintf(stdout, "resuming from the checkpoint: %d changes already in the file\n", before)
 		}
+		var err error
 		logFile, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return nil, err
@@ -170,8 +173,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("demo output check failed: %w", err)
 	}
-	printDemoCheck(stdout, demoCheck{file: out, held: n, made: int64(len(all)), what: "the writer's %d changes", order: "in order", command: "tide demo"}, res.interrupted)
-	return nil
+	return printDemoCheck(stdout, demoCheck{file: out, held: n, made: int64(len(all)), what: "the writer's %d changes", order: "in order", command: "tide demo"}, res.interrupted)
 }
 
 func isNamespaceExists(err error) bool {
@@ -323,6 +325,39 @@ func readWriterLog(path string) ([]demoChange, error) {
 		out = append(out, demoChange{op, id})
 	}
 	return out, nil
+}
+
+// committedLines counts the lines in the part of path that the
+// pipeline's checkpoint names as committed (the file sink's
+// committed_bytes): what the file holds for sure when the pipeline opens.
+func committedLines(ctx context.Context, store *checkpoint.Dir, pipeline, path string) (int64, error) {
+	cp, err := store.Load(ctx, pipeline)
+	if err != nil || cp == nil || cp.Sink == nil {
+		return 0, err
+	}
+	var st struct {
+		CommittedBytes int64 `json:"committed_bytes"`
+	}
+	if err := json.Unmarshal(cp.Sink, &st); err != nil {
+		return 0, fmt.Errorf("file sink state %s: %w", cp.Sink, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var n int64
+	buf := make([]byte, 1<<20)
+	for r := io.LimitReader(f, st.CommittedBytes); ; {
+		k, err := r.Read(buf)
+		n += int64(bytes.Count(buf[:k], []byte{'\n'}))
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 }
 
 func countLines(path string) (int64, error) {

@@ -176,9 +176,8 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("demo output check failed: %w", err)
 	}
-	printDemoCheck(stdout, demoCheck{file: out, held: n, made: total, what: "the %d published messages", order: "in stream order",
+	return printDemoCheck(stdout, demoCheck{file: out, held: n, made: total, what: "the %d published messages", order: "in stream order",
 		exact: fmt.Sprintf(" (seq 1..%d)", total), command: "tide demo --nats"}, res.interrupted)
-	return nil
 }
 
 // startDemoNATS starts an in-process nats-server with JetStream on a free

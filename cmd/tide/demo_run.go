@@ -191,7 +191,10 @@ type demoCheck struct {
 
 // printDemoCheck prints the check's result, and that the run was
 // interrupted if it was.
-func printDemoCheck(w io.Writer, c demoCheck, interrupted bool) {
+//
+// A run that was not interrupted waited for everything to be committed,
+// so a file that holds less is a failed check, not a pause.
+func printDemoCheck(w io.Writer, c demoCheck, interrupted bool) error {
 	what := fmt.Sprintf(c.what, c.made)
 	if c.held == c.made {
 		fmt.Fprintf(w, "checked %s: it holds exactly %s, %s%s, each line valid JSON\n", c.file, what, c.order, c.exact)
@@ -200,5 +203,10 @@ func printDemoCheck(w io.Writer, c demoCheck, interrupted bool) {
 	}
 	if interrupted {
 		fmt.Fprintf(w, "interrupted: run %s again to resume\n", c.command)
+		return nil
 	}
+	if c.held != c.made {
+		return fmt.Errorf("demo output check failed: %s holds %d of %s after a run that was not interrupted", c.file, c.held, what)
+	}
+	return nil
 }
