@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,6 +18,11 @@ var identityKeys = []string{
 	"connector", "format_version", "deployment_id", "database", "collection", "collection_uuid", "stream_hash",
 }
 
+// filterKeys are the identity keys of a source of many collections,
+// checked after identityKeys ("" in both for one collection). The
+// catalog.<n> keys are checked by prepareCatalog.
+var filterKeys = []string{"collections", "exclude"}
+
 const formatVersion = "1"
 
 // live is what admission learns about the deployment and the collection.
@@ -24,8 +30,9 @@ type live struct {
 	deploymentID   string // "replset:<replicaSetId hex>" or "cluster:<clusterId hex>"
 	collectionUUID string // hex, or "" when the server reports none
 	prePostImages  bool
-	serverVersion  string // buildInfo's version, "" if unknown
-	splitSupported bool   // the server has $changeStreamSplitLargeEvent
+	serverVersion  string  // buildInfo's version, "" if unknown
+	splitSupported bool    // the server has $changeStreamSplitLargeEvent
+	colls          catalog // the captured collections, for many collections
 }
 
 // admit checks the deployment and the collection, retrying transient
@@ -118,6 +125,12 @@ func (s *Source) admitOnce(ctx context.Context) (live, error) {
 
 	l.serverVersion, l.splitSupported = s.splitSupport(ctx)
 
+	if s.multi != nil {
+		var err error
+		l.colls, err = s.listCaptured(ctx)
+		return l, err
+	}
+
 	cur, err := s.client.Database(s.cfg.Database).ListCollections(ctx, bson.D{{Key: "name", Value: s.cfg.Collection}})
 	if err != nil {
 		if isCode(err, codeUnauthorized) {
@@ -195,7 +208,7 @@ func isCode(err error, code int) bool {
 
 // identity builds the checkpoint identity for what admission found.
 func (s *Source) identity(l live) map[string]string {
-	return map[string]string{
+	m := map[string]string{
 		"connector":       "mongo",
 		"format_version":  formatVersion,
 		"deployment_id":   l.deploymentID,
@@ -205,6 +218,12 @@ func (s *Source) identity(l live) map[string]string {
 		"stream_hash":     s.streamHash,
 		splitKey:          strconv.FormatBool(s.split),
 	}
+	if s.multi != nil {
+		inc, _ := json.Marshal(globTexts(s.multi.filter.include))
+		exc, _ := json.Marshal(globTexts(s.multi.filter.exclude))
+		m["collections"], m["exclude"] = string(inc), string(exc)
+	}
+	return m
 }
 
 // splitKey records in the identity whether the stream splits large
@@ -231,7 +250,7 @@ func checkIdentity(saved, now map[string]string) error {
 	if len(saved) == 0 {
 		return fmt.Errorf("%w: the checkpoint has no source identity (it was not written by a mongo source); %s", ErrIdentity, resetHint)
 	}
-	for _, k := range identityKeys {
+	for _, k := range append(identityKeys[:len(identityKeys):len(identityKeys)], filterKeys...) {
 		if saved[k] == now[k] {
 			continue
 		}
@@ -241,8 +260,8 @@ func checkIdentity(saved, now map[string]string) error {
 			why = " (the checkpoint belongs to another kind of source)"
 		case "deployment_id":
 			why = " (the uri points at another replica set or cluster)"
-		case "database", "collection":
-			why = " (the pipeline now names another collection)"
+		case "database", "collection", "collections", "exclude":
+			why = " (the pipeline now names other collections)"
 		case "collection_uuid":
 			why = " (the collection was dropped and recreated, or renamed)"
 		case "stream_hash":

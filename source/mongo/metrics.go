@@ -26,16 +26,18 @@ func (s *Source) Collector(pipeline string) prometheus.Collector {
 		age:        d("checkpoint_age_seconds", "Time since the last checkpoint was saved."),
 		buffered:   d("buffered_bytes", "Bytes in the reader's queue."),
 		snapshot:   d("snapshot_documents", "Initial snapshot progress: documents done, and the estimated total.", "state"),
+		snapshotNS: d("snapshot_namespace_documents", "Initial snapshot progress of each collection of a multi-collection source: documents done, and the estimated total.", "namespace", "state"),
 	}
 }
 
 type collector struct {
 	s                                                               *Source
 	events, bytes, reconnects, errors, lag, age, buffered, snapshot *prometheus.Desc
+	snapshotNS                                                      *prometheus.Desc
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.events, c.bytes, c.reconnects, c.errors, c.lag, c.age, c.buffered, c.snapshot} {
+	for _, d := range []*prometheus.Desc{c.events, c.bytes, c.reconnects, c.errors, c.lag, c.age, c.buffered, c.snapshot, c.snapshotNS} {
 		ch <- d
 	}
 }
@@ -54,4 +56,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.buffered, prometheus.GaugeValue, float64(st.Buffered))
 	ch <- prometheus.MustNewConstMetric(c.snapshot, prometheus.GaugeValue, float64(st.SnapshotDone), "done")
 	ch <- prometheus.MustNewConstMetric(c.snapshot, prometheus.GaugeValue, float64(st.SnapshotTotal), "total")
+	for ns, p := range st.SnapshotByNamespace {
+		ch <- prometheus.MustNewConstMetric(c.snapshotNS, prometheus.GaugeValue, float64(p.Done), ns, "done")
+		ch <- prometheus.MustNewConstMetric(c.snapshotNS, prometheus.GaugeValue, float64(p.Total), ns, "total")
+	}
 }

@@ -22,14 +22,24 @@ type position struct {
 	ResumeToken     json.RawMessage `json:"resume_token,omitempty"`
 	StartAfterToken json.RawMessage `json:"start_after_token,omitempty"`
 	Snapshot        *snapshotPos    `json:"snapshot,omitempty"`
+	// Catalog, for many collections, names the checkpoint identity's
+	// catalog.<n>: the captured collections as of this position.
+	Catalog *uint64 `json:"catalog,omitempty"`
 }
 
 // snapshotPos is a position inside the initial snapshot: the stream
 // starts from StartToken once the copy is done, and the copy resumes
 // after LastID (null before the first document).
+//
+// A snapshot of many collections has Next and Active instead of LastID:
+// the collections of the catalog, in name order, before Next were
+// started, and those not in Active are done; an active one resumes after
+// its _id (null: from the start).
 type snapshotPos struct {
-	StartToken json.RawMessage `json:"start_token"`
-	LastID     json.RawMessage `json:"last_id"`
+	StartToken json.RawMessage            `json:"start_token"`
+	LastID     json.RawMessage            `json:"last_id,omitempty"`
+	Next       *int                       `json:"next,omitempty"`
+	Active     map[string]json.RawMessage `json:"active,omitempty"`
 }
 
 // resumePos returns {"resume_token": tok}.
@@ -144,6 +154,14 @@ func parsePosition(p cdc.Position) (position, error) {
 		}
 		if _, err := parseLastID(pos.Snapshot.LastID); err != nil {
 			return pos, fmt.Errorf("checkpoint position: %w", err)
+		}
+		if pos.Snapshot.Next != nil && *pos.Snapshot.Next < 0 {
+			return pos, fmt.Errorf("checkpoint position: snapshot.next is negative")
+		}
+		for ns, id := range pos.Snapshot.Active {
+			if _, err := parseLastID(id); err != nil {
+				return pos, fmt.Errorf("checkpoint position: snapshot.active[%s]: %w", quote(ns), err)
+			}
 		}
 	}
 	if n != 1 {

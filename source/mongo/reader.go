@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -37,6 +39,31 @@ type reader struct {
 	renamedTo  string      // with lastDDL rename: the new namespace
 	frags      fragments   // the fragments of a split event read so far
 	snap       *snapshotState
+
+	// Many collections only.
+	catalog  catalog         // the captured collections as of the last position handed out
+	epoch    uint64          // catalog's epoch, named by every position
+	vanished map[string]bool // captured in the checkpoint, gone now, and no drop seen yet
+	msnap    *multiSnapshot
+}
+
+// resumePos is resumePos, naming the catalog epoch for many collections.
+func (r *reader) resumePos(tok bson.Raw) cdc.Position {
+	return r.withEpoch(resumePos(tok))
+}
+
+func (r *reader) startAfterPos(tok bson.Raw) cdc.Position {
+	return r.withEpoch(startAfterPos(tok))
+}
+
+// withEpoch turns {...} into {...,"catalog":n} for many collections.
+func (r *reader) withEpoch(p cdc.Position) cdc.Position {
+	if r.s.multi == nil {
+		return p
+	}
+	p = append(p[:len(p)-1], `,"catalog":`...)
+	p = strconv.AppendUint(p, r.epoch, 10)
+	return append(p, '}')
 }
 
 type snapshotState struct {
@@ -55,6 +82,20 @@ func (r *reader) prepare(ctx context.Context, pos *position) error {
 		var cs *mongo.ChangeStream
 		err := s.retry(ctx, "open change stream on "+s.ns, func() (err error) {
 			cs, err = r.open(ctx, nil, false, 0)
+			if err != nil || s.multi == nil {
+				return err
+			}
+			// The catalog was listed before the token was taken: it is
+			// the catalog at the token if listing again finds the same.
+			now, err := s.listCaptured(ctx)
+			if err == nil && !maps.Equal(now, r.catalog) {
+				r.catalog = now
+				s.multi.epochs.add(0, now)
+				err = errCatalogMoved
+			}
+			if err != nil {
+				cs.Close(context.WithoutCancel(ctx))
+			}
 			return err
 		})
 		if err != nil {
@@ -64,6 +105,13 @@ func (r *reader) prepare(ctx context.Context, pos *position) error {
 		if len(tok) == 0 {
 			cs.Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("open change stream on %s: the server sent no postBatchResumeToken", s.ns)
+		}
+		if s.cfg.Snapshot == "initial" && s.multi != nil {
+			cs.Close(context.WithoutCancel(ctx))
+			r.msnap = newMultiSnapshot(tok, r.catalog, 0, nil)
+			r.first = append(r.first, marker(r.msnap.pos(r)))
+			s.log.Info("starting with an initial snapshot", "start_token", string(r.msnap.startJSON), "collections", len(r.msnap.plan))
+			return nil
 		}
 		if s.cfg.Snapshot == "initial" {
 			// The copy may outlast the cursor's idle timeout; the stream
@@ -76,8 +124,19 @@ func (r *reader) prepare(ctx context.Context, pos *position) error {
 		}
 		cs.SetBatchSize(s.cfg.BatchSize)
 		r.cs, r.lastTok = cs, tok
-		r.first = append(r.first, marker(resumePos(tok))) // the first checkpoint position
+		r.first = append(r.first, marker(r.resumePos(tok))) // the first checkpoint position
 		s.log.Info("starting from now", "start_token", string(tokenJSON(tok)))
+	case pos.Snapshot != nil && s.multi != nil:
+		if pos.Snapshot.Next == nil {
+			return fmt.Errorf("%w: the checkpoint's snapshot position has no next (it was written by a single-collection source); %s", ErrIdentity, resetHint)
+		}
+		tok, _ := parseToken("snapshot.start_token", pos.Snapshot.StartToken)
+		ms := newMultiSnapshot(tok, r.catalog, *pos.Snapshot.Next, pos.Snapshot.Active)
+		if ms.next > len(ms.plan) {
+			return fmt.Errorf("%w: the checkpoint's snapshot.next %d is past its %d collections; %s", ErrIdentity, ms.next, len(ms.plan), resetHint)
+		}
+		r.msnap = ms
+		s.log.Info("resuming the initial snapshot", "started", ms.next, "collections", len(ms.plan), "active", len(ms.active))
 	case pos.Snapshot != nil:
 		tok, _ := parseToken("snapshot.start_token", pos.Snapshot.StartToken)
 		last, _ := parseLastID(pos.Snapshot.LastID)
@@ -136,11 +195,21 @@ func (r *reader) open(ctx context.Context, tok bson.Raw, startAfter bool, batch 
 			o.SetResumeAfter(tok)
 		}
 	}
-	pipeline := append(bson.A{}, r.s.pipeline...)
+	var pipeline bson.A
+	if r.s.multi != nil {
+		pipeline = append(pipeline, r.s.multi.filter.stage())
+	}
+	pipeline = append(pipeline, r.s.pipeline...)
 	if r.s.split {
 		pipeline = append(pipeline, bson.D{{Key: splitStage, Value: bson.D{}}})
 	}
-	return r.s.coll.Watch(ctx, pipeline, o)
+	switch {
+	case r.s.multi == nil:
+		return r.s.coll.Watch(ctx, pipeline, o)
+	case r.s.cfg.Database != "":
+		return r.s.client.Database(r.s.cfg.Database).Watch(ctx, pipeline, o)
+	}
+	return r.s.client.Watch(ctx, pipeline, o)
 }
 
 // run reads until ctx is done or the stream ends or fails, and leaves
@@ -169,6 +238,16 @@ func (r *reader) read(ctx context.Context) error {
 		}
 	}
 	r.first = nil
+	if r.msnap != nil {
+		if err := r.snapshotMulti(ctx); err != nil {
+			return err
+		}
+		if err := s.q.push(ctx, marker(r.resumePos(r.msnap.startTok))); err != nil {
+			return err
+		}
+		r.lastTok, r.startAfter = r.msnap.startTok, false
+		r.msnap = nil
+	}
 	if r.snap != nil {
 		if err := r.snapshot(ctx); err != nil {
 			return err
@@ -280,6 +359,7 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 			progressed = true
 			var ev cdc.Event
 			var err error
+			raw := bson.Raw(cs.Current)
 			if s.split {
 				var whole []byte
 				whole, err = r.frags.add(cs.Current)
@@ -287,6 +367,7 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 					continue // more fragments to come
 				}
 				if whole != nil {
+					raw = whole
 					ev, err = changeEvent(whole)
 				}
 			} else {
@@ -298,7 +379,7 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 			if ev.Op == cdc.OpInvalidate {
 				// The stream is over. A restart must use startAfter, as
 				// resumeAfter an invalidate is refused.
-				ev.Pos = startAfterPos(ev.ResumeToken)
+				ev.Pos = r.startAfterPos(ev.ResumeToken)
 				ev.Size += len(ev.Pos)
 				if err := s.q.push(ctx, ev); err != nil {
 					return progressed, &permanentError{err}
@@ -311,7 +392,23 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 			case cdc.OpDrop, cdc.OpRename, cdc.OpDropDatabase:
 				r.lastDDL, r.renamedTo = ev.Op, renameTarget(ev)
 			}
-			ev.Pos = resumePos(ev.ResumeToken)
+			if s.multi != nil {
+				var uuid []byte
+				if _, data, ok := raw.Lookup("collectionUUID").BinaryOK(); ok {
+					uuid = data
+				}
+				deliver, err := r.apply(&ev, uuid)
+				if err != nil {
+					return progressed, err
+				}
+				if !deliver {
+					// Not captured: a marker keeps the position moving.
+					tok := slices.Clone(ev.ResumeToken)
+					ev = marker(nil)
+					ev.ResumeToken = tok
+				}
+			}
+			ev.Pos = r.resumePos(ev.ResumeToken)
 			ev.Size += len(ev.Pos)
 			if err := s.q.push(ctx, ev); err != nil {
 				return progressed, &permanentError{err}
@@ -381,8 +478,13 @@ func (r *reader) watermark(ctx context.Context) error {
 	if len(tok) == 0 || bytes.Equal(tok, r.lastTok) {
 		return nil
 	}
+	if r.s.multi != nil {
+		if err := r.checkVanished(); err != nil {
+			return err
+		}
+	}
 	tok = slices.Clone(tok)
-	if err := r.s.q.push(ctx, marker(resumePos(tok))); err != nil {
+	if err := r.s.q.push(ctx, marker(r.resumePos(tok))); err != nil {
 		return &permanentError{err}
 	}
 	r.lastTok, r.startAfter = tok, false

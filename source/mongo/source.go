@@ -26,7 +26,19 @@ type Config struct {
 	URI string
 
 	Database   string
-	Collection string
+	Collection string // one collection; or Collections, not both
+
+	// Collections, if set, makes the source capture many collections
+	// through one change stream: names or path.Match globs of collections
+	// of Database (["*"]: all of them, including ones created later), or,
+	// without Database, "db.coll" globs over the whole cluster. Exclude
+	// globs are applied after. System collections and the admin, local
+	// and config databases are never captured.
+	Collections []string
+	Exclude     []string
+	// SnapshotParallelism is how many collections the initial snapshot
+	// copies at a time; default 2.
+	SnapshotParallelism int
 
 	FullDocument string // delta (default) | update_lookup | when_available | required
 	BeforeChange string // off (default) | when_available | required
@@ -68,7 +80,8 @@ type Source struct {
 	ns         string // "db.coll"
 	pipeline   bson.A
 	streamHash string
-	split      bool // the stream ends with $changeStreamSplitLargeEvent; the reader reassembles fragments
+	split      bool   // the stream ends with $changeStreamSplitLargeEvent; the reader reassembles fragments
+	multi      *multi // nil for one collection
 
 	client *mongo.Client
 	coll   *mongo.Collection
@@ -92,6 +105,7 @@ type counters struct {
 	errors        atomic.Int64
 	snapshotDone  atomic.Int64
 	snapshotTotal atomic.Int64
+	snapshotNS    sync.Map      // namespace -> *nsProgress, multi-collection snapshots only
 	committedT    atomic.Uint64 // cluster time (t<<32|i) of the last acknowledged position
 	lastAck       atomic.Int64  // Unix nanoseconds of the last Ack
 }
@@ -146,7 +160,16 @@ func New(cfg Config) *Source {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.SnapshotParallelism <= 0 {
+		cfg.SnapshotParallelism = 2
+	}
 	ns := cfg.Database + "." + cfg.Collection
+	if len(cfg.Collections) > 0 {
+		ns = "database " + cfg.Database
+		if cfg.Database == "" {
+			ns = "the cluster"
+		}
+	}
 	return &Source{cfg: cfg, log: log.With("source", "mongo", "namespace", ns), ns: ns}
 }
 
@@ -159,8 +182,20 @@ func (s *Source) checkConfig() error {
 	case "embedded":
 		errs = append(errs, errors.New(`uri "embedded" names the embedded server, which the source does not start: start it (package mongowire) and pass its URI`))
 	}
-	if s.cfg.Database == "" || s.cfg.Collection == "" {
-		errs = append(errs, errors.New("database and collection are required"))
+	switch {
+	case s.cfg.Collection != "" && len(s.cfg.Collections) > 0:
+		errs = append(errs, errors.New("collection and collections are both set: name one collection, or a list of collections, not both"))
+	case len(s.cfg.Collections) > 0:
+		f, err := newFilter(s.cfg.Database, s.cfg.Collections, s.cfg.Exclude)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			s.multi = newMulti(f)
+		}
+	case len(s.cfg.Exclude) > 0:
+		errs = append(errs, errors.New("exclude needs collections"))
+	case s.cfg.Database == "" || s.cfg.Collection == "":
+		errs = append(errs, errors.New("database and collection (or collections) are required"))
 	}
 	switch s.cfg.FullDocument {
 	case "delta", "update_lookup", "when_available", "required":
@@ -271,6 +306,9 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	}
 	s.pipeline = stages
 	s.streamHash = streamHash(canon, s.cfg.FullDocument, s.cfg.BeforeChange)
+	if s.multi != nil {
+		s.streamHash = multiStreamHash(s.streamHash, s.multi.filter)
+	}
 	s.q = newQueue(s.cfg.MaxBufferedBytes)
 	defer func() {
 		if err != nil {
@@ -286,7 +324,9 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	if s.client, err = mongo.Connect(opts); err != nil {
 		return fmt.Errorf("connect to %s: %w", redact(uri), err)
 	}
-	s.coll = s.client.Database(s.cfg.Database).Collection(s.cfg.Collection)
+	if s.multi == nil {
+		s.coll = s.client.Database(s.cfg.Database).Collection(s.cfg.Collection)
+	}
 
 	if s.live, err = s.admit(ctx); err != nil {
 		return err
@@ -313,6 +353,11 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	}
 
 	r := &reader{s: s}
+	if s.multi != nil {
+		if err := r.prepareCatalog(ctx, pos, restored); err != nil {
+			return err
+		}
+	}
 	if err := r.prepare(ctx, pos); err != nil {
 		return err
 	}
@@ -354,6 +399,11 @@ func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Even
 // Ack records that the checkpoint naming upTo was saved: it is how the
 // source measures lag and checkpoint age. It never fails.
 func (s *Source) Ack(_ context.Context, upTo cdc.Position) error {
+	if s.multi != nil {
+		if e, ok := positionEpoch(upTo); ok {
+			s.multi.epochs.ack(e)
+		}
+	}
 	if ts, ok := positionTime(upTo); ok {
 		s.metrics.committedT.Store(uint64(ts.T)<<32 | uint64(ts.I))
 	}
@@ -363,11 +413,16 @@ func (s *Source) Ack(_ context.Context, upTo cdc.Position) error {
 
 // Identity returns the identity the runtime stores in every checkpoint:
 // connector, format_version, deployment_id, database, collection,
-// collection_uuid and stream_hash.
+// collection_uuid and stream_hash; for many collections also collections,
+// exclude, and catalog.<n>: the captured collections and their UUIDs as
+// of each position not yet known to be saved (a position names its n).
 func (s *Source) Identity() map[string]string {
-	m := make(map[string]string, len(s.ident))
+	m := make(map[string]string, len(s.ident)+1)
 	for k, v := range s.ident {
 		m[k] = v
+	}
+	if s.multi != nil {
+		s.multi.epochs.meta(m)
 	}
 	return m
 }
@@ -408,8 +463,17 @@ type Stats struct {
 	PeakBuffered  int64            // most bytes ever in the queue
 	SnapshotDone  int64            // documents copied by the snapshot
 	SnapshotTotal int64            // estimated documents to copy
-	Committed     cdc.Timestamp    // cluster time of the last committed position; zero before
-	LastCommit    time.Time        // when the last checkpoint was saved; zero before
+	// SnapshotByNamespace is the snapshot progress of each collection,
+	// for a source of many collections (nil otherwise).
+	SnapshotByNamespace map[string]SnapshotProgress
+	Committed           cdc.Timestamp // cluster time of the last committed position; zero before
+	LastCommit          time.Time     // when the last checkpoint was saved; zero before
+}
+
+// SnapshotProgress is one collection's snapshot progress.
+type SnapshotProgress struct {
+	Done  int64 // documents copied
+	Total int64 // estimated documents to copy
 }
 
 // Lag is now minus the cluster time of the last committed position.
@@ -438,6 +502,14 @@ func (s *Source) Stats() Stats {
 		SnapshotDone:  s.metrics.snapshotDone.Load(),
 		SnapshotTotal: s.metrics.snapshotTotal.Load(),
 	}
+	s.metrics.snapshotNS.Range(func(k, v any) bool {
+		if st.SnapshotByNamespace == nil {
+			st.SnapshotByNamespace = map[string]SnapshotProgress{}
+		}
+		p := v.(*nsProgress)
+		st.SnapshotByNamespace[k.(string)] = SnapshotProgress{Done: p.done.Load(), Total: p.total.Load()}
+		return true
+	})
 	s.metrics.ops.Range(func(k, v any) bool {
 		st.Events[k.(cdc.Op)] = v.(*atomic.Int64).Load()
 		return true

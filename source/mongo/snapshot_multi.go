@@ -1,0 +1,341 @@
+package mongo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+// multiSnapshot is the progress of the initial snapshot of many
+// collections, all from one start token taken before the first copy.
+// Up to SnapshotParallelism collections are copied at once, by one
+// goroutine each, but their documents reach the queue through the reader
+// alone, one at a time, so that each event's position describes every
+// document handed out before it: the collections of plan before next
+// have been started, those in active are being copied (and resume after
+// the _id recorded there), the others are done.
+type multiSnapshot struct {
+	startTok  bson.Raw
+	startJSON []byte
+	plan      []string          // the catalog's namespaces, in name order
+	next      int               // plan[:next] are started
+	active    map[string][]byte // namespace -> canonical JSON of the last _id handed out; nil before the first
+}
+
+func newMultiSnapshot(tok bson.Raw, cat catalog, next int, active map[string]json.RawMessage) *multiSnapshot {
+	ms := &multiSnapshot{startTok: tok, startJSON: tokenJSON(tok), plan: slices.Sorted(maps.Keys(cat)), next: next, active: map[string][]byte{}}
+	for ns, id := range active {
+		if len(id) == 0 || string(id) == "null" {
+			ms.active[ns] = nil
+		} else {
+			ms.active[ns] = id
+		}
+	}
+	return ms
+}
+
+// pos is the position after everything handed out so far.
+func (ms *multiSnapshot) pos(r *reader) cdc.Position {
+	b := make([]byte, 0, len(ms.startJSON)+64+len(ms.active)*64)
+	b = append(b, `{"snapshot":{"start_token":`...)
+	b = append(b, ms.startJSON...)
+	b = append(b, `,"next":`...)
+	b = fmt.Append(b, ms.next)
+	if len(ms.active) > 0 {
+		b = append(b, `,"active":{`...)
+		for i, ns := range slices.Sorted(maps.Keys(ms.active)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			k, _ := json.Marshal(ns)
+			b = append(b, k...)
+			b = append(b, ':')
+			if id := ms.active[ns]; id != nil {
+				b = append(b, id...)
+			} else {
+				b = append(b, "null"...)
+			}
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `}}`...)
+	return r.withEpoch(b)
+}
+
+// snapDoc is one copied document; snapBatch one cursor batch of a
+// collection, or, with done, the end of its copy.
+type snapDoc struct {
+	raw, key []byte
+	idJSON   []byte
+}
+
+type snapBatch struct {
+	ns   string
+	docs []snapDoc
+	done bool
+}
+
+// nsProgress counts one collection's snapshot.
+type nsProgress struct{ done, total atomic.Int64 }
+
+func (s *Source) nsProgress(ns string) *nsProgress {
+	v, _ := s.metrics.snapshotNS.LoadOrStore(ns, new(nsProgress))
+	return v.(*nsProgress)
+}
+
+// snapshotMulti copies every collection of the plan not yet done.
+func (r *reader) snapshotMulti(ctx context.Context) error {
+	s, ms := r.s, r.msnap
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(wctx)
+	out := make(chan snapBatch)
+
+	resume := slices.Sorted(maps.Keys(ms.active)) // interrupted copies go first
+	running := 0
+	start := func() bool {
+		var ns string
+		var after []byte
+		switch {
+		case len(resume) > 0:
+			ns, resume = resume[0], resume[1:]
+			after = ms.active[ns]
+		case ms.next < len(ms.plan):
+			ns = ms.plan[ms.next]
+			ms.next++
+			ms.active[ns] = nil
+		default:
+			return false
+		}
+		running++
+		g.Go(func() error { return r.copyCollection(gctx, ns, after, out) })
+		return true
+	}
+	for running < s.cfg.SnapshotParallelism && start() {
+	}
+	bars := newMultiBar(s.cfg.Progress, s)
+	var err error
+loop:
+	for running > 0 {
+		select {
+		case b := <-out:
+			if b.done {
+				delete(ms.active, b.ns)
+				running--
+				bars.finished(b.ns)
+				for running < s.cfg.SnapshotParallelism && start() {
+				}
+				continue
+			}
+			prog := s.nsProgress(b.ns)
+			bars.started(b.ns)
+			for _, d := range b.docs {
+				ms.active[b.ns] = d.idJSON
+				ev := cdc.Event{Op: cdc.OpSnapshot, Namespace: b.ns, DocumentKey: d.key, FullDocument: d.raw, Pos: ms.pos(r)}
+				ev.Size = len(d.raw) + len(d.key) + len(ev.Pos) + eventOverhead
+				if err = s.q.push(ctx, ev); err != nil {
+					err = &permanentError{err}
+					break loop
+				}
+				prog.done.Add(1)
+				s.metrics.snapshotDone.Add(1)
+			}
+			bars.update(false)
+		case <-gctx.Done():
+			break loop
+		}
+	}
+	cancel()
+	werr := g.Wait()
+	bars.update(true)
+	if err == nil && werr != nil {
+		err = werr
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		s.log.Info("initial snapshot done", "collections", len(ms.plan), "documents", s.metrics.snapshotDone.Load())
+	}
+	return err
+}
+
+// copyCollection copies ns after the _id afterJSON (nil: from the
+// start), in _id order, sending one batch per cursor batch, then done;
+// transient errors resume after the last document sent.
+func (r *reader) copyCollection(ctx context.Context, ns string, afterJSON []byte, out chan<- snapBatch) error {
+	s := r.s
+	db, name, _ := strings.Cut(ns, ".")
+	coll := s.client.Database(db).Collection(name)
+	after, err := parseLastID(afterJSON)
+	if err != nil {
+		return &permanentError{fmt.Errorf("snapshot %s: %w", ns, err)}
+	}
+	prog := s.nsProgress(ns)
+	if n, err := coll.EstimatedDocumentCount(ctx); err == nil {
+		prog.total.Store(n)
+		s.metrics.snapshotTotal.Add(n)
+	}
+	send := func(b snapBatch) error {
+		select {
+		case out <- b:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	failures := 0
+	for {
+		progressed, err := copyBatches(ctx, s, coll, ns, &after, send)
+		if err == nil {
+			return send(snapBatch{ns: ns, done: true})
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !transient(err) {
+			return fmt.Errorf("snapshot %s: %w", ns, explain(ns, err))
+		}
+		if progressed {
+			failures = 0
+		}
+		failures++
+		s.metrics.errors.Add(1)
+		if failures > s.cfg.MaxReconnects {
+			return fmt.Errorf("snapshot %s: %d consecutive failures, giving up: %w", ns, failures, err)
+		}
+		d := backoff(failures, s.cfg.BackoffBase, s.cfg.BackoffMax)
+		s.log.Warn("snapshot read failed; resuming", "namespace", ns, "attempt", failures, "in", d, "err", err)
+		if err := sleep(ctx, d); err != nil {
+			return err
+		}
+		s.metrics.reconnects.Add(1)
+	}
+}
+
+// copyBatches reads one cursor of a collection's snapshot to its end.
+func copyBatches(ctx context.Context, s *Source, coll *mongo.Collection, ns string, after *bson.RawValue, send func(snapBatch) error) (progressed bool, err error) {
+	filter := bson.D{}
+	if after.Type != 0 {
+		// As in copy: $expr compares across BSON types in sort order.
+		filter = bson.D{{Key: "$expr", Value: bson.D{{Key: "$gt", Value: bson.A{
+			"$_id", bson.D{{Key: "$literal", Value: *after}},
+		}}}}}
+	}
+	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetBatchSize(s.cfg.SnapshotBatch)
+	cur, err := coll.Find(ctx, filter, opts)
+	if err != nil {
+		return false, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var batch []snapDoc
+	var last bson.RawValue
+	for cur.Next(ctx) {
+		progressed = true
+		raw := slices.Clone(cur.Current)
+		id, err := raw.LookupErr("_id")
+		if err != nil {
+			return progressed, &permanentError{fmt.Errorf("a document of %s has no _id", ns)}
+		}
+		idj, err := idJSON(id)
+		if err != nil {
+			return progressed, &permanentError{err}
+		}
+		key := bsoncore.BuildDocumentFromElements(nil,
+			bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value}))
+		batch = append(batch, snapDoc{raw: raw, key: key, idJSON: idj})
+		last = id
+		if cur.RemainingBatchLength() == 0 {
+			if err := send(snapBatch{ns: ns, docs: batch}); err != nil {
+				return progressed, err
+			}
+			*after, batch = last, nil
+		}
+	}
+	if len(batch) > 0 { // not reached: a batch ends with RemainingBatchLength 0
+		if err := send(snapBatch{ns: ns, docs: batch}); err != nil {
+			return progressed, err
+		}
+		*after = last
+	}
+	if err := cur.Err(); err != nil {
+		return progressed, err
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return progressed, ctx.Err()
+	}
+	return progressed, nil
+}
+
+// multiBar draws one progress bar per collection of a snapshot, "snapshot
+// db.coll [####    ] 1200/5000 docs 24%", redrawing the block in place
+// (ANSI cursor-up) at most every 200 ms.
+type multiBar struct {
+	w     io.Writer
+	s     *Source
+	order []string
+	seen  map[string]bool
+	done  map[string]bool
+	lines int // lines drawn last time
+	drawn time.Time
+}
+
+func newMultiBar(w io.Writer, s *Source) *multiBar {
+	return &multiBar{w: w, s: s, seen: map[string]bool{}, done: map[string]bool{}}
+}
+
+func (b *multiBar) started(ns string) {
+	if !b.seen[ns] {
+		b.seen[ns] = true
+		b.order = append(b.order, ns)
+	}
+}
+
+func (b *multiBar) finished(ns string) {
+	b.started(ns)
+	b.done[ns] = true
+	b.update(false)
+}
+
+func (b *multiBar) update(final bool) {
+	if b.w == nil || len(b.order) == 0 || (!final && time.Since(b.drawn) < 200*time.Millisecond) {
+		return
+	}
+	b.drawn = time.Now()
+	var sb strings.Builder
+	if b.lines > 0 {
+		fmt.Fprintf(&sb, "\033[%dA", b.lines)
+	}
+	const width = 30
+	for _, ns := range b.order {
+		p := b.s.nsProgress(ns)
+		done, total := p.done.Load(), p.total.Load()
+		if b.done[ns] || total < done {
+			total = max(total, done)
+		}
+		filled, pct := width, 100.0
+		if total > 0 {
+			filled = int(int64(width) * done / total)
+			pct = 100 * float64(done) / float64(total)
+		}
+		fmt.Fprintf(&sb, "\r\033[Ksnapshot %s [%s%s] %d/%d docs %3.0f%%\n", ns,
+			strings.Repeat("#", filled), strings.Repeat(" ", width-filled), done, total, pct)
+	}
+	b.lines = len(b.order)
+	io.WriteString(b.w, sb.String())
+}
