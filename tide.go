@@ -54,8 +54,9 @@ type Options struct {
 	// Metrics, if set, gets the pipeline's Prometheus metrics (tide_*)
 	// and those a source keeps itself (tide_mongo_*, tide_nats_*).
 	Metrics prometheus.Registerer
-	// Progress, if set, receives a MongoDB source's one-line snapshot
-	// progress bar, redrawn with '\r': pass a terminal.
+	// Progress, if set, receives a MongoDB source's snapshot progress
+	// bar (one per collection for a source of many), redrawn in place:
+	// pass a terminal.
 	Progress io.Writer
 }
 

@@ -144,19 +144,22 @@ func (p *parts) buildSource(cfg *config.Pipeline, opts Options, log *slog.Logger
 			uri = srv.URI()
 		}
 		return mongosource.New(mongosource.Config{
-			URI:              uri,
-			Database:         m.Database,
-			Collection:       m.Collection,
-			FullDocument:     m.FullDocument,
-			BeforeChange:     m.BeforeChange,
-			Pipeline:         string(m.Pipeline),
-			Snapshot:         m.Snapshot,
-			MaxBufferedBytes: int64(m.MaxBufferedBytes),
-			BatchSize:        int32(m.BatchSize),
-			MaxAwait:         time.Duration(m.MaxAwait),
-			MaxReconnects:    m.MaxReconnects,
-			Progress:         opts.Progress,
-			Logger:           log,
+			URI:                 uri,
+			Database:            m.Database,
+			Collection:          m.Collection,
+			Collections:         m.Collections,
+			Exclude:             m.Exclude,
+			FullDocument:        m.FullDocument,
+			BeforeChange:        m.BeforeChange,
+			Pipeline:            string(m.Pipeline),
+			Snapshot:            m.Snapshot,
+			MaxBufferedBytes:    int64(m.MaxBufferedBytes),
+			BatchSize:           int32(m.BatchSize),
+			MaxAwait:            time.Duration(m.MaxAwait),
+			MaxReconnects:       m.MaxReconnects,
+			SnapshotParallelism: m.SnapshotParallelism,
+			Progress:            opts.Progress,
+			Logger:              log,
 		}), nil
 	case s.NATS != nil:
 		c := s.NATS.Source(cfg.Name)

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -11,14 +12,25 @@ import (
 )
 
 // MongoSource configures the MongoDB change-stream source (source.mongo):
-// one collection of a replica set or sharded cluster, or of the embedded
-// server when uri is "embedded".
+// one collection (collection), or many through one change stream
+// (collections, exclude), of a replica set or sharded cluster, or of the
+// embedded server when uri is "embedded".
 type MongoSource struct {
 	// URI is a MongoDB connection string, or "embedded" to start Tide's
 	// embedded server in process (its data under data_dir/embedded).
 	URI        string `yaml:"uri"`
-	Database   string `yaml:"database"`   // required
-	Collection string `yaml:"collection"` // required; one collection per pipeline
+	Database   string `yaml:"database"`   // required with collection
+	Collection string `yaml:"collection"` // one collection; or collections, not both
+
+	// Collections are names or globs (path.Match syntax) of collections
+	// of Database, ["*"] for all of them including ones created later;
+	// without Database, "db.coll" globs over the whole cluster. Exclude
+	// globs are applied after.
+	Collections []string `yaml:"collections"`
+	Exclude     []string `yaml:"exclude"`
+	// SnapshotParallelism is how many collections the initial snapshot
+	// copies at a time; default 2.
+	SnapshotParallelism int `yaml:"snapshot_parallelism"`
 
 	// FullDocument: delta (default; updates carry only their
 	// updateDescription) | update_lookup (the current document) |
@@ -49,6 +61,7 @@ func (c *MongoSource) setDefaults() {
 	c.BatchSize = 1000
 	c.MaxAwait = Duration(time.Second)
 	c.MaxReconnects = 10
+	c.SnapshotParallelism = 2
 }
 
 // Stages of a change-stream pipeline after $changeStream that MongoDB
@@ -68,15 +81,30 @@ func (c *MongoSource) validate(path string) []error {
 	} else if c.URI != "embedded" && !strings.HasPrefix(c.URI, "mongodb://") && !strings.HasPrefix(c.URI, "mongodb+srv://") {
 		bad("uri", `%q is not a mongodb:// or mongodb+srv:// connection string, nor "embedded"`, redactURI(c.URI))
 	}
-	if c.Database == "" {
-		bad("database", "required")
+	if c.Database == "" && len(c.Collections) == 0 {
+		bad("database", "required (or collections, as \"db.coll\" globs, for a cluster-wide stream)")
 	} else if strings.ContainsAny(c.Database, `/\. "$`) {
 		bad("database", "%q is not a legal database name (no '/', '\\', '.', ' ', '\"' or '$')", c.Database)
 	}
-	if c.Collection == "" {
-		bad("collection", "required")
-	} else if strings.Contains(c.Collection, "$") || strings.HasPrefix(c.Collection, "system.") {
+	switch {
+	case c.Collection != "" && len(c.Collections) > 0:
+		bad("collection", "collection and collections are both set: name one collection, or list collections, not both")
+	case len(c.Collections) > 0:
+		errs = append(errs, validateGlobs(path+".collections", c.Collections, c.Database == "")...)
+	case c.Collection == "":
+		bad("collection", "required (or collections)")
+	case strings.Contains(c.Collection, "$") || strings.HasPrefix(c.Collection, "system."):
 		bad("collection", "%q cannot be watched (no '$', no system collections)", c.Collection)
+	}
+	if len(c.Exclude) > 0 {
+		if len(c.Collections) == 0 {
+			bad("exclude", "needs collections (exclude filters what collections matches)")
+		} else {
+			errs = append(errs, validateGlobs(path+".exclude", c.Exclude, c.Database == "")...)
+		}
+	}
+	if c.SnapshotParallelism < 1 || c.SnapshotParallelism > 64 {
+		bad("snapshot_parallelism", "%d is not between 1 and 64", c.SnapshotParallelism)
 	}
 	switch c.FullDocument {
 	case "", "delta", "update_lookup", "when_available", "required":
@@ -132,6 +160,29 @@ func (c *MongoSource) validate(path string) []error {
 		}
 	}
 	return errs
+}
+
+// validateGlobs checks collections or exclude entries: path.Match globs,
+// "db.coll" ones when the stream is cluster-wide.
+func validateGlobs(key string, globs []string, cluster bool) []error {
+	var errs []error
+	for i, g := range globs {
+		field := fmt.Sprintf("%s[%d]", key, i)
+		switch {
+		case g == "":
+			errs = append(errs, fmt.Errorf("%s: empty; write a collection name or a glob such as \"orders_*\"", field))
+		case !validGlob(g):
+			errs = append(errs, fmt.Errorf("%s: %q is not a valid glob (syntax: * ? [a-z] [^a-z] \\x)", field, g))
+		case cluster && !strings.Contains(g, "."):
+			errs = append(errs, fmt.Errorf("%s: %q: without database, an entry is a \"db.coll\" glob, such as \"shop.*\"", field, g))
+		}
+	}
+	return errs
+}
+
+func validGlob(g string) bool {
+	_, err := path.Match(g, "")
+	return err == nil
 }
 
 // redactURI hides a password in a connection string for messages.
