@@ -1,6 +1,7 @@
 // Package mongo is Tide's MongoDB change-stream source: it streams
 // every change of one collection of a replica set or sharded cluster (or of
-// the embedded server), once and in order, through the official driver.
+// the embedded server), or of many collections through one database- or
+// cluster-level stream, once and in order, through the official driver.
 //
 // Open admits the deployment and the collection (a replica set or sharded
 // cluster; the collection exists, is a plain collection, and has pre- and
@@ -30,4 +31,28 @@
 //	{"resume_token": {"_data": "82..."}}        resume after this event
 //	{"start_after_token": {"_data": "82..."}}   after an invalidate
 //	{"snapshot": {"start_token": {...}, "last_id": <canonical Extended JSON or null>}}
+//
+// # Many collections
+//
+// With Config.Collections the source opens one change stream on the
+// database (or, without Database, on the cluster) with a $match on ns
+// built from the globs (filter.go), and showExpandedEvents, so that DDL
+// arrives: a create of a matching collection adds it to the catalog, the
+// set of captured collections and their UUIDs; drop, rename (capture
+// follows the target if it matches) and dropDatabase remove them; all are
+// delivered as events. The reader runs ahead of commits, so each position
+// names the epoch of the catalog as of that position, and Identity stores
+// catalog.<epoch> for every epoch a commit may still name (multi.go):
+//
+//	{"resume_token": {...}, "catalog": 3}
+//	{"snapshot": {"start_token": {...}, "next": 2, "active": {"shop.b": <_id or null>}}, "catalog": 0}
+//
+// On restart, a captured collection with another UUID now (dropped and
+// re-created while stopped) is refused; one that is gone must have its
+// drop in the stream before the stream catches up. The initial snapshot
+// copies the catalog's collections in name order, SnapshotParallelism at a
+// time, from one start token; their documents reach the queue through the
+// reader one at a time, so each position says which collections are done
+// (those before next and not active) and where each active one resumes
+// (snapshot_multi.go).
 package mongo

@@ -513,3 +513,31 @@ func TestMultiServerSideMatch(t *testing.T) {
 		t.Errorf("drops %v, want those of cust_a, cust_t, orders, x.y", drops)
 	}
 }
+
+// TestMultiSnapshotProgressBars draws one bar per collection.
+func TestMultiSnapshotProgressBars(t *testing.T) {
+	e := newMultiEnv(t)
+	for _, ns := range []string{"shop.a", "shop.b", "shop.c"} {
+		insert(t, e.coll(ns), 1, 2, 3)
+	}
+	var out strings.Builder
+	cfg := e.config(t, "shop", "*")
+	cfg.Snapshot, cfg.Progress = "initial", &out
+	src := New(cfg)
+	if err := src.Open(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pollUntil(t, src, countOps(9)); err != nil {
+		t.Fatal(err)
+	}
+	src.Close() // the reader has stopped writing
+	text := out.String()
+	for _, ns := range []string{"shop.a", "shop.b", "shop.c"} {
+		if !strings.Contains(text, "snapshot "+ns+" [##############################] 3/3 docs 100%\n") {
+			t.Errorf("no full bar for %s in %q", ns, text)
+		}
+	}
+	if !regexp.MustCompile(`\x1b\[[1-3]A\r`).MatchString(text) {
+		t.Errorf("the block of bars is not redrawn in place: %q", text)
+	}
+}
