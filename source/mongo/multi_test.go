@@ -16,6 +16,7 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/internal/testenv"
+	"github.com/tide-cdc/tide/mongowire"
 )
 
 // multiEnv is an embedded server with a client, for sources of many
@@ -27,7 +28,16 @@ type multiEnv struct {
 
 func newMultiEnv(t testing.TB, colls ...string) *multiEnv {
 	t.Helper()
-	srv := testenv.MongoWire(t)
+	return newMultiEnvWith(t, nil, colls...)
+}
+
+func newMultiEnvWith(t testing.TB, opt func(*mongowire.Config), colls ...string) *multiEnv {
+	t.Helper()
+	var opts []func(*mongowire.Config)
+	if opt != nil {
+		opts = append(opts, opt)
+	}
+	srv := testenv.MongoWire(t, opts...)
 	e := &multiEnv{uri: srv.URI(), client: testenv.MongoClient(t, srv.URI())}
 	for _, ns := range colls {
 		e.create(t, ns)
@@ -540,4 +550,71 @@ func TestMultiSnapshotProgressBars(t *testing.T) {
 	if !regexp.MustCompile(`\x1b\[[1-3]A\r`).MatchString(text) {
 		t.Errorf("the block of bars is not redrawn in place: %q", text)
 	}
+}
+
+// A database-level stream cut mid-way resumes from the last position:
+// across three collections and a create, nothing lost, nothing twice.
+func TestMultiReconnectWithoutLoss(t *testing.T) {
+	e := newMultiEnvWith(t, testCommands, "shop.a", "shop.b", "shop.c")
+	src := openSource(t, e.config(t, "shop", "*"), nil)
+	names := []string{"shop.a", "shop.b", "shop.c", "shop.d"}
+	var want []mchange
+	var got []cdc.Event
+	next := 0
+	for round := range 4 {
+		if round == 2 {
+			e.create(t, "shop.d")
+			want = append(want, mchange{cdc.OpCreate, "shop.d", -1})
+		}
+		for range 20 {
+			ns := names[next%(3+min(round/2, 1))]
+			insert(t, e.coll(ns), next)
+			want = append(want, ins(ns, next))
+			next++
+		}
+		if round < 3 {
+			err := e.client.Database("admin").RunCommand(context.Background(), bson.D{
+				{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 3}}},
+				{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"getMore", "aggregate"}}, {Key: "closeConnection", Value: true}}},
+			}).Err()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := len(nonMarkers(got))
+		evs, err := pollUntil(t, src, func(evs []cdc.Event) bool { return before+len(nonMarkers(evs)) >= len(want) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, evs...)
+	}
+	wantChanges(t, changes(t, got), want...)
+	if st := src.Stats(); st.Reconnects == 0 {
+		t.Error("stats show no reconnect")
+	}
+}
+
+// Lost history is reported as for one collection.
+func TestMultiHistoryLost(t *testing.T) {
+	e := newMultiEnvWith(t, func(c *mongowire.Config) { c.OplogBytes = 16 << 10 }, "shop.a", "shop.b")
+	cfg := e.config(t, "shop", "*")
+	src := openSource(t, cfg, nil)
+	evs, err := pollUntil(t, src, func(evs []cdc.Event) bool { return len(evs) > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := checkpointOf(evs[len(evs)-1].Pos, src.Identity())
+	src.Close()
+	for i := range 300 {
+		if _, err := e.coll("shop.b").InsertOne(context.Background(), bson.D{{Key: "_id", Value: i}, {Key: "pad", Value: strings.Repeat("y", 200)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := New(cfg)
+	err = again.Open(t.Context(), &cp)
+	if err == nil {
+		_, err = pollUntil(t, again, func([]cdc.Event) bool { return false })
+	}
+	again.Close()
+	wantErr(t, err, ErrHistoryLost, "database shop", "re-snapshot", "tide checkpoint reset")
 }
