@@ -137,22 +137,40 @@ func (f *filter) dbMayMatch(db string) bool {
 // captured namespaces: an event whose ns matches, a rename whose target
 // matches (capture follows it), and dropDatabase and invalidate, which
 // the reader checks itself. The source applies match to every event
-// again, so the stage only saves bandwidth; it must never drop an event
-// match accepts.
+// again, so the stage only saves bandwidth and work downstream: it must
+// never drop an event match accepts, and it may let more through (system
+// collections, names with '/'), which keeps it cheap for the server: a
+// glob "*" is no condition, a plain name an equality, only the rest
+// regular expressions.
 func (f *filter) stage() bson.D {
 	nsMatch := func(field string) bson.D {
+		var and bson.A
 		var or bson.A
+		always := false
 		for _, g := range f.include {
-			or = append(or, g.cond(field))
+			c := g.cond(field, field == "ns" && f.database != "")
+			if len(c) == 0 {
+				always = true
+				break
+			}
+			or = append(or, c)
 		}
-		and := bson.A{bson.D{{Key: "$or", Value: or}},
-			bson.D{{Key: field + ".coll", Value: bson.D{{Key: "$not", Value: bson.Regex{Pattern: `^system\.`}}}}}}
+		if !always {
+			and = append(and, bson.D{{Key: "$or", Value: or}})
+		}
 		if len(f.exclude) > 0 {
 			var nor bson.A
 			for _, g := range f.exclude {
-				nor = append(nor, g.cond(field))
+				if c := g.cond(field, field == "ns" && f.database != ""); len(c) > 0 {
+					nor = append(nor, c)
+				}
 			}
-			and = append(and, bson.D{{Key: "$nor", Value: nor}})
+			if len(nor) > 0 {
+				and = append(and, bson.D{{Key: "$nor", Value: nor}})
+			}
+		}
+		if len(and) == 0 {
+			return bson.D{{Key: field, Value: bson.D{{Key: "$exists", Value: true}}}}
 		}
 		return bson.D{{Key: "$and", Value: and}}
 	}
@@ -163,12 +181,25 @@ func (f *filter) stage() bson.D {
 	}}}}}
 }
 
-// cond is the condition that field (ns or to) names a namespace g matches.
-func (g nsGlob) cond(field string) bson.D {
-	return bson.D{
-		{Key: field + ".db", Value: bson.Regex{Pattern: globRegexp(g.db)}},
-		{Key: field + ".coll", Value: bson.Regex{Pattern: globRegexp(g.coll)}},
+// cond is the condition that field (ns or to) names a namespace g
+// matches, nil when every namespace does. sameDB leaves the database out
+// (a database-level stream's ns is always its database).
+func (g nsGlob) cond(field string, sameDB bool) bson.D {
+	var d bson.D
+	part := func(key, glob string) {
+		switch {
+		case glob == "*":
+		case !strings.ContainsAny(glob, `*?[\`):
+			d = append(d, bson.E{Key: key, Value: glob})
+		default:
+			d = append(d, bson.E{Key: key, Value: bson.Regex{Pattern: globRegexp(glob)}})
+		}
 	}
+	if !sameDB {
+		part(field+".db", g.db)
+	}
+	part(field+".coll", g.coll)
+	return d
 }
 
 // globRegexp translates a valid path.Match pattern into an anchored
