@@ -618,3 +618,29 @@ func TestMultiHistoryLost(t *testing.T) {
 	again.Close()
 	wantErr(t, err, ErrHistoryLost, "database shop", "re-snapshot", "tide checkpoint reset")
 }
+
+// A collection renamed to another captured name in the middle of its
+// copy stops the snapshot: documents may have been missed.
+func TestMultiSnapshotRenamedMidCopyRefused(t *testing.T) {
+	e := newMultiEnv(t)
+	docs := make([]any, 100)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: i}}
+	}
+	if _, err := e.coll("shop.a").InsertMany(context.Background(), docs); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config(t, "shop", "*")
+	cfg.Snapshot, cfg.SnapshotBatch, cfg.MaxBufferedBytes = "initial", 10, 16<<10 // the reader waits on a full queue
+	src := openSource(t, cfg, nil)
+	first, err := pollUntil(t, src, countOps(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.adminCommand(t, bson.D{{Key: "renameCollection", Value: "shop.a"}, {Key: "to", Value: "shop.b"}})
+	if len(nonMarkers(first)) >= 100 {
+		t.Fatal("the copy finished before the rename")
+	}
+	_, err = pollUntil(t, src, func([]cdc.Event) bool { return false })
+	wantErr(t, err, ErrIdentity, "shop.a was renamed to shop.b during the initial snapshot", "tide checkpoint reset")
+}

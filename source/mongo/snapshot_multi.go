@@ -170,9 +170,46 @@ loop:
 		err = ctx.Err()
 	}
 	if err == nil {
+		err = r.checkSnapshotPlan(ctx)
+	}
+	if err == nil {
 		s.log.Info("initial snapshot done", "collections", len(ms.plan), "documents", s.metrics.snapshotDone.Load())
 	}
 	return err
+}
+
+// checkSnapshotPlan fails when a collection of the snapshot was renamed
+// to another captured name, or dropped and re-created, while it was
+// copied: the copy may then have missed documents (they moved to the new
+// name, which the snapshot does not copy) or taken some of the new
+// collection's, which the stream delivers again. A drop alone is fine:
+// the stream delivers it.
+func (r *reader) checkSnapshotPlan(ctx context.Context) error {
+	s := r.s
+	var now catalog
+	err := s.retry(ctx, "list collections after the snapshot", func() (err error) {
+		now, err = s.listCaptured(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	byUUID := map[string]string{}
+	for ns, id := range now {
+		byUUID[id] = ns
+	}
+	for _, ns := range r.msnap.plan {
+		id := r.catalog[ns]
+		if other, ok := byUUID[id]; ok && id != "" && other != ns {
+			return &permanentError{fmt.Errorf("%w: %s was renamed to %s during the initial snapshot, which may have missed documents; "+
+				"start the snapshot again: %s", ErrIdentity, ns, other, resetHint)}
+		}
+		if cur, ok := now[ns]; ok && cur != id {
+			return &permanentError{fmt.Errorf("%w: %s was dropped and re-created during the initial snapshot (UUID %s, now %s), "+
+				"so the copy may hold documents of both; start the snapshot again: %s", ErrIdentity, ns, id, cur, resetHint)}
+		}
+	}
+	return nil
 }
 
 // copyCollection copies ns after the _id afterJSON (nil: from the
