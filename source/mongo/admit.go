@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -22,6 +23,10 @@ var identityKeys = []string{
 // checked after identityKeys ("" in both for one collection). The
 // catalog.<n> keys are checked by prepareCatalog.
 var filterKeys = []string{"collections", "exclude"}
+
+// checkOrder is identityKeys with filterKeys before stream_hash, which
+// covers the filters too: a changed filter is named as such.
+var checkOrder = append(append(slices.Clone(identityKeys[:len(identityKeys)-1]), filterKeys...), "stream_hash")
 
 const formatVersion = "1"
 
@@ -250,7 +255,7 @@ func checkIdentity(saved, now map[string]string) error {
 	if len(saved) == 0 {
 		return fmt.Errorf("%w: the checkpoint has no source identity (it was not written by a mongo source); %s", ErrIdentity, resetHint)
 	}
-	for _, k := range append(identityKeys[:len(identityKeys):len(identityKeys)], filterKeys...) {
+	for _, k := range checkOrder {
 		if saved[k] == now[k] {
 			continue
 		}

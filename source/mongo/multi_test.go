@@ -644,3 +644,34 @@ func TestMultiSnapshotRenamedMidCopyRefused(t *testing.T) {
 	_, err = pollUntil(t, src, func([]cdc.Event) bool { return false })
 	wantErr(t, err, ErrIdentity, "shop.a was renamed to shop.b during the initial snapshot", "tide checkpoint reset")
 }
+
+// A checkpoint of other filters, or of one collection, is refused with
+// the key that differs.
+func TestMultiIdentityMismatchRefused(t *testing.T) {
+	e := newMultiEnv(t, "shop.orders", "shop.cust")
+	cfg := e.config(t, "shop", "*")
+	src := openSource(t, cfg, nil)
+	evs, err := pollUntil(t, src, func(evs []cdc.Event) bool { return len(evs) > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := checkpointOf(evs[len(evs)-1].Pos, src.Identity())
+	src.Close()
+	for name, tc := range map[string]struct {
+		edit  func(*Config)
+		words []string
+	}{
+		"collections":    {func(c *Config) { c.Collections = []string{"orders"} }, []string{`collections is "[\"*\"]" in the checkpoint`, "other collections"}},
+		"exclude":        {func(c *Config) { c.Exclude = []string{"cust"} }, []string{"exclude is", "other collections"}},
+		"database":       {func(c *Config) { c.Database, c.Collections = "", []string{"shop.*"} }, []string{"database is"}},
+		"one collection": {func(c *Config) { c.Collections, c.Collection = nil, "orders" }, []string{"collection is"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := cfg
+			tc.edit(&c)
+			s := New(c)
+			defer s.Close()
+			wantErr(t, s.Open(t.Context(), &cp), ErrIdentity, append(tc.words, "tide checkpoint reset")...)
+		})
+	}
+}
