@@ -675,3 +675,43 @@ func TestMultiIdentityMismatchRefused(t *testing.T) {
 		})
 	}
 }
+
+// Writes to collections that are not captured advance the checkpoint
+// through markers, which resume.
+func TestMultiIdleMarkersAdvance(t *testing.T) {
+	e := newMultiEnv(t, "shop.orders", "shop.tmp")
+	cfg := e.config(t, "shop", "orders")
+	src := openSource(t, cfg, nil)
+	n := 0
+	var first cdc.Timestamp
+	got, err := pollUntil(t, src, func(evs []cdc.Event) bool {
+		n++
+		insert(t, e.coll("shop.tmp"), n)
+		if len(evs) == 0 || evs[len(evs)-1].Op != cdc.OpMarker {
+			return false
+		}
+		if first.T == 0 {
+			first, _ = positionTime(evs[0].Pos)
+		}
+		ts, _ := positionTime(evs[len(evs)-1].Pos)
+		return n > 3 && ts.T > first.T
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nonMarkers(got)) != 0 {
+		t.Fatalf("events of an uncaptured collection: %v", changes(t, got))
+	}
+	last := got[len(got)-1]
+	if _, ok := positionEpoch(last.Pos); !ok {
+		t.Fatalf("marker %s names no catalog", last.Pos)
+	}
+	cp := checkpointOf(last.Pos, src.Identity())
+	insert(t, e.coll("shop.orders"), 7)
+	again := openSource(t, cfg, &cp)
+	evs, err := pollUntil(t, again, countOps(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantChanges(t, changes(t, evs), ins("shop.orders", 7))
+}
