@@ -45,14 +45,16 @@
 // catalog.<epoch> for every epoch a commit may still name (multi.go):
 //
 //	{"resume_token": {...}, "catalog": 3}
-//	{"snapshot": {"start_token": {...}, "next": 2, "active": {"shop.b": <_id or null>}}, "catalog": 0}
+//	{"snapshot": {"start_token": {...}, "next": 2, "active": {"shop.b": <_id or null>}, "turn": "shop.b"}, "catalog": 0}
 //
 // On restart, a captured collection with another UUID now (dropped and
 // re-created while stopped) is refused; one that is gone must have its
 // drop in the stream before the stream catches up. The initial snapshot
 // copies the catalog's collections in name order, SnapshotParallelism at a
 // time, from one start token; their documents reach the queue through the
-// reader one at a time, so each position says which collections are done
-// (those before next and not active) and where each active one resumes
-// (snapshot_multi.go).
+// reader one at a time, in turn (one document of each active collection,
+// in name order), so each position says which collections are done (those
+// before next and not active), where each active one resumes, and whose
+// turn is next: a restart hands out the same events and positions as the
+// first run did, as for one collection (snapshot_multi.go).
 package mongo

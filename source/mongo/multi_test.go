@@ -394,20 +394,34 @@ func TestMultiSnapshotResume(t *testing.T) {
 	cfg.Snapshot, cfg.SnapshotBatch, cfg.SnapshotParallelism = "initial", 7, 2
 	for _, stopAt := range []int{1, 30, 75, 119} {
 		t.Run(fmt.Sprint(stopAt), func(t *testing.T) {
+			snapshotDone := func(evs []cdc.Event) bool {
+				return len(evs) > 0 && bytesHasPrefix(evs[len(evs)-1].Pos, `{"resume_token"`)
+			}
 			src := openSource(t, cfg, nil)
-			first, err := pollUntil(t, src, countOps(stopAt))
+			full, err := pollUntil(t, src, snapshotDone)
 			if err != nil {
 				t.Fatal(err)
 			}
-			first = nonMarkers(first)[:stopAt]
+			full = nonMarkers(full)
+			first := full[:stopAt]
 			cp := checkpointOf(first[len(first)-1].Pos, src.Identity())
 			src.Close()
 			again := openSource(t, cfg, &cp)
-			rest, err := pollUntil(t, again, func(evs []cdc.Event) bool {
-				return len(evs) > 0 && bytesHasPrefix(evs[len(evs)-1].Pos, `{"resume_token"`)
-			})
+			rest, err := pollUntil(t, again, snapshotDone)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The restart hands out what the first run handed out after
+			// the checkpoint, positions included.
+			rest = nonMarkers(rest)
+			if len(rest) != len(full)-stopAt {
+				t.Fatalf("after the restart %d documents, want %d", len(rest), len(full)-stopAt)
+			}
+			for i, ev := range rest {
+				if want := full[stopAt+i]; ev.Namespace != want.Namespace || docID(t, ev) != docID(t, want) || string(ev.Pos) != string(want.Pos) {
+					t.Fatalf("event %d after the restart: %s %d at %s, the first run had %s %d at %s",
+						i, ev.Namespace, docID(t, ev), ev.Pos, want.Namespace, docID(t, want), want.Pos)
+				}
 			}
 			seen := map[mchange]int{}
 			last := map[string]int{}
@@ -454,10 +468,10 @@ func bytesHasPrefix(b []byte, p string) bool { return strings.HasPrefix(string(b
 // many collections.
 func TestMultiSnapshotPosition(t *testing.T) {
 	ms := newMultiSnapshot(bson.Raw(bsonDoc(t, bson.D{{Key: "_data", Value: "82AB"}})), catalog{"s.b": "1", "s.a": "2"}, 1,
-		map[string]json.RawMessage{"s.a": json.RawMessage(`{"$numberInt":"3"}`)})
+		map[string]json.RawMessage{"s.a": json.RawMessage(`{"$numberInt":"3"}`)}, "s.a")
 	r := &reader{s: &Source{multi: newMulti(&filter{})}, epoch: 4}
 	got := string(ms.pos(r))
-	want := `{"snapshot":{"start_token":{"_data":"82AB"},"next":1,"active":{"s.a":{"$numberInt":"3"}}},"catalog":4}`
+	want := `{"snapshot":{"start_token":{"_data":"82AB"},"next":1,"active":{"s.a":{"$numberInt":"3"}},"turn":"s.a"},"catalog":4}`
 	if got != want {
 		t.Fatalf("position\n got %s\nwant %s", got, want)
 	}

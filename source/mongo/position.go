@@ -34,12 +34,14 @@ type position struct {
 // A snapshot of many collections has Next and Active instead of LastID:
 // the collections of the catalog, in name order, before Next were
 // started, and those not in Active are done; an active one resumes after
-// its _id (null: from the start).
+// its _id (null: from the start); Turn is the active one whose document
+// comes next.
 type snapshotPos struct {
 	StartToken json.RawMessage            `json:"start_token"`
 	LastID     json.RawMessage            `json:"last_id,omitempty"`
 	Next       *int                       `json:"next,omitempty"`
 	Active     map[string]json.RawMessage `json:"active,omitempty"`
+	Turn       string                     `json:"turn,omitempty"` // the active collection whose document comes next
 }
 
 // resumePos returns {"resume_token": tok}.

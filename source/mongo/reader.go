@@ -108,7 +108,7 @@ func (r *reader) prepare(ctx context.Context, pos *position) error {
 		}
 		if s.cfg.Snapshot == "initial" && s.multi != nil {
 			cs.Close(context.WithoutCancel(ctx))
-			r.msnap = newMultiSnapshot(tok, r.catalog, 0, nil)
+			r.msnap = newMultiSnapshot(tok, r.catalog, 0, nil, "")
 			r.first = append(r.first, marker(r.msnap.pos(r)))
 			s.log.Info("starting with an initial snapshot", "start_token", string(r.msnap.startJSON), "collections", len(r.msnap.plan))
 			return nil
@@ -131,7 +131,7 @@ func (r *reader) prepare(ctx context.Context, pos *position) error {
 			return fmt.Errorf("%w: the checkpoint's snapshot position has no next (it was written by a single-collection source); %s", ErrIdentity, resetHint)
 		}
 		tok, _ := parseToken("snapshot.start_token", pos.Snapshot.StartToken)
-		ms := newMultiSnapshot(tok, r.catalog, *pos.Snapshot.Next, pos.Snapshot.Active)
+		ms := newMultiSnapshot(tok, r.catalog, *pos.Snapshot.Next, pos.Snapshot.Active, pos.Snapshot.Turn)
 		if ms.next > len(ms.plan) {
 			return fmt.Errorf("%w: the checkpoint's snapshot.next %d is past its %d collections; %s", ErrIdentity, ms.next, len(ms.plan), resetHint)
 		}

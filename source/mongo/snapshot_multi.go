@@ -35,10 +35,11 @@ type multiSnapshot struct {
 	plan      []string          // the catalog's namespaces, in name order
 	next      int               // plan[:next] are started
 	active    map[string][]byte // namespace -> canonical JSON of the last _id handed out; nil before the first
+	turn      string            // the active namespace whose document comes next
 }
 
-func newMultiSnapshot(tok bson.Raw, cat catalog, next int, active map[string]json.RawMessage) *multiSnapshot {
-	ms := &multiSnapshot{startTok: tok, startJSON: tokenJSON(tok), plan: slices.Sorted(maps.Keys(cat)), next: next, active: map[string][]byte{}}
+func newMultiSnapshot(tok bson.Raw, cat catalog, next int, active map[string]json.RawMessage, turn string) *multiSnapshot {
+	ms := &multiSnapshot{startTok: tok, startJSON: tokenJSON(tok), plan: slices.Sorted(maps.Keys(cat)), next: next, active: map[string][]byte{}, turn: turn}
 	for ns, id := range active {
 		if len(id) == 0 || string(id) == "null" {
 			ms.active[ns] = nil
@@ -72,6 +73,11 @@ func (ms *multiSnapshot) pos(r *reader) cdc.Position {
 			}
 		}
 		b = append(b, '}')
+		if ms.turn != "" {
+			k, _ := json.Marshal(ms.turn)
+			b = append(b, `,"turn":`...)
+			b = append(b, k...)
+		}
 	}
 	b = append(b, `}}`...)
 	return r.withEpoch(b)
@@ -98,67 +104,78 @@ func (s *Source) nsProgress(ns string) *nsProgress {
 	return v.(*nsProgress)
 }
 
-// snapshotMulti copies every collection of the plan not yet done.
+// snapshotMulti copies every collection of the plan not yet done. The
+// copies run at once, each a batch ahead, but their documents are handed
+// out in turn, one document of each active collection in name order, so
+// that the sequence of events, and each event's position, depends only on
+// the data and on where the snapshot started: a restart from any of them
+// hands out the same events after it as the first run did (unless the
+// data changed), as one collection's snapshot does. That keeps positions
+// usable as identities downstream (a NATS sink's message ids).
 func (r *reader) snapshotMulti(ctx context.Context) error {
 	s, ms := r.s, r.msnap
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(wctx)
-	out := make(chan snapBatch)
 
-	resume := slices.Sorted(maps.Keys(ms.active)) // interrupted copies go first
-	running := 0
-	start := func() bool {
-		var ns string
-		var after []byte
-		switch {
-		case len(resume) > 0:
-			ns, resume = resume[0], resume[1:]
-			after = ms.active[ns]
-		case ms.next < len(ms.plan):
-			ns = ms.plan[ms.next]
+	slots := map[string]chan snapBatch{} // active namespace -> its copy's batches
+	pending := map[string][]snapDoc{}    // docs received and not handed out
+	start := func(ns string) {
+		ch := make(chan snapBatch, 1)
+		slots[ns] = ch
+		after := ms.active[ns]
+		g.Go(func() error { return r.copyCollection(gctx, ns, after, ch) })
+	}
+	refill := func() {
+		for len(ms.active) < s.cfg.SnapshotParallelism && ms.next < len(ms.plan) {
+			ns := ms.plan[ms.next]
 			ms.next++
 			ms.active[ns] = nil
-		default:
-			return false
+			start(ns)
 		}
-		running++
-		g.Go(func() error { return r.copyCollection(gctx, ns, after, out) })
-		return true
 	}
-	for running < s.cfg.SnapshotParallelism && start() {
+	for _, ns := range slices.Sorted(maps.Keys(ms.active)) { // interrupted copies, all of them
+		start(ns)
+	}
+	refill()
+	if _, ok := ms.active[ms.turn]; !ok {
+		ms.turn = ms.after("")
 	}
 	bars := newMultiBar(s.cfg.Progress, s)
 	var err error
 loop:
-	for running > 0 {
-		select {
-		case b := <-out:
-			if b.done {
-				delete(ms.active, b.ns)
-				running--
-				bars.finished(b.ns)
-				for running < s.cfg.SnapshotParallelism && start() {
+	for len(ms.active) > 0 {
+		ns := ms.turn
+		if len(pending[ns]) == 0 {
+			select {
+			case b := <-slots[ns]:
+				if b.done {
+					delete(ms.active, ns)
+					delete(slots, ns)
+					bars.finished(ns)
+					refill()
+					ms.turn = ms.after(ns)
+					continue
 				}
-				continue
+				pending[ns] = b.docs
+				bars.started(ns)
+			case <-gctx.Done():
+				break loop
 			}
-			prog := s.nsProgress(b.ns)
-			bars.started(b.ns)
-			for _, d := range b.docs {
-				ms.active[b.ns] = d.idJSON
-				ev := cdc.Event{Op: cdc.OpSnapshot, Namespace: b.ns, DocumentKey: d.key, FullDocument: d.raw, Pos: ms.pos(r)}
-				ev.Size = len(d.raw) + len(d.key) + len(ev.Pos) + eventOverhead
-				if err = s.q.push(ctx, ev); err != nil {
-					err = &permanentError{err}
-					break loop
-				}
-				prog.done.Add(1)
-				s.metrics.snapshotDone.Add(1)
-			}
-			bars.update(false)
-		case <-gctx.Done():
+		}
+		d := pending[ns][0]
+		pending[ns] = pending[ns][1:]
+		ms.active[ns] = d.idJSON
+		ms.turn = ms.after(ns)
+		ev := cdc.Event{Op: cdc.OpSnapshot, Namespace: ns, DocumentKey: d.key, FullDocument: d.raw, Pos: ms.pos(r)}
+		ev.Size = len(d.raw) + len(d.key) + len(ev.Pos) + eventOverhead
+		if err = s.q.push(ctx, ev); err != nil {
+			err = &permanentError{err}
 			break loop
 		}
+		s.nsProgress(ns).done.Add(1)
+		s.metrics.snapshotDone.Add(1)
+		bars.update(false)
 	}
 	cancel()
 	werr := g.Wait()
@@ -176,6 +193,24 @@ loop:
 		s.log.Info("initial snapshot done", "collections", len(ms.plan), "documents", s.metrics.snapshotDone.Load())
 	}
 	return err
+}
+
+// after returns the active namespace after ns in name order, wrapping
+// around; "" when none is active.
+func (ms *multiSnapshot) after(ns string) string {
+	first, next := "", ""
+	for k := range ms.active {
+		if first == "" || k < first {
+			first = k
+		}
+		if k > ns && (next == "" || k < next) {
+			next = k
+		}
+	}
+	if next != "" {
+		return next
+	}
+	return first
 }
 
 // checkSnapshotPlan fails when a collection of the snapshot was renamed
