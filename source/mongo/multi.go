@@ -346,8 +346,10 @@ func (r *reader) apply(ev *cdc.Event, uuid []byte) (bool, error) {
 		r.catalog[ns] = id
 		r.bump()
 	case uuid != nil && was != "" && was != id:
-		return false, &permanentError{fmt.Errorf("%w: a %s event of %s comes from collection UUID %s, but the captured collection has UUID %s; "+
-			"the pipeline stops rather than mix two collections; %s", ErrIdentity, ev.Op, ns, id, was, resetHint)}
+		return false, &permanentError{fmt.Errorf("%w: a %s event of %s comes from collection UUID %s, but the captured collection has UUID %s "+
+			"(dropped and re-created without its drop in the stream: a pipeline stage that filters out drop, create or rename events hides them "+
+			"from the source, which needs them to follow collections); the pipeline stops rather than mix two collections; %s",
+			ErrIdentity, ev.Op, ns, id, was, resetHint)}
 	}
 	return true, nil
 }

@@ -729,3 +729,20 @@ func TestMultiIdleMarkersAdvance(t *testing.T) {
 	}
 	wantChanges(t, changes(t, evs), ins("shop.orders", 7))
 }
+
+// A pipeline that hides DDL cannot make the source mix two collections
+// of one name: an event of another UUID stops it.
+func TestMultiHiddenRecreateStops(t *testing.T) {
+	e := newMultiEnv(t, "shop.orders")
+	cfg := e.config(t, "shop", "*")
+	cfg.Pipeline = `[{"$match": {"operationType": "insert"}}]`
+	src := openSource(t, cfg, nil)
+	insert(t, e.coll("shop.orders"), 1)
+	if err := e.coll("shop.orders").Drop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, e.coll("shop.orders"), 2)
+	evs, err := pollUntil(t, src, func([]cdc.Event) bool { return false })
+	wantErr(t, err, ErrIdentity, "insert event of shop.orders comes from collection UUID", "filters out drop")
+	wantChanges(t, changes(t, evs), ins("shop.orders", 1))
+}
