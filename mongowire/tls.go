@@ -227,10 +227,15 @@ func looksLikeMessageHeader(h []byte) bool {
 	return false
 }
 
-// bufferedConn reads what was peeked before reading on.
+// bufferedConn reads what was peeked, then reads the connection itself.
 type bufferedConn struct {
 	net.Conn
 	r *bufio.Reader
 }
 
-func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *bufferedConn) Read(p []byte) (int, error) {
+	if b.r.Buffered() > 0 {
+		return b.r.Read(p)
+	}
+	return b.Conn.Read(p)
+}
