@@ -35,15 +35,20 @@ var (
 	// password=... in a keyword/value DSN or a URL's query, quoted or
 	// not; also sslpassword, passwd, pwd and token.
 	keyword = regexp.MustCompile(`(?i)((?:^|[\s?&;,{(])(?:ssl)?(?:password|passwd|pwd|token)\s*=\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s&;,})'"]+)`)
+	// An nkey seed (a NATS private key): 'S', its type, base32, 58 in all.
+	nkeySeed = regexp.MustCompile(`\bS[A-Z][A-Z2-7]{56}\b`)
 	// "password": "..." in JSON.
 	jsonKey = regexp.MustCompile(`(?i)("(?:ssl)?(?:password|passwd|pwd|token)"\s*:\s*)("(?:[^"\\]|\\.)*")`)
 )
 
 // String hides what looks like a credential in s: the password of every
 // URL (scheme://user:password@host), the token of a NATS URL
-// (nats://token@host), and the value of password=, sslpassword=, token=
-// and similar keywords, quoted or not.
+// (nats://token@host), the value of password=, sslpassword=, token= and
+// similar keywords, quoted or not, and NATS nkey seeds.
 func String(s string) string {
+	if strings.Contains(s, "S") {
+		s = nkeySeed.ReplaceAllString(s, Mask)
+	}
 	if !strings.ContainsAny(s, "@=:") {
 		return s
 	}

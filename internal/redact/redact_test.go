@@ -30,6 +30,7 @@ func TestString(t *testing.T) {
 		"nats user pass":       {"nats://bob:natspass@n1:4222,nats://n2:4222", "nats://bob:xxxxx@n1:4222,nats://n2:4222"},
 		"nats token":           {"connect to nats tls://t0k3n@n1:4222", "connect to nats tls://xxxxx@n1:4222"},
 		"json":                 {`{"password":"pa55word","user":"x"}`, `{"password":"xxxxx","user":"x"}`},
+		"nkey seed":            {"seed SUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GCZ7IUQQXZIORRBU in creds", "seed xxxxx in creds"},
 		"plain text untouched": {"resume_token=82abc user=app count: 3", "resume_token=82abc user=app count: 3"},
 	}
 	for name, tc := range tests {
