@@ -17,7 +17,8 @@ import (
 
 // Certs are PEM files made for one test: a CA, a server certificate it
 // signed for 127.0.0.1, ::1 and localhost, a client certificate it signed,
-// and a second CA that signed nothing the server holds.
+// and a second CA, which the server does not trust, with a client
+// certificate of its own.
 type Certs struct {
 	CAFile         string // the CA certificate
 	ServerCertFile string
@@ -51,7 +52,6 @@ func TLSCerts(t testing.TB) Certs {
 	srvDER, srvKey := newLeaf(t, ca, caKey, "tide test server", true)
 	cliDER, cliKey := newLeaf(t, ca, caKey, "tide test client", false)
 	oDER, oKey := newLeaf(t, other, otherKey, "stranger", false)
-	_ = otherDER
 	c := Certs{
 		CAFile:         write("ca.pem", certBlock(caDER)),
 		OtherCAFile:    write("other-ca.pem", certBlock(otherDER)),
