@@ -35,6 +35,7 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide/internal/redact"
 	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/pipeline"
 )
@@ -75,8 +76,21 @@ type Pipeline struct {
 	// returns; until then other clients may use it too.
 	Embedded *mongowire.Server
 
+	secrets *redact.Set
 	release func() error
 }
+
+// Run is pipeline.Pipeline's Run, with the secrets of the pipeline's file
+// (passwords of its URIs and DSNs, NATS tokens) hidden in the error.
+func (p *Pipeline) Run(ctx context.Context) error { return p.secrets.Error(p.Pipeline.Run(ctx)) }
+
+// Drain is pipeline.Pipeline's Drain, with the secrets hidden in the error.
+func (p *Pipeline) Drain(ctx context.Context) error { return p.secrets.Error(p.Pipeline.Drain(ctx)) }
+
+// Redact hides the pipeline's secrets in text meant for people: the
+// values its file holds, and anything that looks like a password in a
+// connection string. Its logs and errors are redacted already.
+func (p *Pipeline) Redact(text string) string { return p.secrets.String(text) }
 
 // NewPipeline builds the pipeline that yamlText describes, exactly as
 // `tide run -f` does: the text is validated first (every problem names
@@ -101,14 +115,17 @@ func New(ctx context.Context, yamlText []byte, opts Options) (*Pipeline, error) 
 	if err != nil {
 		return nil, err
 	}
+	secrets := secretsOf(cfg)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("pipeline", cfg.Name)
+	// Every log line of the pipeline, its connectors and the embedded
+	// server goes through the redaction of the file's secrets.
+	log = redact.Logger(log, secrets).With("pipeline", cfg.Name)
 	parts, err := build(cfg, opts, log)
 	if err != nil {
-		return nil, err
+		return nil, secrets.Error(err)
 	}
 	release := sync.OnceValue(parts.close)
 	src := own(parts.source, release)
@@ -117,8 +134,16 @@ func New(ctx context.Context, yamlText []byte, opts Options) (*Pipeline, error) 
 		Name:     cfg.Name,
 		Source:   parts.source,
 		Embedded: parts.embedded,
+		secrets:  secrets,
 		release:  release,
 	}, nil
+}
+
+// secretsOf returns the redaction of cfg's secrets.
+func secretsOf(cfg *config.Pipeline) *redact.Set {
+	s := &redact.Set{}
+	s.Add(cfg.Secrets()...)
+	return s
 }
 
 // Close releases the data directory's lock and stops the embedded server
@@ -141,7 +166,8 @@ func LoadCheckpoint(ctx context.Context, yamlText []byte, opts Options) (*cdc.Ch
 		}
 		c := cfg.Sink.Postgres.Config
 		c.Table, c.Pipeline = cfg.PostgresTable(), cfg.Name
-		return postgres.ReadCheckpoint(ctx, c)
+		cp, err := postgres.ReadCheckpoint(ctx, c)
+		return cp, secretsOf(cfg).Error(err)
 	}
 	r, err := checkpoint.Read(cfg.DataDir, cfg.Name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -159,5 +185,7 @@ func parse(yamlText []byte, opts Options) (*config.Pipeline, error) {
 	if getenv == nil {
 		getenv = os.LookupEnv
 	}
-	return config.ParseNamed(opts.File, yamlText, getenv)
+	cfg, err := config.ParseNamed(opts.File, yamlText, getenv)
+	// A value echoed in a message may be a connection string.
+	return cfg, (*redact.Set)(nil).Error(err)
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,13 +137,13 @@ func (p *parts) buildSource(cfg *config.Pipeline, opts Options, log *slog.Logger
 		m := s.Mongo
 		uri := m.URI
 		if uri == "embedded" {
-			srv, err := startEmbedded(filepath.Join(cfg.DataDir, "embedded"), log)
+			srv, err := startEmbedded(filepath.Join(cfg.DataDir, "embedded"), m.Embedded, log)
 			if err != nil {
 				return nil, err
 			}
 			p.closers = append(p.closers, srv.Close)
 			p.embedded = srv
-			uri = srv.URI()
+			uri = embeddedURI(srv, m.Embedded)
 		}
 		return mongosource.New(mongosource.Config{
 			URI:                 uri,
@@ -170,13 +172,30 @@ func (p *parts) buildSource(cfg *config.Pipeline, opts Options, log *slog.Logger
 }
 
 // startEmbedded starts the embedded MongoDB-compatible server on a free
-// loopback port, keeping its data in dataDir. The caller closes it.
-func startEmbedded(dataDir string, log *slog.Logger) (*mongowire.Server, error) {
-	srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: dataDir, Logger: log})
+// loopback port, keeping its data in dataDir; with e.Auth it requires
+// authentication, and creates e.User on a data directory without users.
+// The caller closes it.
+func startEmbedded(dataDir string, e *config.MongoEmbedded, log *slog.Logger) (*mongowire.Server, error) {
+	c := mongowire.Config{Addr: "127.0.0.1:0", DataDir: dataDir, Logger: log}
+	if e != nil && e.Auth {
+		c.Auth, c.AdminUser, c.AdminPassword = true, e.User, e.Password
+	}
+	srv := mongowire.New(c)
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start embedded server: %w", err)
 	}
 	return srv, nil
+}
+
+// embeddedURI is the source's connection string for srv: with e.Auth,
+// the credentials of e (SCRAM-SHA-256 against admin).
+func embeddedURI(srv *mongowire.Server, e *config.MongoEmbedded) string {
+	uri := srv.URI()
+	if e == nil || !e.Auth {
+		return uri
+	}
+	creds := url.UserPassword(e.User, e.Password).String()
+	return strings.Replace(uri, "mongodb://", "mongodb://"+creds+"@", 1) + "&authSource=admin&authMechanism=SCRAM-SHA-256"
 }
 
 func buildSink(cfg *config.Pipeline, log *slog.Logger) (cdc.Sink, error) {

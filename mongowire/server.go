@@ -2,6 +2,7 @@ package mongowire
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,6 +60,18 @@ type Config struct {
 	CursorTimeout time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+
+	// TLS, if set, makes the server TLS-only (tls.go): a connection must
+	// open with a TLS handshake, which must end within
+	// TLSHandshakeTimeout (default 10s); versions below TLS 1.2 are never
+	// negotiated. TLSFiles.Config builds one from PEM files.
+	TLS                 *tls.Config
+	TLSHandshakeTimeout time.Duration
+	// Auth requires clients to authenticate; AdminUser and AdminPassword
+	// create the first user at Start if none exists (see the auth code).
+	Auth          bool
+	AdminUser     string
+	AdminPassword string
 }
 
 // Server is the embedded server. New configures it, Start listens and
@@ -181,6 +194,9 @@ func (s *Server) Start() error {
 		s.unlockDataDir()
 		return fmt.Errorf("listen: %w", err)
 	}
+	if s.cfg.TLS != nil {
+		ln = s.tlsListener(ln)
+	}
 	s.store = st
 	s.ln = ln
 	s.addr = ln.Addr().String()
@@ -205,11 +221,16 @@ func (s *Server) Start() error {
 func (s *Server) Addr() string { return s.addr }
 
 // URI returns a connection string for the replica set, e.g.
-// "mongodb://127.0.0.1:54321/?replicaSet=rs0", once Start has returned.
+// "mongodb://127.0.0.1:54321/?replicaSet=rs0" (with "&tls=true" on a TLS
+// server), once Start has returned.
 // The official drivers and mongosh connect with it as they would to a
 // one-member replica set.
 func (s *Server) URI() string {
-	return "mongodb://" + s.advertise + "/?replicaSet=" + s.cfg.ReplSet
+	uri := "mongodb://" + s.advertise + "/?replicaSet=" + s.cfg.ReplSet
+	if s.cfg.TLS != nil {
+		uri += "&tls=true"
+	}
+	return uri
 }
 
 // Close stops accepting, closes every connection and cursor, waits for

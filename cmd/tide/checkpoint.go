@@ -13,9 +13,10 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide/internal/redact"
 )
 
-func newValidateCmd() *cobra.Command {
+func newValidateCmd(secrets *redact.Set) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "validate -f FILE",
@@ -26,6 +27,10 @@ func newValidateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			secrets.Add(cfg.Secrets()...)
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", file, secrets.String(w))
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: pipeline %q is valid\n", file, cfg.Name)
 			return nil
 		},
@@ -35,7 +40,7 @@ func newValidateCmd() *cobra.Command {
 	return cmd
 }
 
-func newCheckpointCmd() *cobra.Command {
+func newCheckpointCmd(secrets *redact.Set) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Inspect or reset a pipeline's checkpoint",
@@ -56,12 +61,13 @@ the pipeline runs; the next commit may overtake what it prints.`,
 			if err != nil {
 				return err
 			}
+			secrets.Add(cfg.Secrets()...)
 			cp, err := tide.LoadCheckpoint(cmd.Context(), text, tide.Options{File: file})
 			var corrupt *checkpoint.CorruptError
 			if errors.As(err, &corrupt) {
 				raw, rerr := checkpoint.ReadRaw(cfg.DataDir, cfg.Name)
 				if rerr == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s\n", raw)
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\n", secrets.String(string(raw)))
 				}
 				return err
 			}
@@ -76,7 +82,7 @@ the pipeline runs; the next commit may overtake what it prints.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", out)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", secrets.String(string(out)))
 			return nil
 		},
 	}
@@ -101,6 +107,7 @@ to append to it.`,
 			if err != nil {
 				return err
 			}
+			secrets.Add(cfg.Secrets()...)
 			if cfg.Checkpoint == "sink" {
 				return fmt.Errorf("pipeline %q keeps its checkpoint in the sink's own table, in the same transaction as its rows; "+
 					"to start over, delete the row yourself (DELETE FROM tide_checkpoints WHERE pipeline = '%s') together with the rows it covers", cfg.Name, cfg.Name)

@@ -13,6 +13,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tide-cdc/tide/internal/redact"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=...".
@@ -42,10 +44,13 @@ func (e *exitError) Unwrap() error { return e.err }
 // Main runs the tide command line and returns the process exit code. It is
 // main without os.Exit, so that its defers run and tests can call it.
 func Main(args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd(stdout, stderr)
+	// The secrets of the pipeline file a command loads are registered
+	// here, so that neither its logs nor its error print them.
+	secrets := &redact.Set{}
+	root := newRootCmd(stdout, stderr, secrets)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(stderr, "tide:", err)
+		fmt.Fprintln(stderr, "tide:", secrets.String(err.Error()))
 		var ee *exitError
 		if errors.As(err, &ee) {
 			return ee.code
@@ -55,7 +60,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+func newRootCmd(stdout, stderr io.Writer, secrets *redact.Set) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tide",
 		Short: "Stream changes from MongoDB and NATS into files, JetStream, PostgreSQL and stdout",
@@ -68,9 +73,9 @@ records progress that a sink has not made durable.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(
-		newRunCmd(),
-		newValidateCmd(),
-		newCheckpointCmd(),
+		newRunCmd(secrets),
+		newValidateCmd(secrets),
+		newCheckpointCmd(secrets),
 		newDemoCmd(),
 		newServeCmd(),
 		newVersionCmd(),

@@ -18,6 +18,7 @@ import (
 	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/metrics"
+	"github.com/tide-cdc/tide/internal/redact"
 	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
@@ -30,7 +31,7 @@ type runFlags struct {
 	progress    string
 }
 
-func newRunCmd() *cobra.Command {
+func newRunCmd(secrets *redact.Set) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
 		Use:   "run -f FILE",
@@ -46,7 +47,7 @@ included), 3 the collection was dropped or renamed under the pipeline,
 130 a second signal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runPipeline(cmd.Context(), f, cmd.ErrOrStderr())
+			return runPipeline(cmd.Context(), f, cmd.ErrOrStderr(), secrets)
 		},
 	}
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "pipeline YAML file (required)")
@@ -74,14 +75,23 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-func runPipeline(ctx context.Context, f runFlags, stderr io.Writer) error {
+func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *redact.Set) error {
 	log, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
 	}
+	log = redact.Logger(log, secrets)
 	text, err := config.ReadFile(f.file)
 	if err != nil {
 		return err
+	}
+	cfg, err := config.ParseNamed(f.file, text, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	secrets.Add(cfg.Secrets()...)
+	for _, w := range cfg.Warnings() {
+		log.Warn("pipeline file: "+w, "file", f.file)
 	}
 	reg := metrics.NewRegistry()
 	p, err := tide.New(ctx, text, tide.Options{File: f.file, Logger: log, Metrics: reg, Progress: terminal(os.Stderr)})

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +21,8 @@ func newServeCmd() *cobra.Command {
 		oplogSize string
 		logLevel  string
 		logFormat string
+		tlsFiles  mongowire.TLSFiles
+		insecure  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -37,6 +42,9 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 					return fmt.Errorf("--oplog-size: %w", err)
 				}
 				cfg.OplogBytes = n
+			}
+			if err := secureServe(&cfg, tlsFiles, insecure, log); err != nil {
+				return err
 			}
 			cfg.Logger = log
 			srv := mongowire.New(cfg)
@@ -66,5 +74,56 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 	f.DurationVar(&cfg.OplogMinRetention, "oplog-min-retention", 0, "keep oplog entries at least this long, even past --oplog-size")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&tlsFiles.CertFile, "tls-cert-file", "", "serve TLS only, with this PEM certificate (chain)")
+	f.StringVar(&tlsFiles.KeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file")
+	f.StringVar(&tlsFiles.CAFile, "tls-ca-file", "", "PEM CA certificates that client certificates must chain to")
+	f.BoolVar(&tlsFiles.RequireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a certificate signed by --tls-ca-file")
+	f.BoolVar(&insecure, "insecure", false, "allow listening on a non-loopback address without --auth")
 	return cmd
+}
+
+// secureServe applies the TLS flags to cfg and refuses to open every
+// database to the network: a non-loopback listen address needs --auth,
+// or --insecure to accept the risk.
+func secureServe(cfg *mongowire.Config, files mongowire.TLSFiles, insecure bool, log *slog.Logger) error {
+	if files != (mongowire.TLSFiles{}) {
+		t, err := files.Config()
+		if err != nil {
+			return fmt.Errorf("%w (flags --tls-cert-file, --tls-key-file, --tls-ca-file, --tls-require-client-cert)", err)
+		}
+		cfg.TLS = t
+	}
+	if cfg.Auth || isLoopback(cfg.Addr) {
+		return nil
+	}
+	if !insecure {
+		return fmt.Errorf("--addr %s is reachable from the network, and without --auth anyone who reaches it can read and change every database; "+
+			"enable authentication with --auth --admin-user NAME --admin-password-file FILE (or TIDE_ADMIN_PASSWORD), "+
+			"or pass --insecure to accept the risk", cfg.Addr)
+	}
+	log.Warn("serving without authentication on a non-loopback address (--insecure): anyone who reaches it can read and change every database", "addr", cfg.Addr)
+	return nil
+}
+
+// isLoopback reports whether addr (host:port) listens on loopback only:
+// a loopback IP, or a name all of whose addresses are loopback. An empty
+// host, 0.0.0.0 and :: listen on every interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.IsLoopback()
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }

@@ -53,7 +53,8 @@ type Pipeline struct {
 	// store in DataDir, "sink" for the sink's own transaction (postgres).
 	Checkpoint string `yaml:"checkpoint"`
 
-	lines map[string]int // YAML path -> line, when parsed from a file
+	lines map[string]int    // YAML path -> line, when parsed from a file
+	raw   map[string]string // YAML path -> text before ${VAR} expansion (see Warnings)
 }
 
 // Batch bounds each batch the runtime commits.
@@ -204,12 +205,12 @@ func Parse(data []byte, getenv func(string) (string, bool)) (*Pipeline, error) {
 
 	p := &Pipeline{}
 	p.setDefaults()
-	d := &decoder{getenv: getenv, lines: map[string]int{}}
+	d := &decoder{getenv: getenv, lines: map[string]int{}, raw: map[string]string{}}
 	d.value(doc, reflect.ValueOf(p).Elem(), "")
 	if len(d.errs) > 0 {
 		return nil, errors.Join(d.errs...)
 	}
-	p.lines = d.lines
+	p.lines, p.raw = d.lines, d.raw
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

@@ -20,7 +20,8 @@ import (
 type decoder struct {
 	getenv func(string) (string, bool)
 	errs   []error
-	lines  map[string]int // YAML path -> line, for Validate's messages
+	lines  map[string]int    // YAML path -> line, for Validate's messages
+	raw    map[string]string // YAML path -> a scalar's text before ${VAR} expansion, where it had any
 }
 
 var (
@@ -211,6 +212,9 @@ func (d *decoder) interpolateTree(n *yaml.Node, path string) bool {
 		if err != nil {
 			d.fail(n, path, "%v", err)
 			return false
+		}
+		if d.raw != nil {
+			d.raw[path] = n.Value
 		}
 		n.Value = s
 		// An unquoted, untagged value is typed again from its new text, so

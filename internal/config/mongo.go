@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tide-cdc/tide/internal/redact"
 )
 
 // MongoSource configures the MongoDB change-stream source (source.mongo):
@@ -50,6 +52,8 @@ type MongoSource struct {
 	BatchSize        int      `yaml:"batch_size"`         // driver cursor batch size; default 1000
 	MaxAwait         Duration `yaml:"max_await"`          // how long an idle getMore waits; default 1s
 	MaxReconnects    int      `yaml:"max_reconnects"`     // consecutive failed reconnects before failing; default 10
+
+	Embedded *MongoEmbedded `yaml:"embedded"` // the embedded server's settings, for uri: embedded (secrets.go)
 }
 
 func (c *MongoSource) setDefaults() {
@@ -79,7 +83,7 @@ func (c *MongoSource) validate(path string) []error {
 	if c.URI == "" {
 		bad("uri", `required: a mongodb:// or mongodb+srv:// connection string, or "embedded"`)
 	} else if c.URI != "embedded" && !strings.HasPrefix(c.URI, "mongodb://") && !strings.HasPrefix(c.URI, "mongodb+srv://") {
-		bad("uri", `%q is not a mongodb:// or mongodb+srv:// connection string, nor "embedded"`, redactURI(c.URI))
+		bad("uri", `%q is not a mongodb:// or mongodb+srv:// connection string, nor "embedded"`, redact.String(c.URI))
 	}
 	if c.Database == "" && len(c.Collections) == 0 {
 		bad("database", "required (or collections, as \"db.coll\" globs, for a cluster-wide stream)")
@@ -159,7 +163,7 @@ func (c *MongoSource) validate(path string) []error {
 			}
 		}
 	}
-	return errs
+	return append(errs, c.embeddedErrors(path)...)
 }
 
 // validateGlobs checks collections or exclude entries: path.Match globs,
@@ -183,20 +187,6 @@ func validateGlobs(key string, globs []string, cluster bool) []error {
 func validGlob(g string) bool {
 	_, err := path.Match(g, "")
 	return err == nil
-}
-
-// redactURI hides a password in a connection string for messages.
-func redactURI(uri string) string {
-	at := strings.LastIndex(uri, "@")
-	scheme := strings.Index(uri, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return uri
-	}
-	creds := uri[scheme+3 : at]
-	if i := strings.Index(creds, ":"); i >= 0 {
-		creds = creds[:i] + ":xxxxx"
-	}
-	return uri[:scheme+3] + creds + uri[at:]
 }
 
 // MongoPipeline is a list of aggregation stages, kept as a JSON array

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/tide-cdc/tide/internal/redact"
 )
 
 // Auth holds the credentials for a NATS connection. At most one of
@@ -61,7 +63,7 @@ func Validate(servers []string, auth Auth, t TLS) error {
 	var errs []error
 	for i, s := range servers {
 		if s == "" || strings.ContainsAny(s, " \t") {
-			errs = append(errs, fmt.Errorf("servers[%d]: %q is not a server URL", i, s))
+			errs = append(errs, fmt.Errorf("servers[%d]: %q is not a server URL", i, RedactServers([]string{s})))
 		}
 	}
 	n := 0
@@ -167,6 +169,8 @@ func RedactServers(servers []string) string {
 			out[i] = u.String()
 		} else if at := strings.LastIndexByte(s, '@'); err != nil && at >= 0 {
 			out[i] = s[at+1:]
+		} else {
+			out[i] = redact.String(s)
 		}
 	}
 	return strings.Join(out, ",")

@@ -56,3 +56,11 @@ func TestOptionsRefusesAMissingSeedFile(t *testing.T) {
 		t.Error("Options accepted a missing nkey seed file")
 	}
 }
+
+func TestValidateHidesPasswords(t *testing.T) {
+	t.Parallel()
+	err := Validate([]string{"nats://u:sec ret@h1:4222"}, Auth{}, TLS{})
+	if err == nil || strings.Contains(err.Error(), "sec ret") || strings.Contains(err.Error(), "ret@") {
+		t.Errorf("Validate = %v: want an error without the password", err)
+	}
+}

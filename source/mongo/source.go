@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/redact"
 )
 
 // Config configures a Source. The zero value of each optional field
@@ -322,7 +323,7 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 		SetConnectTimeout(s.cfg.ConnectTimeout).
 		SetAppName("tide")
 	if s.client, err = mongo.Connect(opts); err != nil {
-		return fmt.Errorf("connect to %s: %w", redact(uri), err)
+		return fmt.Errorf("connect to %s: %w", redact.String(uri), err)
 	}
 	if s.multi == nil {
 		s.coll = s.client.Database(s.cfg.Database).Collection(s.cfg.Collection)
@@ -524,14 +525,6 @@ func (s *Source) Stats() Stats {
 		st.LastCommit = time.Unix(0, n)
 	}
 	return st
-}
-
-// redact hides a password in a connection string.
-func redact(uri string) string {
-	if u, err := urlParse(uri); err == nil {
-		return u
-	}
-	return "(uri)"
 }
 
 var (
