@@ -270,6 +270,13 @@ func (s *Sink) attempt(ctx context.Context, ckpt []byte, uncertain bool) error {
 		s.log.Warn("lost commit may have succeeded; applying the batch again (at-least-once without checkpoint: sink)", "rows", s.stage.live)
 	}
 
+	if err := s.prepareTables(ctx); err != nil {
+		var be *batchError
+		if !errors.As(err, &be) {
+			err = classify(err, &batchError{what: "prepare tables", err: err})
+		}
+		return s.failed(err)
+	}
 	if _, err := s.conn.Exec(ctx, "begin"); err != nil {
 		return s.failed(fmt.Errorf("begin: %w", err))
 	}
@@ -309,16 +316,19 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	}
 	type stmt struct{ what, sql string }
 	var stmts []stmt
-	switch {
-	case st.mirror:
-		if st.upsert > 0 {
-			stmts = append(stmts, stmt{"upsert into " + s.sql.table, s.sql.upsert})
+	for i, c := range st.perTable(len(s.tables)) {
+		q := &s.tables[i].sql
+		switch {
+		case st.mirror:
+			if c.upsert > 0 {
+				stmts = append(stmts, stmt{"upsert into " + q.table, q.upsert})
+			}
+			if c.del > 0 {
+				stmts = append(stmts, stmt{"delete from " + q.table, q.delete})
+			}
+		case c.live > 0:
+			stmts = append(stmts, stmt{"insert into " + q.table, q.insert})
 		}
-		if st.del > 0 {
-			stmts = append(stmts, stmt{"delete from " + s.sql.table, s.sql.delete})
-		}
-	case st.live > 0:
-		stmts = append(stmts, stmt{"insert into " + s.sql.table, s.sql.insert})
 	}
 	b := &pgx.Batch{}
 	for _, q := range stmts {
@@ -439,14 +449,18 @@ func (s *Sink) diagnose(ctx context.Context, be *batchError) string {
 	st := &s.stage
 	var one string
 	var del bool
-	switch be.sql {
-	case s.sql.upsert:
-		one = s.sql.upsertOne
-	case s.sql.delete:
-		one, del = s.sql.deleteOne, true
-	case s.sql.insert:
-		one = s.sql.insertOne
-	default:
+	tbl := -1 // the table of the failed statement
+	for i, tb := range s.tables {
+		switch be.sql {
+		case tb.sql.upsert:
+			one, tbl = tb.sql.upsertOne, i
+		case tb.sql.delete:
+			one, del, tbl = tb.sql.deleteOne, true, i
+		case tb.sql.insert:
+			one, tbl = tb.sql.insertOne, i
+		}
+	}
+	if one == "" {
 		return ""
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -466,7 +480,7 @@ func (s *Sink) diagnose(ctx context.Context, be *batchError) string {
 	tried := 0
 	for i := range st.rows {
 		r := &st.rows[i]
-		if r.dead || (st.mirror && r.del != del) {
+		if r.dead || r.tbl != tbl || (st.mirror && r.del != del) {
 			continue
 		}
 		if tried++; tried > maxDiagnose {

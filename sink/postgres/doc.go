@@ -71,4 +71,22 @@
 // another type, a missing primary key on _id (mirror), and extra NOT NULL
 // columns without a default are listed in one error. Identifiers are
 // quoted and data only ever travels as COPY values or parameters.
+//
+// # A table per namespace
+//
+// Config.Table may hold {db} and {coll}, filled from each event's
+// namespace ("db.coll"): table: "{coll}" mirrors each collection into a
+// table of its name. Each table is created (with CreateTable) or checked
+// when its first row arrives, before the batch's transaction; the rows of
+// every table and the checkpoint still commit in that one transaction.
+// The rows of all tables go into the staging table in one COPY, each
+// tagged with its table's index, and each table's statements take their
+// own. A rendered name is always quoted as an identifier, never spliced
+// into SQL. A name longer than PostgreSQL's 63 bytes is cut to 54 bytes
+// (at a character boundary) plus "_" and the first 8 hex digits of its
+// SHA-256: the same name on every run, distinct for names that only
+// differ past the cut. Without CreateTable, a missing table fails the
+// batch, naming the table and the namespace. In mirror mode a collection
+// event (drop, rename) neither writes nor creates a table; in append mode
+// it is a row of its namespace's table like any event.
 package postgres

@@ -33,7 +33,7 @@ const DefaultRetryTimeout = time.Minute
 type Config struct {
 	DSN    string `yaml:"dsn"`    // libpq URL or keyword/value string; required
 	Schema string `yaml:"schema"` // default "public"
-	Table  string `yaml:"table"`  // required
+	Table  string `yaml:"table"`  // required; may hold {db} and {coll}: a table per namespace
 	Mode   string `yaml:"mode"`   // ModeMirror (default) or ModeAppend
 
 	// CreateTable creates the table, if missing, on Open.
@@ -71,6 +71,13 @@ type Sink struct {
 
 	opened bool
 	stage  stage
+
+	// The tables written: one, or with {db} or {coll} in Config.Table,
+	// one per name the namespaces render to, in order of first use.
+	templated bool
+	tables    []*table
+	byNS      map[string]int // namespace -> index in tables
+	byName    map[string]int // table name -> index in tables
 }
 
 // New returns a sink as cfg says. It does no I/O: Open (or, when the sink
@@ -94,6 +101,7 @@ func New(cfg Config) *Sink {
 	}
 	s := &Sink{cfg: cfg, log: log.With("sink", "postgres", "table", cfg.Schema+"."+cfg.Table)}
 	s.stage.mirror = cfg.Mode == ModeMirror
+	s.templated = isTemplate(cfg.Table)
 	return s
 }
 
@@ -151,6 +159,10 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 			return err
 		}
 	}
+	s.tables, s.byNS, s.byName = nil, map[string]int{}, map[string]int{}
+	if !s.templated {
+		s.tables = []*table{{name: s.cfg.Table, sql: s.sql}}
+	}
 	if err := s.prepareSchema(ctx); err != nil {
 		return err
 	}
@@ -168,7 +180,17 @@ func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 		return errors.New("postgres sink: Put before Open")
 	}
 	for i := range batch {
-		if err := s.stage.add(&batch[i]); err != nil {
+		var tbl int
+		var err error
+		if !s.stage.mirror || documentOp(batch[i].Op) {
+			// A collection event (a drop, a rename) changes no row of a
+			// mirror, and must not create its table.
+			tbl, err = s.tableOf(&batch[i])
+		}
+		if err == nil {
+			err = s.stage.add(&batch[i], tbl)
+		}
+		if err != nil {
 			s.stage.reset()
 			return err
 		}
