@@ -115,6 +115,7 @@ type Sink struct {
 
 	// With a template: every file known, by its path under the root.
 	files   map[string]*target
+	keys    []string           // of files, sorted, for State
 	byNS    map[string]*target // namespace -> its file, once resolved
 	open    list.List          // open targets, most recently used first
 	maxOpen int                // bound on open files
@@ -194,7 +195,7 @@ func (s *Sink) Open(ctx context.Context, restored *cdc.Checkpoint) error {
 	if s.isOpen {
 		return fmt.Errorf("file sink %s: already open", s.path)
 	}
-	s.single, s.files, s.byNS, s.dirty = nil, nil, nil, nil
+	s.single, s.files, s.keys, s.byNS, s.dirty = nil, nil, nil, nil, nil
 	if _, err := parseTemplate(s.path); err != nil {
 		return fmt.Errorf("file sink: path: %w", err)
 	}

@@ -24,8 +24,15 @@ type template struct {
 	glob  string   // every path the template can render, as a filepath.Match pattern
 }
 
-// parseTemplate returns nil, nil for a path without placeholders.
+// parseTemplate returns nil, nil for a path without placeholders. The
+// NATS sink's {namespace} and {op} are refused rather than taken as
+// literal text, which would send every namespace to one file.
 func parseTemplate(path string) (*template, error) {
+	for _, p := range []string{"{namespace}", "{op}"} {
+		if strings.Contains(path, p) {
+			return nil, fmt.Errorf("%q: %s is not a placeholder of the file sink; use {db} and {coll}", path, p)
+		}
+	}
 	if !strings.Contains(path, "{db}") && !strings.Contains(path, "{coll}") {
 		return nil, nil
 	}
@@ -211,14 +218,14 @@ func (s *Sink) openTemplate(_ context.Context, restored *cdc.Checkpoint) error {
 		if fst[0] == 0 {
 			if _, err := os.Stat(t.path); errors.Is(err, fs.ErrNotExist) {
 				t.sums = *fst.sums()
-				s.files[key] = t
+				s.addFile(t)
 				continue // named with nothing committed; made again on first use
 			}
 		}
 		if _, err := s.openFile(t, fst[0], fst.sums(), true); err != nil {
 			return err
 		}
-		s.files[key] = t
+		s.addFile(t)
 		if err := s.closeTarget(t); err != nil { // reopened on first use
 			return err
 		}
@@ -306,7 +313,7 @@ func (s *Sink) reopen(t *target) error {
 		if err != nil {
 			return err
 		}
-		s.files[t.key] = t
+		s.addFile(t)
 		if fresh {
 			s.mu.Lock()
 			s.pending[t.key] = t
@@ -374,16 +381,18 @@ func (s *Sink) closeTarget(t *target) error {
 	return nil
 }
 
+// addFile makes t one of the files of the state.
+func (s *Sink) addFile(t *target) {
+	s.files[t.key] = t
+	i, _ := slices.BinarySearch(s.keys, t.key)
+	s.keys = slices.Insert(s.keys, i, t.key)
+}
+
 // templateState is State with a template.
 func (s *Sink) templateState() []byte {
-	keys := make([]string, 0, len(s.files))
-	for k := range s.files {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	b := make([]byte, 0, 16+len(keys)*80)
+	b := make([]byte, 0, 16+len(s.keys)*80)
 	b = append(b, `{"files":{`...)
-	for i, k := range keys {
+	for i, k := range s.keys {
 		t := s.files[k]
 		if i > 0 {
 			b = append(b, ',')

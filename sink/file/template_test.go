@@ -249,3 +249,22 @@ func TestTemplateLockCoversTheRoot(t *testing.T) {
 		t.Fatalf("a second templated sink in the same directory: Open = %v, want an InUseError naming alpha", err)
 	}
 }
+
+func TestTemplateValidate(t *testing.T) {
+	for path, want := range map[string]string{
+		"out/{namespace}.jsonl": "{namespace} is not a placeholder of the file sink; use {db} and {coll}",
+		"out/{op}/{coll}.jsonl": "{op} is not a placeholder",
+		"out/{db}/{coll}.jsonl": "",
+		"out/{other}.jsonl":     "", // literal text, as before
+	} {
+		err := Config{Path: path}.Validate()
+		if (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) || err != nil && !strings.HasPrefix(err.Error(), "path: ") {
+			t.Errorf("Validate(%q) = %v, want %q", path, err, want)
+		}
+		if want != "" {
+			if err := New(Config{Path: filepath.Join(t.TempDir(), path)}).Open(t.Context(), nil); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Open(%q) = %v, want %q", path, err, want)
+			}
+		}
+	}
+}
