@@ -561,7 +561,7 @@ func (s *Sink) syncTarget(t *target) error {
 		return nil
 	}
 	if err := t.w.Flush(); err != nil {
-		return fmt.Errorf("file sink: write %s: %w", t.path, err)
+		return fmt.Errorf("file sink: write: %w", err) // the *PathError names the file
 	}
 	if err := t.f.Sync(); err != nil {
 		return fmt.Errorf("file sink: %w", err)

@@ -362,7 +362,7 @@ func (s *Sink) reopen(t *target) error {
 func (s *Sink) closeTarget(t *target) error {
 	if t.written != t.committed || t.w.Buffered() > 0 {
 		if err := t.w.Flush(); err != nil {
-			return fmt.Errorf("file sink: write %s: %w", t.path, err)
+			return fmt.Errorf("file sink: write: %w", err) // the *PathError names the file
 		}
 		if err := t.f.Sync(); err != nil {
 			return fmt.Errorf("file sink: %w", err)
