@@ -195,7 +195,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 			s.stage.reset()
 			return fmt.Errorf("postgres sink: %w", err)
 		}
-	} else if s.stage.live == 0 && s.stage.skipped == 0 {
+	} else if s.stage.live == 0 && s.stage.skipped == 0 && len(s.stage.colls) == 0 {
 		s.stage.reset() // nothing to write: a batch of markers only
 		return nil
 	}
@@ -333,6 +333,23 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	b := &pgx.Batch{}
 	for _, q := range stmts {
 		b.Queue(q.sql)
+	}
+	for _, op := range st.colls {
+		from := s.tables[op.tbl]
+		if from.absent {
+			continue // no table, no rows
+		}
+		if op.rename {
+			to := &s.tables[op.to].sql
+			q := stmt{"move rows of renamed " + from.sql.table + " to " + to.table, moveRows(&from.sql, to)}
+			b.Queue(q.sql, op.ct)
+			stmts = append(stmts, q)
+			b.Queue(from.sql.clearRows, op.ct)
+			stmts = append(stmts, stmt{"clear renamed " + from.sql.table, from.sql.clearRows})
+			continue
+		}
+		b.Queue(from.sql.dropRows, op.ct)
+		stmts = append(stmts, stmt{"drop rows of dropped " + from.sql.table, from.sql.dropRows})
 	}
 	if ckpt != nil {
 		b.Queue(s.sql.saveCheckpoint, s.cfg.Pipeline, ckpt)

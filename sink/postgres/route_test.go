@@ -229,3 +229,90 @@ func TestContractTemplated(t *testing.T) {
 		},
 	})
 }
+
+// renameEvent is a rename of ns to db.to, as the MongoDB source gives it.
+func renameEvent(t testing.TB, ns, to string, ts, inc uint32, pos string) cdc.Record {
+	t.Helper()
+	r := nsEvent(t, ns, cdc.OpRename, nil, nil, ts, inc, pos)
+	db, coll, _ := strings.Cut(to, ".")
+	extra, err := bson.Marshal(bson.D{{Key: "to", Value: bson.D{{Key: "db", Value: db}, {Key: "coll", Value: coll}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Extra = extra
+	return r
+}
+
+// TestTemplatedMirrorDropAndRename: with table: "{coll}", a mirror
+// follows its collections: a rename moves the rows to the new name's
+// table, a drop removes them (or marks them deleted), a collection made
+// again after either starts afresh, and a replayed batch changes nothing.
+func TestTemplatedMirrorDropAndRename(t *testing.T) {
+	for _, soft := range []bool{false, true} {
+		t.Run(fmt.Sprintf("soft_delete=%v", soft), func(t *testing.T) {
+			dsn := testenv.Postgres(t)
+			c := connect(t, dsn)
+			s := openSink(t, postgres.Config{DSN: dsn, Table: "{coll}", CreateTable: true, SoftDelete: soft})
+			v := func(n int) bson.D { return bson.D{{Key: "v", Value: n}} }
+			batches := [][]cdc.Record{{
+				nsEvent(t, "db.x", cdc.OpInsert, 1, v(1), 10, 1, `1`),
+				nsEvent(t, "db.x", cdc.OpInsert, 2, v(2), 10, 2, `2`),
+				nsEvent(t, "db.never", cdc.OpDrop, nil, nil, 10, 3, `3`), // no table: nothing to do
+				renameEvent(t, "db.nowhere", "db.elsewhere", 10, 4, `4`), // nor here
+				nsEvent(t, "db.keep", cdc.OpInsert, 1, v(100), 10, 5, `5`),
+			}, {
+				renameEvent(t, "db.x", "db.y", 11, 1, `6`),
+				nsEvent(t, "db.y", cdc.OpUpdate, 1, v(5), 12, 1, `7`),
+				nsEvent(t, "db.x", cdc.OpInsert, 9, v(9), 13, 1, `8`), // x made again
+			}, {
+				nsEvent(t, "db.y", cdc.OpDrop, nil, nil, 14, 1, `9`),
+				nsEvent(t, "db.y", cdc.OpInsert, 7, v(7), 15, 1, `10`), // y made again
+				renameEvent(t, "db.keep", "db.k2", 16, 1, `11`),        // a chain of renames in one batch
+				renameEvent(t, "db.k2", "db.k3", 16, 2, `12`),
+			}}
+			for i, b := range append(batches, batches[1], batches[2]) { // the last two again: a replay
+				if err := writeBatch(t, s, cdc.Checkpoint{}, b...); err != nil {
+					t.Fatalf("batch %d: %v", i, err)
+				}
+			}
+			live := func(table string) string {
+				if soft {
+					return mirrorRowsWhere(t, c, table, "NOT _tide_deleted")
+				}
+				return mirrorRows(t, c, table)
+			}
+			for table, want := range map[string]string{"x": "9:9", "y": "7:7", "keep": "", "k2": "", "k3": "1:100"} {
+				if got := live(table); got != want {
+					t.Errorf("table %s holds %s, want %s", table, got, want)
+				}
+			}
+			if soft {
+				if n := queryInt(t, c, `SELECT count(*) FROM y WHERE _tide_deleted AND _tide_op = 'drop'`); n != 2 {
+					t.Errorf("y has %d rows marked dropped, want the 2 moved there before the drop", n)
+				}
+			}
+			if n := queryInt(t, c, `SELECT count(*) FROM pg_tables WHERE tablename IN ('never', 'nowhere', 'elsewhere')`); n != 0 {
+				t.Errorf("%d tables made for collections that only had a drop or rename", n)
+			}
+		})
+	}
+}
+
+// mirrorRowsWhere is mirrorRows of the rows matching cond.
+func mirrorRowsWhere(t *testing.T, c *pgx.Conn, table, cond string) string {
+	t.Helper()
+	rows, err := c.Query(t.Context(), `SELECT (doc->>'_id') || ':' || (doc->>'v') FROM `+pgx.Identifier{table}.Sanitize()+` WHERE `+cond+` ORDER BY (doc->>'_id')::int`)
+	if err != nil {
+		t.Fatalf("read %s: %v", table, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}

@@ -30,6 +30,10 @@ func (s *Sink) prepareTable(ctx context.Context, tb *table) error {
 	if err := s.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tb.sql.table).Scan(&exists); err != nil {
 		return fmt.Errorf("postgres sink: look up table %s: %w", name, err)
 	}
+	if !exists && tb.noCreate {
+		tb.absent = true // nothing to drop or move
+		return nil
+	}
 	if !exists {
 		if !s.cfg.CreateTable {
 			return &batchError{what: "table " + name + " does not exist, and create_table is false", err: errors.New("create it or set create_table: true")}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,10 +75,11 @@ type Sink struct {
 
 	// The tables written: one, or with {db} or {coll} in Config.Table,
 	// one per name the namespaces render to, in order of first use.
-	templated bool
-	tables    []*table
-	byNS      map[string]int // namespace -> index in tables
-	byName    map[string]int // table name -> index in tables
+	templated  bool
+	collTables bool // the template has {coll}: a table is one collection's, and follows its drop and rename
+	tables     []*table
+	byNS       map[string]int // namespace -> index in tables
+	byName     map[string]int // table name -> index in tables
 }
 
 // New returns a sink as cfg says. It does no I/O: Open (or, when the sink
@@ -102,6 +104,7 @@ func New(cfg Config) *Sink {
 	s := &Sink{cfg: cfg, log: log.With("sink", "postgres", "table", cfg.Schema+"."+cfg.Table)}
 	s.stage.mirror = cfg.Mode == ModeMirror
 	s.templated = isTemplate(cfg.Table)
+	s.collTables = strings.Contains(cfg.Table, "{coll}")
 	return s
 }
 
@@ -182,6 +185,13 @@ func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 	for i := range batch {
 		var tbl int
 		var err error
+		if s.collTables && s.stage.mirror && (batch[i].Op == cdc.OpDrop || batch[i].Op == cdc.OpRename) {
+			if err := s.putCollOp(&batch[i]); err != nil {
+				s.stage.reset()
+				return err
+			}
+			continue
+		}
 		if !s.stage.mirror || documentOp(batch[i].Op) {
 			// A collection event (a drop, a rename) changes no row of a
 			// mirror, and must not create its table.

@@ -67,8 +67,13 @@ type statements struct {
 	// kind; the ...One variant applies the row with _id (mirror) or n
 	// (append) = $1, to find the one a failing statement chokes on.
 	upsert, upsertOne string
-	delete, deleteOne string
-	insert, insertOne string
+
+	// Mirror mode, for a collection's drop and rename: the rows with a
+	// cluster time up to $1 are dropped (deleted, or marked deleted), or
+	// cleared (deleted) once moved to the new name's table.
+	dropRows, clearRows string
+	delete, deleteOne   string
+	insert, insertOne   string
 
 	saveCheckpoint  string
 	loadCheckpoint  string
@@ -160,10 +165,25 @@ func newStatementsFor(cfg Config, tbl int) statements {
 		del = `DELETE FROM ` + s.table + ` AS t USING ` + stage + ` AS s
 	WHERE s.del AND s.` + strings.TrimSpace(ofTable) + ` AND t._id = s._id AND t._tide_cluster_time <= s.ct%s`
 	}
+	s.clearRows = `DELETE FROM ` + s.table + ` WHERE _tide_cluster_time <= $1`
+	s.dropRows = s.clearRows
+	if cfg.SoftDelete {
+		s.dropRows = `UPDATE ` + s.table + ` SET _tide_op = 'drop', _tide_cluster_time = $1, _tide_deleted = true, _tide_synced_at = now()
+	WHERE _tide_cluster_time <= $1 AND NOT _tide_deleted`
+	}
 	s.delete = strings.Replace(del, "%s", "", 1)
 	s.deleteOne = strings.Replace(del, "%s", " AND s._id = $1", 1)
 	if cfg.SoftDelete {
 		s.deleteOne = strings.Replace(del, "%s", " AND _id = $1", 1)
 	}
 	return s
+}
+
+// moveRows copies the rows of from with a cluster time up to $1 into to,
+// where no more recent row for their _id is, for a collection's rename.
+func moveRows(from, to *statements) string {
+	cols := `_id, doc, _tide_op, _tide_cluster_time, _tide_deleted, _tide_synced_at`
+	return `INSERT INTO ` + to.table + ` AS t (` + cols + `) SELECT ` + cols + ` FROM ` + from.table + ` WHERE _tide_cluster_time <= $1
+	ON CONFLICT (_id) DO UPDATE SET doc = excluded.doc, _tide_op = excluded._tide_op, _tide_cluster_time = excluded._tide_cluster_time,
+	_tide_deleted = excluded._tide_deleted, _tide_synced_at = now() WHERE t._tide_cluster_time <= excluded._tide_cluster_time`
 }

@@ -18,6 +18,7 @@ type stage struct {
 	upsert  int              // live rows that upsert (mirror)
 	del     int              // live rows that delete (mirror)
 	skipped int              // updates without a full document (mirror)
+	colls   []collOp         // drops and renames of collections with a table each (mirror), in event order
 	tmp     []byte
 }
 
@@ -43,6 +44,18 @@ func (st *stage) reset() {
 	st.rows = st.rows[:0]
 	clear(st.index)
 	st.live, st.upsert, st.del, st.skipped = 0, 0, 0, 0
+	st.colls = st.colls[:0]
+}
+
+// collOp is a collection's drop, or its rename to another table, applied
+// after the batch's rows: the rows it covers are those with a cluster
+// time up to its own, so the order of the statements does not matter,
+// and applying it again changes nothing.
+type collOp struct {
+	rename bool
+	tbl    int // the dropped or renamed collection's table
+	to     int // a rename's new table
+	ct     int64
 }
 
 func (st *stage) bytes(s span) []byte { return st.buf[s.from:s.to] }
