@@ -245,6 +245,14 @@ func (o observers) Committed(n, bytes int, took time.Duration, cp cdc.Checkpoint
 	}
 }
 
+func (o observers) CommittedNamespaces(counts []pipeline.NamespaceCount) {
+	for _, x := range o {
+		if n, ok := x.(pipeline.NamespaceObserver); ok {
+			n.CommittedNamespaces(counts)
+		}
+	}
+}
+
 func (o observers) Failed(stage string, err error) {
 	for _, x := range o {
 		x.Failed(stage, err)

@@ -39,6 +39,7 @@ type saveJob struct {
 	next    cdc.Checkpoint
 	n       int
 	nbytes  int
+	byNS    []NamespaceCount // for a NamespaceObserver
 	started time.Time
 	barrier *pause
 }
@@ -141,7 +142,53 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, e
 		p.failed(ctx, "commit", err)
 		return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
 	}
-	return saveJob{next: next, n: n, nbytes: nbytes, started: start}, nil
+	j := saveJob{next: next, n: n, nbytes: nbytes, started: start}
+	if _, ok := p.obs.(NamespaceObserver); ok && n > 0 {
+		j.byNS = countNamespaces(b.records[:n])
+	}
+	return j, nil
+}
+
+// countNamespaces counts recs by namespace, in order of first appearance.
+// Runs of one namespace, the common case, cost a comparison per record.
+func countNamespaces(recs []cdc.Record) []NamespaceCount {
+	var counts []NamespaceCount
+	var index map[string]int // once there are many namespaces
+	last := -1
+	for i := range recs {
+		ns := recs[i].Namespace
+		if last >= 0 && counts[last].Namespace == ns {
+			counts[last].Records++
+			continue
+		}
+		last = -1
+		if index != nil {
+			if k, ok := index[ns]; ok {
+				last = k
+			}
+		} else {
+			for k := range counts {
+				if counts[k].Namespace == ns {
+					last = k
+					break
+				}
+			}
+		}
+		if last < 0 {
+			last = len(counts)
+			counts = append(counts, NamespaceCount{Namespace: ns})
+			if index != nil {
+				index[ns] = last
+			} else if len(counts) > 16 {
+				index = make(map[string]int, 2*len(counts))
+				for k, c := range counts {
+					index[c.Namespace] = k
+				}
+			}
+		}
+		counts[last].Records++
+	}
+	return counts
 }
 
 // saveLoop saves the checkpoint of each committed batch and then
@@ -194,6 +241,9 @@ func (p *Pipeline) saveAndAck(ctx context.Context, j saveJob) error {
 	p.stats.LastCommit = time.Now()
 	p.statsMu.Unlock()
 	p.obs.Committed(j.n, j.nbytes, took, j.next)
+	if o, ok := p.obs.(NamespaceObserver); ok && len(j.byNS) > 0 {
+		o.CommittedNamespaces(j.byNS)
+	}
 	return nil
 }
 

@@ -40,6 +40,20 @@ type Observer interface {
 	Failed(stage string, err error)
 }
 
+// NamespaceObserver is an Observer that also wants each committed batch's
+// records counted by namespace (cdc.Event.Namespace). The runtime calls
+// CommittedNamespaces after Committed, with the counts in order of first
+// appearance in the batch; it must not retain the slice.
+type NamespaceObserver interface {
+	CommittedNamespaces(counts []NamespaceCount)
+}
+
+// NamespaceCount is the number of records of one namespace in a batch.
+type NamespaceCount struct {
+	Namespace string
+	Records   int
+}
+
 // Config configures a Pipeline. The zero value of each field means its
 // default.
 type Config struct {

@@ -1,5 +1,5 @@
 // Package metrics exposes a pipeline's progress as Prometheus metrics. It
-// implements runtime.Observer, so the runtime stays free of Prometheus, and
+// implements pipeline.Observer and pipeline.NamespaceObserver, so the runtime stays free of Prometheus, and
 // serves /metrics over HTTP for `tide run --metrics-addr`.
 package metrics
 
@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/pipeline"
 )
 
 // Pipeline holds the metrics of one pipeline. Its methods are safe for
@@ -24,14 +27,27 @@ import (
 type Pipeline struct {
 	eventsIn      prometheus.Counter
 	bytesIn       prometheus.Counter
-	eventsOut     prometheus.Counter
+	eventsOut     *prometheus.CounterVec // by namespace
 	bytesOut      prometheus.Counter
 	batches       prometheus.Counter
 	commitLatency prometheus.Histogram
 	errors        *prometheus.CounterVec
 
 	lastCommit atomic.Int64 // Unix nanoseconds of the last checkpoint; 0 before the first
+
+	mu         sync.Mutex                    // guards the field below
+	namespaces map[string]prometheus.Counter // the namespace label values in use, at most MaxNamespaces
+	other      prometheus.Counter
 }
+
+// MaxNamespaces bounds the values of the namespace label of
+// tide_events_out_total: past that many, records of other namespaces
+// count under OtherNamespace, so that a source with a great many
+// collections (or NATS subjects) cannot grow the series without bound.
+const MaxNamespaces = 1000
+
+// OtherNamespace is the namespace label of the records past MaxNamespaces.
+const OtherNamespace = "_other"
 
 // New registers the metrics of the named pipeline with reg.
 func New(reg prometheus.Registerer, pipeline string) *Pipeline {
@@ -42,11 +58,15 @@ func New(reg prometheus.Registerer, pipeline string) *Pipeline {
 		return c
 	}
 	m := &Pipeline{
-		eventsIn:  f("events_in_total", "Events handed out by the source, markers included."),
-		bytesIn:   f("bytes_in_total", "In-memory bytes of the events handed out by the source."),
-		eventsOut: f("events_out_total", "Events committed by the sink."),
-		bytesOut:  f("bytes_out_total", "Encoded bytes committed by the sink."),
-		batches:   f("batches_total", "Batches committed and checkpointed."),
+		eventsIn: f("events_in_total", "Events handed out by the source, markers included."),
+		bytesIn:  f("bytes_in_total", "In-memory bytes of the events handed out by the source."),
+		eventsOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "tide", Name: "events_out_total", ConstLabels: labels,
+			Help: "Events committed by the sink, by namespace (db.collection, or the NATS subject; " +
+				"past " + strconv.Itoa(MaxNamespaces) + " namespaces the rest count as " + OtherNamespace + ").",
+		}, []string{"namespace"}),
+		bytesOut: f("bytes_out_total", "Encoded bytes committed by the sink."),
+		batches:  f("batches_total", "Batches committed and checkpointed."),
 		commitLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "tide", Name: "commit_latency_seconds", ConstLabels: labels,
 			Help:    "Time from the first put of a batch to its saved checkpoint.",
@@ -57,7 +77,7 @@ func New(reg prometheus.Registerer, pipeline string) *Pipeline {
 			Help: "Errors by pipeline stage (poll, encode, put, commit, save, ack, close).",
 		}, []string{"stage"}),
 	}
-	reg.MustRegister(m.commitLatency, m.errors)
+	reg.MustRegister(m.commitLatency, m.errors, m.eventsOut)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "tide", Name: "checkpoint_age_seconds", ConstLabels: labels,
 		Help: "Seconds since the last saved checkpoint (0 before the first).",
@@ -79,13 +99,42 @@ func (m *Pipeline) Polled(n, bytes int) {
 	m.bytesIn.Add(float64(bytes))
 }
 
-// Committed counts one committed and checkpointed batch.
+// Committed counts one committed and checkpointed batch. Its records are
+// counted by CommittedNamespaces, which the runtime calls next.
 func (m *Pipeline) Committed(n, bytes int, took time.Duration, _ cdc.Checkpoint) {
-	m.eventsOut.Add(float64(n))
 	m.bytesOut.Add(float64(bytes))
 	m.batches.Inc()
 	m.commitLatency.Observe(took.Seconds())
 	m.lastCommit.Store(time.Now().UnixNano())
+}
+
+// CommittedNamespaces counts a committed batch's records by namespace.
+func (m *Pipeline) CommittedNamespaces(counts []pipeline.NamespaceCount) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range counts {
+		m.namespaceLocked(c.Namespace).Add(float64(c.Records))
+	}
+}
+
+// namespaceLocked returns the counter of ns, or of OtherNamespace once
+// MaxNamespaces are in use.
+func (m *Pipeline) namespaceLocked(ns string) prometheus.Counter {
+	if c, ok := m.namespaces[ns]; ok {
+		return c
+	}
+	if len(m.namespaces) >= MaxNamespaces || ns == OtherNamespace {
+		if m.other == nil {
+			m.other = m.eventsOut.WithLabelValues(OtherNamespace)
+		}
+		return m.other
+	}
+	if m.namespaces == nil {
+		m.namespaces = make(map[string]prometheus.Counter)
+	}
+	c := m.eventsOut.WithLabelValues(ns)
+	m.namespaces[ns] = c
+	return c
 }
 
 // Failed counts an error at a pipeline stage.

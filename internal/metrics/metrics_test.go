@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/pipeline"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,6 +25,7 @@ func TestServeMetrics(t *testing.T) {
 	m := New(reg, "orders")
 	m.Polled(3, 300)
 	m.Committed(3, 120, 5*time.Millisecond, cdc.Checkpoint{Source: cdc.Position(`{"seq":3}`)})
+	m.CommittedNamespaces([]pipeline.NamespaceCount{{Namespace: "shop.orders", Records: 2}, {Namespace: "shop.customers", Records: 1}})
 	m.Failed("save", errors.New("disk full"))
 
 	srv, err := Listen("127.0.0.1:0", reg)
@@ -51,7 +54,8 @@ func TestServeMetrics(t *testing.T) {
 	for _, want := range []string{
 		`tide_events_in_total{pipeline="orders"} 3`,
 		`tide_bytes_in_total{pipeline="orders"} 300`,
-		`tide_events_out_total{pipeline="orders"} 3`,
+		`tide_events_out_total{namespace="shop.orders",pipeline="orders"} 2`,
+		`tide_events_out_total{namespace="shop.customers",pipeline="orders"} 1`,
 		`tide_bytes_out_total{pipeline="orders"} 120`,
 		`tide_batches_total{pipeline="orders"} 1`,
 		`tide_commit_latency_seconds_count{pipeline="orders"} 1`,
@@ -68,5 +72,41 @@ func TestServeMetrics(t *testing.T) {
 func TestListenRefusesBadAddress(t *testing.T) {
 	if _, err := Listen("127.0.0.1:-1", NewRegistry()); err == nil || !strings.Contains(err.Error(), "metrics listen") {
 		t.Fatalf("Listen on a bad address = %v, want an error naming the metrics listener", err)
+	}
+}
+
+// TestNamespaceLabelBounded: past MaxNamespaces namespaces, the records
+// of new ones count under OtherNamespace, and the known ones go on.
+func TestNamespaceLabelBounded(t *testing.T) {
+	reg := NewRegistry()
+	m := New(reg, "many")
+	for i := range MaxNamespaces + 5 {
+		m.CommittedNamespaces([]pipeline.NamespaceCount{{Namespace: fmt.Sprintf("db.c%d", i), Records: 2}})
+	}
+	m.CommittedNamespaces([]pipeline.NamespaceCount{{Namespace: "db.c0", Records: 1}, {Namespace: "db.late", Records: 3}})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	series := 0
+	for _, mf := range mfs {
+		if mf.GetName() != "tide_events_out_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			series++
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "namespace" {
+					got[l.GetValue()] = mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if series != MaxNamespaces+1 {
+		t.Errorf("%d series of tide_events_out_total, want %d namespaces and %s", series, MaxNamespaces, OtherNamespace)
+	}
+	if got["db.c0"] != 3 || got[OtherNamespace] != 5*2+3 || got[fmt.Sprintf("db.c%d", MaxNamespaces-1)] != 2 {
+		t.Errorf("db.c0 = %v (want 3), %s = %v (want 13), last = %v (want 2)", got["db.c0"], OtherNamespace, got[OtherNamespace], got[fmt.Sprintf("db.c%d", MaxNamespaces-1)])
 	}
 }

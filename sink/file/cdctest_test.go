@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,4 +71,66 @@ func lines(b []byte) [][]byte {
 		out = append(out, bytes.Clone(bytes.TrimSuffix(line, []byte("\n"))))
 	}
 	return out
+}
+
+// TestContractTemplate runs the conformance suite on a sink writing one
+// file per namespace: record i goes to namespace cdctest.c<i%3>. The
+// records are read back from all the files and ordered by their number,
+// which each file keeps in order.
+func TestContractTemplate(t *testing.T) {
+	root := t.TempDir()
+	dir := func(t *testing.T) string {
+		return filepath.Join(root, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+	}
+	record := func(i int) cdc.Record {
+		r := largeRecord(i)
+		r.Namespace = fmt.Sprintf("cdctest.c%d", i%3)
+		return r
+	}
+	cdctest.TestSink(t, cdctest.SinkHarness{
+		New: func(t *testing.T) cdc.Sink {
+			return file.New(file.Config{Path: filepath.Join(dir(t), "{db}", "{coll}.jsonl"), Pipeline: cdctest.Pipeline, DataDir: dir(t),
+				Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		},
+		Record: record,
+		Committed: func(t *testing.T) [][]byte {
+			type numbered struct {
+				n    int
+				line []byte
+			}
+			var all []numbered
+			for k := range 3 {
+				path := filepath.Join(dir(t), "cdctest", fmt.Sprintf("c%d.jsonl", k))
+				b, err := os.ReadFile(path)
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				last := -1
+				for _, l := range lines(b) {
+					var n int
+					if _, err := fmt.Sscanf(string(l), `{"cdctest":%d,`, &n); err != nil || n%3 != k || n <= last {
+						t.Fatalf("%s holds %.40q after record %d: not its records in order", path, l, last)
+					}
+					last = n
+					all = append(all, numbered{n, l})
+				}
+			}
+			slices.SortFunc(all, func(a, b numbered) int { return a.n - b.n })
+			var out [][]byte
+			for _, x := range all {
+				out = append(out, x.line)
+			}
+			return out
+		},
+		FailOpen: func(t *testing.T) cdc.Sink {
+			notDir := filepath.Join(root, "not-a-directory-"+strings.NewReplacer("/", "_").Replace(t.Name()))
+			if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return file.New(file.Config{Path: filepath.Join(notDir, "{coll}.jsonl")})
+		},
+	})
 }

@@ -119,6 +119,28 @@ func checkLines(path string, n int) error {
 	return nil
 }
 
+// checkSeqLines requires path to hold exactly the lines of the seqs from
+// 1 to n that are k modulo len(crashNamespaces).
+func checkSeqLines(path string, n, k int) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && n == 0 {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var want []byte
+	for seq := 1; seq <= n; seq++ {
+		if seq%len(crashNamespaces) == k {
+			want = append(append(want, crashRecord(seq)...), '\n')
+		}
+	}
+	if !bytes.Equal(b, want) {
+		return fmt.Errorf("file has %d bytes, want %d (the lines of the %d checkpointed records)", len(b), len(want), n)
+	}
+	return nil
+}
+
 // TestSIGKILLIsExactlyOnce runs the runtime's put, commit, checkpoint loop
 // in a child process and kills it at random moments: mid-write, between
 // commit and checkpoint, anywhere. After each kill, reopening the sink from
@@ -126,11 +148,39 @@ func checkLines(path string, n int) error {
 // child continues from there, so the file never holds a torn line or a
 // duplicate.
 func TestSIGKILLIsExactlyOnce(t *testing.T) {
+	sigkillLoop(t, false)
+}
+
+// TestSIGKILLTemplateIsExactlyOnce is TestSIGKILLIsExactlyOnce with one
+// file per namespace: a kill between the fsyncs of two files, or after
+// them and before the checkpoint, leaves each file exactly at its
+// committed length after the reopen.
+func TestSIGKILLTemplateIsExactlyOnce(t *testing.T) {
+	sigkillLoop(t, true)
+}
+
+// crashNamespaces are the namespaces of the templated crash test: record
+// seq goes to crashNamespaces[seq%3].
+var crashNamespaces = []string{"db.a", "db.b", "db.c"}
+
+const crashTemplateEnv = "TIDE_FILE_SINK_TEST_TEMPLATE"
+
+func crashPath(dir string, templated bool) string {
+	if templated {
+		return filepath.Join(dir, "{coll}.jsonl")
+	}
+	return filepath.Join(dir, "events.jsonl")
+}
+
+func sigkillLoop(t *testing.T, templated bool) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "events.jsonl")
+	path := crashPath(dir, templated)
 	for i := range 8 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"="+dir)
+		if templated {
+			cmd.Env = append(cmd.Env, crashTemplateEnv+"=1")
+		}
 		cmd.Stderr = t.Output()
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -168,8 +218,17 @@ func TestSIGKILLIsExactlyOnce(t *testing.T) {
 			t.Fatalf("iteration %d: Open after SIGKILL: %v", i, err)
 		}
 		s.Close()
-		if err := checkLines(path, st.Seq); err != nil {
-			t.Fatalf("iteration %d, checkpoint at seq %d: %v", i, st.Seq, err)
+		if !templated {
+			if err := checkLines(path, st.Seq); err != nil {
+				t.Fatalf("iteration %d, checkpoint at seq %d: %v", i, st.Seq, err)
+			}
+			continue
+		}
+		for k, ns := range crashNamespaces {
+			_, coll, _ := strings.Cut(ns, ".")
+			if err := checkSeqLines(filepath.Join(dir, coll+".jsonl"), st.Seq, k); err != nil {
+				t.Fatalf("iteration %d, checkpoint at seq %d: %s: %v", i, st.Seq, ns, err)
+			}
 		}
 	}
 }
@@ -186,7 +245,8 @@ func writeLoop(dir string) {
 	if err != nil {
 		fail(err)
 	}
-	s := New(Config{Path: filepath.Join(dir, "events.jsonl")})
+	templated := os.Getenv(crashTemplateEnv) != ""
+	s := New(Config{Path: crashPath(dir, templated)})
 	if err := s.Open(ctx, cp); err != nil {
 		fail(err)
 	}
@@ -197,6 +257,9 @@ func writeLoop(dir string) {
 		rs := records(seq+1, seq+crashBatch)
 		for i := range rs {
 			rs[i].Data = crashRecord(seq + 1 + i)
+			if templated {
+				rs[i].Namespace = crashNamespaces[(seq+1+i)%len(crashNamespaces)]
+			}
 		}
 		if err := s.Put(ctx, rs); err != nil {
 			fail(err)

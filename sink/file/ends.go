@@ -125,8 +125,8 @@ func checksumsOf(st state) (*checksums, error) {
 // checkpoint has checksums, before anything is cut or appended, and loads
 // them into s.ends for the next State. A file shorter than committed is
 // left for restore to refuse.
-func (s *Sink) verifyEnds(f faultfs.File, committed int64, want *checksums) error {
-	s.ends = ends{}
+func (s *Sink) verifyEnds(t *target, f faultfs.File, committed int64, want *checksums) error {
+	t.ends = ends{}
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("file sink: %w", err)
@@ -135,15 +135,15 @@ func (s *Sink) verifyEnds(f faultfs.File, committed int64, want *checksums) erro
 		return nil
 	}
 	if want != nil {
-		if err := s.verifyRange(f, "its first", 0, want.headLen, want.headCRC, committed); err != nil {
+		if err := s.verifyRange(t, f, "its first", 0, want.headLen, want.headCRC, committed); err != nil {
 			return err
 		}
-		if err := s.verifyRange(f, "the last", committed-want.tailLen, want.tailLen, want.tailCRC, committed); err != nil {
+		if err := s.verifyRange(t, f, "the last", committed-want.tailLen, want.tailLen, want.tailCRC, committed); err != nil {
 			return err
 		}
 	} else if committed > 0 {
 		s.log.Info("checkpoint has no checksum of the file (it was written by an older tide); the committed bytes are not verified this time",
-			"committed_bytes", committed)
+			"file", t.path, "committed_bytes", committed)
 	}
 	n := min(committed, checkLen)
 	head, err := readRange(f, 0, n)
@@ -154,14 +154,14 @@ func (s *Sink) verifyEnds(f faultfs.File, committed int64, want *checksums) erro
 	if err != nil {
 		return err
 	}
-	s.ends.head = head
-	s.ends.writeTail(tail)
+	t.ends.head = head
+	t.ends.writeTail(tail)
 	return nil
 }
 
 // verifyRange compares the CRC-32C of the file's length bytes at off with
 // want.
-func (s *Sink) verifyRange(f faultfs.File, which string, off, length int64, want uint32, committed int64) error {
+func (s *Sink) verifyRange(t *target, f faultfs.File, which string, off, length int64, want uint32, committed int64) error {
 	b, err := readRange(f, off, length)
 	if err != nil {
 		return err
@@ -176,7 +176,7 @@ func (s *Sink) verifyRange(f faultfs.File, which string, off, length int64, want
 	return fmt.Errorf("file sink %s was changed by something other than this pipeline since its last commit: %s. "+
 		"Something rewrote, edited, or truncated it while tide was writing (logrotate's copytruncate leaves NUL bytes at the start). "+
 		"Appending would leave a file that does not hold the committed events; "+
-		"restore the file as it was, or move it aside and reset the checkpoint to start over", s.path, what)
+		"restore the file as it was, or move it aside and reset the checkpoint to start over", t.path, what)
 }
 
 func readRange(f faultfs.File, off, length int64) ([]byte, error) {

@@ -58,8 +58,7 @@ func (o owner) describe() string {
 // lock takes the sink file's lock, held until Close, and records us as
 // its owner. The kernel releases it when the process exits, however it
 // exits, so a crashed pipeline never leaves it stale.
-func (s *Sink) lock() (*os.File, error) {
-	path := s.path + lockSuffix
+func (s *Sink) lock(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("file sink: open lock file: %w", err)

@@ -17,9 +17,9 @@ type marker struct {
 }
 
 // writeMarker writes the fresh-file marker, naming us.
-func (s *Sink) writeMarker(path string) error {
+func (s *Sink) writeMarker(file, path string) error {
 	b, _ := json.Marshal(marker{ // strings only: always marshals
-		Note:  "written by tide: " + s.path + " has no checkpoint yet; its content is uncommitted",
+		Note:  "written by tide: " + file + " has no checkpoint yet; its content is uncommitted",
 		owner: owner{Pipeline: s.owner.Pipeline, DataDir: s.owner.DataDir},
 	})
 	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -46,7 +46,7 @@ func (s *Sink) writeMarker(path string) error {
 // older tide, or by a sink configured without a pipeline) is taken as
 // ours, as before markers named their owner. Another pipeline's marker on
 // an empty file is taken over: there is nothing of theirs to lose.
-func (s *Sink) checkMarker(path string, size int64) (bool, error) {
+func (s *Sink) checkMarker(file, path string, size int64) (bool, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -67,5 +67,5 @@ func (s *Sink) checkMarker(path string, size int64) (bool, error) {
 	return false, fmt.Errorf("file sink %s holds %d bytes that %s wrote before its first checkpoint (marker %s): "+
 		"they are that pipeline's uncommitted output, which it cuts when it starts again; "+
 		"run that pipeline, or set another sink.file.path. If that pipeline is gone for good, move the file and its marker aside",
-		s.path, size, m.owner.describe(), path)
+		file, size, m.owner.describe(), path)
 }

@@ -195,7 +195,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 			s.stage.reset()
 			return fmt.Errorf("postgres sink: %w", err)
 		}
-	} else if s.stage.live == 0 && s.stage.skipped == 0 {
+	} else if s.stage.live == 0 && s.stage.skipped == 0 && len(s.stage.colls) == 0 {
 		s.stage.reset() // nothing to write: a batch of markers only
 		return nil
 	}
@@ -270,6 +270,13 @@ func (s *Sink) attempt(ctx context.Context, ckpt []byte, uncertain bool) error {
 		s.log.Warn("lost commit may have succeeded; applying the batch again (at-least-once without checkpoint: sink)", "rows", s.stage.live)
 	}
 
+	if err := s.prepareTables(ctx); err != nil {
+		var be *batchError
+		if !errors.As(err, &be) {
+			err = classify(err, &batchError{what: "prepare tables", err: err})
+		}
+		return s.failed(err)
+	}
 	if _, err := s.conn.Exec(ctx, "begin"); err != nil {
 		return s.failed(fmt.Errorf("begin: %w", err))
 	}
@@ -309,20 +316,40 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	}
 	type stmt struct{ what, sql string }
 	var stmts []stmt
-	switch {
-	case st.mirror:
-		if st.upsert > 0 {
-			stmts = append(stmts, stmt{"upsert into " + s.sql.table, s.sql.upsert})
+	for i, c := range st.perTable(len(s.tables)) {
+		q := &s.tables[i].sql
+		switch {
+		case st.mirror:
+			if c.upsert > 0 {
+				stmts = append(stmts, stmt{"upsert into " + q.table, q.upsert})
+			}
+			if c.del > 0 {
+				stmts = append(stmts, stmt{"delete from " + q.table, q.delete})
+			}
+		case c.live > 0:
+			stmts = append(stmts, stmt{"insert into " + q.table, q.insert})
 		}
-		if st.del > 0 {
-			stmts = append(stmts, stmt{"delete from " + s.sql.table, s.sql.delete})
-		}
-	case st.live > 0:
-		stmts = append(stmts, stmt{"insert into " + s.sql.table, s.sql.insert})
 	}
 	b := &pgx.Batch{}
 	for _, q := range stmts {
 		b.Queue(q.sql)
+	}
+	for _, op := range st.colls {
+		from := s.tables[op.tbl]
+		if from.absent {
+			continue // no table, no rows
+		}
+		if op.rename {
+			to := &s.tables[op.to].sql
+			q := stmt{"move rows of renamed " + from.sql.table + " to " + to.table, moveRows(&from.sql, to)}
+			b.Queue(q.sql, op.ct)
+			stmts = append(stmts, q)
+			b.Queue(from.sql.clearRows, op.ct)
+			stmts = append(stmts, stmt{"clear renamed " + from.sql.table, from.sql.clearRows})
+			continue
+		}
+		b.Queue(from.sql.dropRows, op.ct)
+		stmts = append(stmts, stmt{"drop rows of dropped " + from.sql.table, from.sql.dropRows})
 	}
 	if ckpt != nil {
 		b.Queue(s.sql.saveCheckpoint, s.cfg.Pipeline, ckpt)
@@ -439,14 +466,18 @@ func (s *Sink) diagnose(ctx context.Context, be *batchError) string {
 	st := &s.stage
 	var one string
 	var del bool
-	switch be.sql {
-	case s.sql.upsert:
-		one = s.sql.upsertOne
-	case s.sql.delete:
-		one, del = s.sql.deleteOne, true
-	case s.sql.insert:
-		one = s.sql.insertOne
-	default:
+	tbl := -1 // the table of the failed statement
+	for i, tb := range s.tables {
+		switch be.sql {
+		case tb.sql.upsert:
+			one, tbl = tb.sql.upsertOne, i
+		case tb.sql.delete:
+			one, del, tbl = tb.sql.deleteOne, true, i
+		case tb.sql.insert:
+			one, tbl = tb.sql.insertOne, i
+		}
+	}
+	if one == "" {
 		return ""
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -466,7 +497,7 @@ func (s *Sink) diagnose(ctx context.Context, be *batchError) string {
 	tried := 0
 	for i := range st.rows {
 		r := &st.rows[i]
-		if r.dead || (st.mirror && r.del != del) {
+		if r.dead || r.tbl != tbl || (st.mirror && r.del != del) {
 			continue
 		}
 		if tried++; tried > maxDiagnose {

@@ -71,4 +71,34 @@
 // another type, a missing primary key on _id (mirror), and extra NOT NULL
 // columns without a default are listed in one error. Identifiers are
 // quoted and data only ever travels as COPY values or parameters.
+//
+// # A table per namespace
+//
+// Config.Table may hold {db} and {coll}, filled from each event's
+// namespace ("db.coll"): table: "{coll}" mirrors each collection into a
+// table of its name. Each table is created (with CreateTable) or checked
+// when its first row arrives, before the batch's transaction; the rows of
+// every table and the checkpoint still commit in that one transaction.
+// The rows of all tables go into the staging table in one COPY, each
+// tagged with its table's index, and each table's statements take their
+// own. A rendered name is always quoted as an identifier, never spliced
+// into SQL. A name longer than PostgreSQL's 63 bytes is cut to 54 bytes
+// (at a character boundary) plus "_" and the first 8 hex digits of its
+// SHA-256: the same name on every run, distinct for names that only
+// differ past the cut. Without CreateTable, a missing table fails the
+// batch, naming the table and the namespace. In append mode a collection
+// event is a row of its namespace's table like any event.
+//
+// In mirror mode with {coll} in the template, a table is one collection's
+// and follows it, in the batch's transaction: a drop deletes the rows up
+// to the drop's cluster time (with SoftDelete, marks them deleted, _tide_op
+// "drop"); a rename moves them to the new name's table (made if missing,
+// with CreateTable) where no newer row for their _id is, and deletes them
+// from the old one. Both cover only rows up to their own cluster time, so
+// they apply after the batch's rows, and a replayed batch changes nothing.
+// A collection dropped or renamed before any row of it reached the sink
+// gets no table. A rename's event must carry Extra {to: {db, coll}}; one
+// with dropTarget leaves the old target's rows that the move does not
+// replace. Without {coll} (one table, or one per database), drops and
+// renames change no row.
 package postgres

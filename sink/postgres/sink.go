@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,7 +34,7 @@ const DefaultRetryTimeout = time.Minute
 type Config struct {
 	DSN    string `yaml:"dsn"`    // libpq URL or keyword/value string; required
 	Schema string `yaml:"schema"` // default "public"
-	Table  string `yaml:"table"`  // required
+	Table  string `yaml:"table"`  // required; may hold {db} and {coll}: a table per namespace
 	Mode   string `yaml:"mode"`   // ModeMirror (default) or ModeAppend
 
 	// CreateTable creates the table, if missing, on Open.
@@ -71,6 +72,14 @@ type Sink struct {
 
 	opened bool
 	stage  stage
+
+	// The tables written: one, or with {db} or {coll} in Config.Table,
+	// one per name the namespaces render to, in order of first use.
+	templated  bool
+	collTables bool // the template has {coll}: a table is one collection's, and follows its drop and rename
+	tables     []*table
+	byNS       map[string]int // namespace -> index in tables
+	byName     map[string]int // table name -> index in tables
 }
 
 // New returns a sink as cfg says. It does no I/O: Open (or, when the sink
@@ -94,6 +103,8 @@ func New(cfg Config) *Sink {
 	}
 	s := &Sink{cfg: cfg, log: log.With("sink", "postgres", "table", cfg.Schema+"."+cfg.Table)}
 	s.stage.mirror = cfg.Mode == ModeMirror
+	s.templated = isTemplate(cfg.Table)
+	s.collTables = strings.Contains(cfg.Table, "{coll}")
 	return s
 }
 
@@ -151,6 +162,10 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 			return err
 		}
 	}
+	s.tables, s.byNS, s.byName = nil, map[string]int{}, map[string]int{}
+	if !s.templated {
+		s.tables = []*table{{name: s.cfg.Table, sql: s.sql}}
+	}
 	if err := s.prepareSchema(ctx); err != nil {
 		return err
 	}
@@ -168,7 +183,24 @@ func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 		return errors.New("postgres sink: Put before Open")
 	}
 	for i := range batch {
-		if err := s.stage.add(&batch[i]); err != nil {
+		var tbl int
+		var err error
+		if s.collTables && s.stage.mirror && (batch[i].Op == cdc.OpDrop || batch[i].Op == cdc.OpRename) {
+			if err := s.putCollOp(&batch[i]); err != nil {
+				s.stage.reset()
+				return err
+			}
+			continue
+		}
+		if !s.stage.mirror || documentOp(batch[i].Op) {
+			// A collection event (a drop, a rename) changes no row of a
+			// mirror, and must not create its table.
+			tbl, err = s.tableOf(&batch[i])
+		}
+		if err == nil {
+			err = s.stage.add(&batch[i], tbl)
+		}
+		if err != nil {
 			s.stage.reset()
 			return err
 		}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -45,10 +46,12 @@ var appendColumns = []column{
 	{"_tide_synced_at", "timestamp with time zone"},
 }
 
-// stageColumns are the staging table's columns, in COPY order.
+// stageColumns are the staging table's columns, in COPY order. t is the
+// index of the row's table among the sink's tables: one COPY stages the
+// rows of every table, and each table's statements take their own.
 var (
-	mirrorStageColumns = []string{"_id", "doc", "op", "ct", "del"}
-	appendStageColumns = []string{"n", "rec"}
+	mirrorStageColumns = []string{"_id", "doc", "op", "ct", "del", "t"}
+	appendStageColumns = []string{"n", "rec", "t"}
 )
 
 // statements are the SQL texts of one sink, with its identifiers quoted.
@@ -64,15 +67,27 @@ type statements struct {
 	// kind; the ...One variant applies the row with _id (mirror) or n
 	// (append) = $1, to find the one a failing statement chokes on.
 	upsert, upsertOne string
-	delete, deleteOne string
-	insert, insertOne string
+
+	// Mirror mode, for a collection's drop and rename: the rows with a
+	// cluster time up to $1 are dropped (deleted, or marked deleted), or
+	// cleared (deleted) once moved to the new name's table.
+	dropRows, clearRows string
+	delete, deleteOne   string
+	insert, insertOne   string
 
 	saveCheckpoint  string
 	loadCheckpoint  string
 	checkCheckpoint string
 }
 
-func newStatements(cfg Config) statements {
+// newStatements returns the statements of cfg.Table, the sink's first
+// table.
+func newStatements(cfg Config) statements { return newStatementsFor(cfg, 0) }
+
+// newStatementsFor returns the statements of cfg.Table, whose rows are
+// staged with t = tbl.
+func newStatementsFor(cfg Config, tbl int) statements {
+	ofTable := " t = " + strconv.Itoa(tbl) // an integer: nothing to quote
 	s := statements{
 		table:       pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize(),
 		checkpoints: pgx.Identifier{cfg.Schema, checkpointTable}.Sanitize(),
@@ -103,17 +118,17 @@ func newStatements(cfg Config) statements {
 	_headers jsonb,
 	_resume_token jsonb,
 	_tide_synced_at timestamptz NOT NULL DEFAULT now())`
-		s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (n bigint, rec jsonb) ON COMMIT DELETE ROWS`
+		s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (n bigint, rec jsonb, t int) ON COMMIT DELETE ROWS`
 		// A JSON null becomes SQL NULL; absent fields are NULL anyway.
 		sel := `SELECT rec->>'_namespace', rec->>'_op', nullif(rec->'_document_key', 'null'),
 	(rec->>'_cluster_time_s')::bigint, (rec->>'_cluster_time_i')::bigint, (rec->>'_wall_time_ms')::bigint,
 	nullif(rec->'_full_document', 'null'), nullif(rec->'_before', 'null'), nullif(rec->'_update_desc', 'null'),
 	nullif(rec->'_extra', 'null'), nullif(rec->'_headers', 'null'), nullif(rec->'_resume_token', 'null'), now()
-	FROM ` + stage
+	FROM ` + stage + ` WHERE` + ofTable
 		ins := `INSERT INTO ` + s.table + ` (_namespace, _op, _document_key, _cluster_time_s, _cluster_time_i, _wall_time_ms,
 	_full_document, _before, _update_desc, _extra, _headers, _resume_token, _tide_synced_at) `
 		s.insert = ins + sel + ` ORDER BY n`
-		s.insertOne = ins + sel + ` WHERE n = $1`
+		s.insertOne = ins + sel + ` AND n = $1`
 		return s
 	}
 
@@ -124,7 +139,7 @@ func newStatements(cfg Config) statements {
 	_tide_cluster_time bigint NOT NULL,
 	_tide_deleted boolean NOT NULL DEFAULT false,
 	_tide_synced_at timestamptz NOT NULL DEFAULT now())`
-	s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (_id text, doc jsonb, op text, ct bigint, del boolean) ON COMMIT DELETE ROWS`
+	s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (_id text, doc jsonb, op text, ct bigint, del boolean, t int) ON COMMIT DELETE ROWS`
 
 	// The guard: a row is only replaced by an event at least as recent.
 	// Equal cluster times replace, so that a replayed batch, or events of
@@ -132,7 +147,7 @@ func newStatements(cfg Config) statements {
 	cols := `(_id, doc, _tide_op, _tide_cluster_time, _tide_deleted, _tide_synced_at)`
 	guard := ` WHERE t._tide_cluster_time <= excluded._tide_cluster_time`
 	up := `INSERT INTO ` + s.table + ` AS t ` + cols + `
-	SELECT _id, doc, op, ct, false, now() FROM ` + stage + ` WHERE NOT del%s
+	SELECT _id, doc, op, ct, false, now() FROM ` + stage + ` WHERE NOT del AND` + ofTable + `%s
 	ON CONFLICT (_id) DO UPDATE SET doc = excluded.doc, _tide_op = excluded._tide_op,
 	_tide_cluster_time = excluded._tide_cluster_time, _tide_deleted = false, _tide_synced_at = excluded._tide_synced_at` + guard
 	s.upsert = strings.Replace(up, "%s", "", 1)
@@ -143,12 +158,18 @@ func newStatements(cfg Config) statements {
 		// A document deleted before the mirror saw it still gets a row,
 		// so that a replayed older insert cannot bring it back.
 		del = `INSERT INTO ` + s.table + ` AS t ` + cols + `
-	SELECT _id, NULL, op, ct, true, now() FROM ` + stage + ` WHERE del%s
+	SELECT _id, NULL, op, ct, true, now() FROM ` + stage + ` WHERE del AND` + ofTable + `%s
 	ON CONFLICT (_id) DO UPDATE SET _tide_op = excluded._tide_op,
 	_tide_cluster_time = excluded._tide_cluster_time, _tide_deleted = true, _tide_synced_at = excluded._tide_synced_at` + guard
 	} else {
 		del = `DELETE FROM ` + s.table + ` AS t USING ` + stage + ` AS s
-	WHERE s.del AND t._id = s._id AND t._tide_cluster_time <= s.ct%s`
+	WHERE s.del AND s.` + strings.TrimSpace(ofTable) + ` AND t._id = s._id AND t._tide_cluster_time <= s.ct%s`
+	}
+	s.clearRows = `DELETE FROM ` + s.table + ` WHERE _tide_cluster_time <= $1`
+	s.dropRows = s.clearRows
+	if cfg.SoftDelete {
+		s.dropRows = `UPDATE ` + s.table + ` SET _tide_op = 'drop', _tide_cluster_time = $1, _tide_deleted = true, _tide_synced_at = now()
+	WHERE _tide_cluster_time <= $1 AND NOT _tide_deleted`
 	}
 	s.delete = strings.Replace(del, "%s", "", 1)
 	s.deleteOne = strings.Replace(del, "%s", " AND s._id = $1", 1)
@@ -156,4 +177,13 @@ func newStatements(cfg Config) statements {
 		s.deleteOne = strings.Replace(del, "%s", " AND _id = $1", 1)
 	}
 	return s
+}
+
+// moveRows copies the rows of from with a cluster time up to $1 into to,
+// where no more recent row for their _id is, for a collection's rename.
+func moveRows(from, to *statements) string {
+	cols := `_id, doc, _tide_op, _tide_cluster_time, _tide_deleted, _tide_synced_at`
+	return `INSERT INTO ` + to.table + ` AS t (` + cols + `) SELECT ` + cols + ` FROM ` + from.table + ` WHERE _tide_cluster_time <= $1
+	ON CONFLICT (_id) DO UPDATE SET doc = excluded.doc, _tide_op = excluded._tide_op, _tide_cluster_time = excluded._tide_cluster_time,
+	_tide_deleted = excluded._tide_deleted, _tide_synced_at = now() WHERE t._tide_cluster_time <= excluded._tide_cluster_time`
 }

@@ -11,13 +11,14 @@ import (
 // memory, so that the batch can be sent again after a lost connection.
 type stage struct {
 	mirror  bool
-	buf     []byte         // documents (mirror) or envelopes (append), and raw document keys
-	rows    []row          // in event order; in mirror mode dead rows were superseded
-	index   map[string]int // mirror: document key -> index in rows of its last event
-	live    int            // rows not superseded
-	upsert  int            // live rows that upsert (mirror)
-	del     int            // live rows that delete (mirror)
-	skipped int            // updates without a full document (mirror)
+	buf     []byte           // documents (mirror) or envelopes (append), and raw document keys
+	rows    []row            // in event order; in mirror mode dead rows were superseded
+	index   map[tableKey]int // mirror: table and document key -> index in rows of its last event
+	live    int              // rows not superseded
+	upsert  int              // live rows that upsert (mirror)
+	del     int              // live rows that delete (mirror)
+	skipped int              // updates without a full document (mirror)
+	colls   []collOp         // drops and renames of collections with a table each (mirror), in event order
 	tmp     []byte
 }
 
@@ -32,6 +33,7 @@ type row struct {
 	dead     bool // superseded by a later event for the same key
 	hasData  bool
 	position string // the event's position, for error messages
+	tbl      int    // index of the row's table in Sink.tables
 }
 
 type span struct{ from, to int }
@@ -42,16 +44,35 @@ func (st *stage) reset() {
 	st.rows = st.rows[:0]
 	clear(st.index)
 	st.live, st.upsert, st.del, st.skipped = 0, 0, 0, 0
+	st.colls = st.colls[:0]
+}
+
+// collOp is a collection's drop, or its rename to another table, applied
+// after the batch's rows: the rows it covers are those with a cluster
+// time up to its own, so the order of the statements does not matter,
+// and applying it again changes nothing.
+type collOp struct {
+	rename bool
+	tbl    int // the dropped or renamed collection's table
+	to     int // a rename's new table
+	ct     int64
 }
 
 func (st *stage) bytes(s span) []byte { return st.buf[s.from:s.to] }
 
 func clusterTime(t cdc.Timestamp) int64 { return int64(uint64(t.T)<<32 | uint64(t.I)) }
 
-// add stages rec, copying what it needs: the sink must not retain rec.
-func (st *stage) add(rec *cdc.Record) error {
+// tableKey is a document key within one of the sink's tables.
+type tableKey struct {
+	tbl int
+	key string
+}
+
+// add stages rec for table tbl, copying what it needs: the sink must not
+// retain rec.
+func (st *stage) add(rec *cdc.Record, tbl int) error {
 	ev := &rec.Event
-	r := row{op: ev.Op, ct: clusterTime(ev.ClusterTime)}
+	r := row{op: ev.Op, ct: clusterTime(ev.ClusterTime), tbl: tbl}
 	at := len(st.buf)
 	st.buf = append(st.buf, ev.DocumentKey...)
 	r.rawKey = span{at, len(st.buf)}
@@ -66,8 +87,8 @@ func (st *stage) add(rec *cdc.Record) error {
 		return nil
 	}
 
-	switch ev.Op {
-	case cdc.OpInsert, cdc.OpReplace, cdc.OpUpdate, cdc.OpSnapshot:
+	switch {
+	case documentOp(ev.Op) && ev.Op != cdc.OpDelete:
 		if ev.FullDocument == nil {
 			st.buf = st.buf[:r.rawKey.from]
 			if ev.Op == cdc.OpUpdate && ev.UpdateDesc != nil {
@@ -81,7 +102,7 @@ func (st *stage) add(rec *cdc.Record) error {
 			return fmt.Errorf("postgres mirror: %s of %s at position %s has no full document: "+
 				"mirror mode needs full documents (source full_document update_lookup or required)", ev.Op, keyText(ev.DocumentKey), ev.Pos)
 		}
-	case cdc.OpDelete:
+	case ev.Op == cdc.OpDelete:
 		r.del = true
 	default:
 		// Collection and database events (drop, rename, DDL, invalidate)
@@ -109,9 +130,9 @@ func (st *stage) add(rec *cdc.Record) error {
 		r.data, r.hasData = span{at, len(st.buf)}, true
 	}
 	if st.index == nil {
-		st.index = make(map[string]int)
+		st.index = make(map[tableKey]int)
 	}
-	if i, ok := st.index[string(st.tmp)]; ok {
+	if i, ok := st.index[tableKey{tbl, string(st.tmp)}]; ok {
 		// Only the last event for a key decides the row.
 		prev := &st.rows[i]
 		r.key = prev.key
@@ -125,7 +146,7 @@ func (st *stage) add(rec *cdc.Record) error {
 	} else {
 		r.key = string(st.tmp)
 	}
-	st.index[r.key] = len(st.rows)
+	st.index[tableKey{tbl, r.key}] = len(st.rows)
 	r.position = string(ev.Pos)
 	st.rows = append(st.rows, r)
 	st.live++
@@ -135,6 +156,16 @@ func (st *stage) add(rec *cdc.Record) error {
 		st.upsert++
 	}
 	return nil
+}
+
+// documentOp reports whether op changes one document, as opposed to a
+// collection or a database.
+func documentOp(op cdc.Op) bool {
+	switch op {
+	case cdc.OpInsert, cdc.OpReplace, cdc.OpUpdate, cdc.OpSnapshot, cdc.OpDelete:
+		return true
+	}
+	return false
 }
 
 // keyText renders a raw document key for a message.
@@ -173,7 +204,7 @@ type copySource struct {
 }
 
 func (st *stage) source() *copySource {
-	return &copySource{st: st, i: -1, vals: make([]any, 0, 5)}
+	return &copySource{st: st, i: -1, vals: make([]any, 0, 6)}
 }
 
 func (c *copySource) Next() bool {
@@ -189,13 +220,35 @@ func (c *copySource) Values() ([]any, error) {
 	r := &c.st.rows[c.i]
 	c.vals = c.vals[:0]
 	if !c.st.mirror {
-		return append(c.vals, int64(c.i), c.st.bytes(r.data)), nil
+		return append(c.vals, int64(c.i), c.st.bytes(r.data), int32(r.tbl)), nil
 	}
 	var doc any
 	if r.hasData {
 		doc = c.st.bytes(r.data)
 	}
-	return append(c.vals, r.key, doc, string(r.op), r.ct, r.del), nil
+	return append(c.vals, r.key, doc, string(r.op), r.ct, r.del, int32(r.tbl)), nil
 }
 
 func (c *copySource) Err() error { return nil }
+
+// tableCount counts the live rows of one table.
+type tableCount struct{ live, upsert, del int }
+
+// perTable counts the live rows of each of n tables.
+func (st *stage) perTable(n int) []tableCount {
+	counts := make([]tableCount, n)
+	for i := range st.rows {
+		r := &st.rows[i]
+		if r.dead {
+			continue
+		}
+		c := &counts[r.tbl]
+		c.live++
+		if r.del {
+			c.del++
+		} else {
+			c.upsert++
+		}
+	}
+	return counts
+}

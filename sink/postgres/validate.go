@@ -35,6 +35,11 @@ func (c Config) Validate() error {
 	}
 	for _, id := range []struct{ key, value string }{{"schema", c.Schema}, {"table", c.Table}} {
 		switch {
+		case id.key == "table" && isTemplate(id.value):
+			// Each rendered name is checked, and cut if too long, on use.
+			if strings.ContainsRune(id.value, 0) {
+				bad(id.key, "must not contain a NUL byte")
+			}
 		case len(id.value) > maxIdentifier:
 			bad(id.key, "%q is longer than PostgreSQL's %d-byte identifier limit", id.value, maxIdentifier)
 		case strings.ContainsRune(id.value, 0):

@@ -7,6 +7,10 @@
 // committed seq, so the output of a generate pipeline is the same however
 // often it is interrupted.
 //
+// With collections: N (N > 1), event seq goes to gen.events_K instead,
+// K = (seq-1) mod N: round robin over N namespaces, to exercise sinks that
+// route by namespace.
+//
 // Without a rate, events are always ready. With one, the source hands out
 // at most rate events per second on average, counted from Open, and wakes
 // the runtime through Ready with a timer when the next event is due: an
@@ -43,8 +47,12 @@ type Config struct {
 	Count        int64        `yaml:"count"`         // events to generate; 0 means forever
 	Rate         float64      `yaml:"rate"`          // events per second; 0 means as fast as possible
 	PayloadBytes int          `yaml:"payload_bytes"` // length of each document's payload string
+	Collections  int          `yaml:"collections"`   // namespaces to spread the events over, round robin; 0 or 1: gen.events only
 	Logger       *slog.Logger `yaml:"-"`
 }
+
+// MaxCollections bounds Config.Collections.
+const MaxCollections = 1 << 20
 
 // MaxPayloadBytes keeps a generated document under MongoDB's 16MiB limit.
 const MaxPayloadBytes = 16<<20 - 64
@@ -63,15 +71,32 @@ func (c Config) Validate() error {
 	if c.PayloadBytes < 0 || c.PayloadBytes > MaxPayloadBytes {
 		errs = append(errs, fmt.Errorf("payload_bytes: must be between 0 and %d, got %d", MaxPayloadBytes, c.PayloadBytes))
 	}
+	if c.Collections < 0 || c.Collections > MaxCollections {
+		errs = append(errs, fmt.Errorf("collections: must be between 0 and %d, got %d", MaxCollections, c.Collections))
+	}
 	return errors.Join(errs...)
+}
+
+// namespaces returns the namespaces c's events go to, in round-robin
+// order.
+func (c Config) namespaces() []string {
+	if c.Collections <= 1 {
+		return []string{Namespace}
+	}
+	nss := make([]string, c.Collections)
+	for k := range nss {
+		nss[k] = Namespace + "_" + strconv.Itoa(k)
+	}
+	return nss
 }
 
 // Source generates events. Poll is called from one goroutine, as
 // cdc.Source requires.
 type Source struct {
-	cfg     Config
-	log     *slog.Logger
-	payload string
+	cfg        Config
+	log        *slog.Logger
+	payload    string
+	namespaces []string
 
 	next  int64     // seq of the next event
 	first int64     // seq of the first event of this run
@@ -107,7 +132,10 @@ func (s *Source) Open(_ context.Context, restored *cdc.Checkpoint) error {
 		return fmt.Errorf("generate: rate %v is not a non-negative number", s.cfg.Rate)
 	case s.cfg.PayloadBytes < 0:
 		return fmt.Errorf("generate: payload_bytes %d is negative", s.cfg.PayloadBytes)
+	case s.cfg.Collections < 0 || s.cfg.Collections > MaxCollections:
+		return fmt.Errorf("generate: collections %d is not between 0 and %d", s.cfg.Collections, MaxCollections)
 	}
+	s.namespaces = s.cfg.namespaces()
 	last, err := restoredSeq(restored)
 	if err != nil {
 		return err
@@ -264,15 +292,16 @@ func (s *Source) appendEvents(buf []cdc.Event, n int, now time.Time) []cdc.Event
 		slab = append(slab, '}')
 		pos := slab[at:len(slab):len(slab)]
 
+		ns := s.namespaces[(seq-1)%int64(len(s.namespaces))]
 		evs[i] = cdc.Event{
 			Pos:          cdc.Position(pos),
 			Op:           cdc.OpInsert,
-			Namespace:    Namespace,
+			Namespace:    ns,
 			ClusterTime:  cdc.Timestamp{T: secs, I: uint32(seq)},
 			WallTimeMS:   wallMS,
 			DocumentKey:  key,
 			FullDocument: doc,
-			Size:         len(key) + len(doc) + len(pos) + len(Namespace) + 64,
+			Size:         len(key) + len(doc) + len(pos) + len(ns) + 64,
 		}
 	}
 	return buf

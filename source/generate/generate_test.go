@@ -152,14 +152,15 @@ func TestOpenRefuses(t *testing.T) {
 		pos  string
 		want string
 	}{
-		"not json":         {Config{}, `seq=3`, `checkpoint position "seq=3" is not {"seq": N}`},
-		"resume token":     {Config{}, `{"_data":"82"}`, `is not {"seq": N}: it was not written by a generate source`},
-		"no seq":           {Config{}, `{}`, `checkpoint position "{}" is not {"seq": N}`},
-		"negative seq":     {Config{}, `{"seq":-4}`, `is not {"seq": N}`},
-		"beyond count":     {Config{Count: 10}, `{"seq":11}`, "checkpoint position seq 11 is beyond count 10"},
-		"negative count":   {Config{Count: -1}, ``, "count -1 is negative"},
-		"negative rate":    {Config{Rate: -2}, ``, "rate -2 is not a non-negative number"},
-		"negative payload": {Config{PayloadBytes: -1}, ``, "payload_bytes -1 is negative"},
+		"not json":             {Config{}, `seq=3`, `checkpoint position "seq=3" is not {"seq": N}`},
+		"resume token":         {Config{}, `{"_data":"82"}`, `is not {"seq": N}: it was not written by a generate source`},
+		"no seq":               {Config{}, `{}`, `checkpoint position "{}" is not {"seq": N}`},
+		"negative seq":         {Config{}, `{"seq":-4}`, `is not {"seq": N}`},
+		"beyond count":         {Config{Count: 10}, `{"seq":11}`, "checkpoint position seq 11 is beyond count 10"},
+		"negative count":       {Config{Count: -1}, ``, "count -1 is negative"},
+		"negative rate":        {Config{Rate: -2}, ``, "rate -2 is not a non-negative number"},
+		"negative payload":     {Config{PayloadBytes: -1}, ``, "payload_bytes -1 is negative"},
+		"negative collections": {Config{Collections: -1}, ``, "collections -1 is not between 0 and"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -273,5 +274,30 @@ func BenchmarkPoll(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		evs, _ = s.Poll(b.Context(), evs[:0], 1000)
+	}
+}
+
+// TestCollectionsRoundRobin: with collections: 3, seq goes to
+// gen.events_<(seq-1)%3>, also after a resume.
+func TestCollectionsRoundRobin(t *testing.T) {
+	s := open(t, Config{Count: 7, Collections: 3}, &cdc.Checkpoint{Source: cdc.Position(`{"seq":1}`)})
+	evs, err := s.Poll(t.Context(), nil, 10)
+	if !errors.Is(err, cdc.ErrEnd) {
+		t.Fatalf("Poll: %v", err)
+	}
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.Namespace)
+	}
+	want := "gen.events_1 gen.events_2 gen.events_0 gen.events_1 gen.events_2 gen.events_0"
+	if strings.Join(got, " ") != want {
+		t.Errorf("namespaces %v, want %s", got, want)
+	}
+	if err := (Config{Collections: MaxCollections + 1}).Validate(); err == nil || !strings.HasPrefix(err.Error(), "collections: ") {
+		t.Errorf("Validate of too many collections = %v", err)
+	}
+	one, _ := open(t, Config{Count: 1, Collections: 1}, nil).Poll(t.Context(), nil, 1)
+	if len(one) != 1 || one[0].Namespace != Namespace {
+		t.Errorf("collections: 1 gave %v, want one event in %s", one, Namespace)
 	}
 }
