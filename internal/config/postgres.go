@@ -53,13 +53,19 @@ func (p *PostgresSink) validate(path string) []error {
 
 // PostgresTable returns the table the PostgreSQL sink writes: the
 // configured table, or else the source collection's name ("events" for
-// the generate source, whose namespace is gen.events).
+// the generate source, whose namespace is gen.events). A source of many
+// collections gets a table per collection: "{coll}" within one database,
+// "{db}_{coll}" for a cluster-wide stream.
 func (p *Pipeline) PostgresTable() string {
 	switch {
 	case p.Sink.Postgres == nil:
 		return ""
 	case p.Sink.Postgres.Table != "":
 		return p.Sink.Postgres.Table
+	case p.Source.Mongo != nil && len(p.Source.Mongo.Collections) > 0 && p.Source.Mongo.Database != "":
+		return "{coll}"
+	case p.Source.Mongo != nil && len(p.Source.Mongo.Collections) > 0:
+		return "{db}_{coll}"
 	case p.Source.Mongo != nil:
 		return p.Source.Mongo.Collection
 	case p.Source.Generate != nil:

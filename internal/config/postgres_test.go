@@ -26,6 +26,14 @@ sink: {postgres: {dsn: "postgres://u@h/db"}}`, want: []string{`source.mongo.full
 name: p
 source: {mongo: {database: d, collection: orders, full_document: update_lookup}}
 sink: {postgres: {dsn: "postgres://u@h/db"}}`, table: "orders"},
+		"a table per collection of a database": {yaml: `
+name: p
+source: {mongo: {database: shop, collections: ["*"], full_document: update_lookup}}
+sink: {postgres: {dsn: "postgres://u@h/db"}}`, table: "{coll}"},
+		"a table per namespace of a cluster": {yaml: `
+name: p
+source: {mongo: {collections: ["shop.*", "crm.customers"], full_document: update_lookup}}
+sink: {postgres: {dsn: "postgres://u@h/db"}}`, table: "{db}_{coll}"},
 		"append takes deltas": {yaml: `
 name: p
 source: {mongo: {database: d, collection: orders}}
