@@ -82,11 +82,6 @@ func (s *Server) cmdProfile(_ context.Context, _ *conn, r *request) (bson.D, err
 	return bson.D{{Key: "was", Value: int32(0)}, {Key: "slowms", Value: int32(100)}, {Key: "sampleRate", Value: 1.0}}, nil
 }
 
-// cmdUsersInfo: {usersInfo: ...} -> {users: []}: authentication is off.
-func (s *Server) cmdUsersInfo(context.Context, *conn, *request) (bson.D, error) {
-	return bson.D{{Key: "users", Value: bson.A{}}}, nil
-}
-
 // cmdRolesInfo: {rolesInfo: ...} -> {roles: []}.
 func (s *Server) cmdRolesInfo(context.Context, *conn, *request) (bson.D, error) {
 	return bson.D{{Key: "roles", Value: bson.A{}}}, nil
