@@ -80,6 +80,14 @@ func TestEveryCommandNeedsAuthentication(t *testing.T) {
 	if reply := roundTrip(t, nc, ping); reply.Lookup("ok").AsFloat64() != 1 {
 		t.Fatalf("ping before authentication: %v", reply)
 	}
+	for _, name := range []string{"ismaster", "isMaster", "hello"} { // the legacy handshake, as Node and mongosh send it
+		if _, err := nc.Write(opQuery(t, "admin.$cmd", bson.D{{Key: name, Value: 1}})); err != nil {
+			t.Fatal(err)
+		}
+		if _, reply := readReply(t, nc); reply.Lookup("ok").AsFloat64() != 1 {
+			t.Fatalf("OP_QUERY %s before authentication: %v", name, reply)
+		}
+	}
 	reply := scramLogin(t, nc, mechSHA256, "admin", "admin", testAdminPassword)
 	if !reply.Lookup("done").Boolean() || reply.Lookup("ok").AsFloat64() != 1 {
 		t.Fatalf("login: %v", reply)
