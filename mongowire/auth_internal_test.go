@@ -293,3 +293,35 @@ func FuzzSASL(f *testing.F) {
 		c.auth = connAuth{}
 	})
 }
+
+// BenchmarkAuthorize is the per-command cost of the privilege check for a
+// readWrite user: no allocation, no recomputation.
+//
+//	go test ./mongowire -run '^$' -bench BenchmarkAuthorize -benchmem
+func BenchmarkAuthorize(b *testing.B) {
+	s := startAuthServer(b)
+	u, err := newUser("app", "svc", "pw", []string{mechSHA256}, []roleRef{{Role: "readWrite", DB: "app"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.putUser(u, true); err != nil {
+		b.Fatal(err)
+	}
+	c := &conn{s: s, log: s.log}
+	s.authenticated(c, u)
+	for name, cmd := range map[string]bson.D{
+		"find":   {{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: 1}}}},
+		"insert": {{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}},
+		"update": {{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{}}}}}},
+	} {
+		r := &request{name: name, db: "app", cmd: marshal(b, cmd)}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.authorize(c, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
