@@ -376,6 +376,20 @@ func TestUserCommands(t *testing.T) {
 		t.Fatalf("dropAllUsersFromDatabase = %v, %v", n, err)
 	}
 
+	var ri bson.Raw
+	if err := db.RunCommand(t.Context(), bson.D{{Key: "rolesInfo", Value: bson.A{"read", "nosuch", bson.D{{Key: "role", Value: "root"}, {Key: "db", Value: "admin"}}}}, {Key: "showPrivileges", Value: true}}).Decode(&ri); err != nil {
+		t.Fatal(err)
+	}
+	if got := ri.Lookup("roles").String(); !strings.Contains(got, `"role": "read","db": "app"`) || !strings.Contains(got, `"role": "root"`) || strings.Contains(got, "nosuch") || !strings.Contains(got, "changeStream") {
+		t.Fatalf("rolesInfo: %s", got)
+	}
+	if err := db.RunCommand(t.Context(), bson.D{{Key: "rolesInfo", Value: 1}, {Key: "showBuiltinRoles", Value: true}}).Decode(&ri); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := ri.Lookup("roles").Array().Values(); len(n) != 4 { // read, readWrite, dbAdmin, userAdmin outside admin
+		t.Fatalf("rolesInfo showBuiltinRoles in app: %v", ri)
+	}
+
 	// Direct writes to admin.system.users are refused, whoever asks.
 	_, err = root.Database("admin").Collection("system.users").InsertOne(t.Context(), bson.D{{Key: "_id", Value: "admin.evil"}})
 	wantCode(t, err, 73, "cannot write to 'admin.system.users'")

@@ -2,6 +2,8 @@ package mongowire
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -351,4 +353,74 @@ func (s *Server) cmdConnectionStatus(_ context.Context, c *conn, r *request) (bs
 		info = append(info, bson.E{Key: "authenticatedUserPrivileges", Value: privs})
 	}
 	return bson.D{{Key: "authInfo", Value: info}}, nil
+}
+
+// cmdRolesInfo: {rolesInfo: 1 | "role" | {role, db} | [...],
+// showBuiltinRoles, showPrivileges} -> {roles}. Every role here is
+// built in, so rolesInfo: 1 lists them only with showBuiltinRoles, as
+// mongod lists only user-defined roles by default.
+func (s *Server) cmdRolesInfo(_ context.Context, _ *conn, r *request) (bson.D, error) {
+	a := newArgs(r)
+	showBuiltin := a.bool("showBuiltinRoles")
+	showPrivs := a.bool("showPrivileges")
+	if a.bool("showAuthenticationRestrictions") {
+		return nil, mongoerr.New(mongoerr.CommandNotSupported, "authentication restrictions are not supported by this server")
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	var refs []roleRef
+	add := func(v bson.RawValue) error {
+		switch v.Type {
+		case bson.TypeString:
+			refs = append(refs, roleRef{Role: v.StringValue(), DB: r.db})
+		case bson.TypeEmbeddedDocument:
+			role, ok1 := v.Document().Lookup("role").StringValueOK()
+			db, ok2 := v.Document().Lookup("db").StringValueOK()
+			if !ok1 || !ok2 {
+				return mongoerr.New(mongoerr.BadValue, "Role names must be either strings or objects with \"role\" and \"db\" string fields")
+			}
+			refs = append(refs, roleRef{Role: role, DB: db})
+		default:
+			return mongoerr.New(mongoerr.BadValue, "Role names must be either strings or objects")
+		}
+		return nil
+	}
+	switch v := r.cmd.Index(0).Value(); v.Type {
+	case bson.TypeArray:
+		vals, _ := v.Array().Values()
+		for _, e := range vals {
+			if err := add(e); err != nil {
+				return nil, err
+			}
+		}
+	case bson.TypeString, bson.TypeEmbeddedDocument:
+		if err := add(v); err != nil {
+			return nil, err
+		}
+	default:
+		if showBuiltin {
+			for _, name := range slices.Sorted(maps.Keys(builtinRoles)) {
+				if ref := (roleRef{Role: name, DB: r.db}); checkRole(ref) == nil {
+					refs = append(refs, ref)
+				}
+			}
+		}
+	}
+	out := bson.A{}
+	for _, ref := range refs {
+		if checkRole(ref) != nil {
+			continue // mongod leaves unknown roles out
+		}
+		d := bson.D{
+			{Key: "role", Value: ref.Role}, {Key: "db", Value: ref.DB}, {Key: "isBuiltin", Value: true},
+			{Key: "roles", Value: bson.A{}}, {Key: "inheritedRoles", Value: bson.A{}},
+		}
+		if showPrivs {
+			p := compilePrivileges([]roleRef{ref}).document()
+			d = append(d, bson.E{Key: "privileges", Value: p}, bson.E{Key: "inheritedPrivileges", Value: p})
+		}
+		out = append(out, d)
+	}
+	return bson.D{{Key: "roles", Value: out}}, nil
 }

@@ -104,6 +104,7 @@ var (
 		"revokeRolesFromUser":      newFieldSet("roles"),
 		"usersInfo":                newFieldSet("showCredentials", "showPrivileges", "showAuthenticationRestrictions", "showCustomData", "filter"),
 		"connectionStatus":         newFieldSet("showPrivileges"),
+		"rolesInfo":                newFieldSet("showBuiltinRoles", "showPrivileges", "showAuthenticationRestrictions"),
 		"saslStart":                newFieldSet("mechanism", "payload", "autoAuthorize", "options"),
 		"saslContinue":             newFieldSet("conversationId", "payload"),
 	}
