@@ -312,6 +312,8 @@ func TestUserCommands(t *testing.T) {
 	wantCode(t, cmdErr(bson.D{{Key: "createUser", Value: "eve"}, {Key: "pwd", Value: "x"}, {Key: "roles", Value: bson.A{}}, {Key: "mechanisms", Value: bson.A{"PLAIN"}}}), 2, "Unknown auth mechanism")
 	wantCode(t, cmdErr(bson.D{{Key: "createUser", Value: "eve"}, {Key: "pwd", Value: "x"}, {Key: "roles", Value: bson.A{}}, {Key: "authenticationRestrictions", Value: bson.A{}}}), 40415, "unknown field")
 	wantCode(t, cmdErr(bson.D{{Key: "updateUser", Value: "nobody"}, {Key: "pwd", Value: "x"}}), 11, `Could not find user "nobody" for db "app"`)
+	wantCode(t, cmdErr(bson.D{{Key: "updateUser", Value: "bob"}}), 2, "Must specify at least one field")
+	wantCode(t, cmdErr(bson.D{{Key: "updateUser", Value: "bob"}, {Key: "mechanisms", Value: bson.A{"SCRAM-SHA-1"}}, {Key: "pwd", Value: ""}}), 2, "Password cannot be empty")
 	wantCode(t, cmdErr(bson.D{{Key: "dropUser", Value: "nobody"}}), 11, "Could not find user")
 	wantCode(t, cmdErr(bson.D{{Key: "grantRolesToUser", Value: "nobody"}, {Key: "roles", Value: bson.A{"read"}}}), 11, "Could not find user")
 
@@ -456,4 +458,39 @@ func TestAuthDriverOptions(t *testing.T) {
 	if _, err := c.ListDatabaseNames(t.Context(), bson.D{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestUpdateUserCredentials(t *testing.T) {
+	s := startAuth(t)
+	root := mustConnectAs(t, s, "admin", adminPassword, "admin", "")
+	createUser(t, root, "app", "u", "pw-old", "read")
+	db := root.Database("app")
+	if err := db.RunCommand(t.Context(), bson.D{{Key: "updateUser", Value: "u"}, {Key: "pwd", Value: "pw-new"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := connectAs(t, s, "u", "pw-old", "app", "SCRAM-SHA-256")
+	wantCode(t, err, 18, "Authentication failed")
+	mustConnectAs(t, s, "u", "pw-new", "app", "SCRAM-SHA-1")
+	// Without a new password, mechanisms may only shrink.
+	if err := db.RunCommand(t.Context(), bson.D{{Key: "updateUser", Value: "u"}, {Key: "mechanisms", Value: bson.A{"SCRAM-SHA-256"}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = connectAs(t, s, "u", "pw-new", "app", "SCRAM-SHA-1")
+	wantCode(t, err, 18, "Authentication failed")
+	mustConnectAs(t, s, "u", "pw-new", "app", "SCRAM-SHA-256")
+	err = db.RunCommand(t.Context(), bson.D{{Key: "updateUser", Value: "u"}, {Key: "mechanisms", Value: bson.A{"SCRAM-SHA-1"}}}).Err()
+	wantCode(t, err, 2, "subset of previously set mechanisms")
+}
+
+// TestSASLprep: SCRAM-SHA-256 prepares the password (a soft hyphen maps
+// to nothing), so both spellings authenticate; SCRAM-SHA-1 hashes it as given.
+func TestSASLprep(t *testing.T) {
+	s := startAuth(t)
+	root := mustConnectAs(t, s, "admin", adminPassword, "admin", "")
+	createUser(t, root, "app", "u", "pässw\u00adörd", "read")
+	mustConnectAs(t, s, "u", "pässw\u00adörd", "app", "SCRAM-SHA-256")
+	mustConnectAs(t, s, "u", "pässwörd", "app", "SCRAM-SHA-256")
+	mustConnectAs(t, s, "u", "pässw\u00adörd", "app", "SCRAM-SHA-1")
+	_, err := connectAs(t, s, "u", "pässwörd", "app", "SCRAM-SHA-1")
+	wantCode(t, err, 18, "Authentication failed")
 }

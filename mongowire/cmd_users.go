@@ -105,6 +105,10 @@ func (s *Server) cmdUpdateUser(_ context.Context, _ *conn, r *request) (bson.D, 
 	if err != nil {
 		return nil, err
 	}
+	_, hasRoles := r.cmd.Lookup("roles").ArrayOK()
+	if !hasPwd && !hasRoles && mechs == nil && custom == nil {
+		return nil, mongoerr.New(mongoerr.BadValue, "Must specify at least one field to update in updateUser")
+	}
 	old := s.lookupUser(r.db, name)
 	if old == nil {
 		return nil, errUserNotFound(name, r.db)
