@@ -1,7 +1,9 @@
 package mongowire
 
 import (
+	"maps"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -201,8 +203,8 @@ func (p *privileges) document() bson.A {
 	if p.anyDB != 0 {
 		out = append(out, bson.D{{Key: "resource", Value: res("", "")}, {Key: "actions", Value: p.anyDB.names()}})
 	}
-	for db, a := range p.dbs {
-		out = append(out, bson.D{{Key: "resource", Value: res(db, "")}, {Key: "actions", Value: a.names()}})
+	for _, db := range slices.Sorted(maps.Keys(p.dbs)) {
+		out = append(out, bson.D{{Key: "resource", Value: res(db, "")}, {Key: "actions", Value: p.dbs[db].names()}})
 	}
 	return out
 }
