@@ -325,3 +325,72 @@ func BenchmarkAuthorize(b *testing.B) {
 		})
 	}
 }
+
+// TestRolePrivileges checks the command-to-privilege map against each
+// built-in role: what it allows, and what it must refuse.
+func TestRolePrivileges(t *testing.T) {
+	s := startAuthServer(t)
+	cmd := func(db string, d bson.D) *request {
+		return &request{name: d[0].Key, db: db, cmd: marshal(t, d)}
+	}
+	find := cmd("a", bson.D{{Key: "find", Value: "c"}})
+	insert := cmd("a", bson.D{{Key: "insert", Value: "c"}})
+	upsert := cmd("a", bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{}}, {Key: "upsert", Value: true}}}}})
+	findOther := cmd("b", bson.D{{Key: "find", Value: "c"}})
+	findUsers := cmd("admin", bson.D{{Key: "find", Value: "system.users"}})
+	collMod := cmd("a", bson.D{{Key: "collMod", Value: "c"}})
+	dropDB := cmd("a", bson.D{{Key: "dropDatabase", Value: 1}})
+	createUser := cmd("a", bson.D{{Key: "createUser", Value: "x"}, {Key: "roles", Value: bson.A{"read"}}})
+	grantRoot := cmd("admin", bson.D{{Key: "grantRolesToUser", Value: "x"}, {Key: "roles", Value: bson.A{"root"}}})
+	serverStatus := cmd("admin", bson.D{{Key: "serverStatus", Value: 1}})
+	dbStream := cmd("a", bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}}}})
+	clusterStream := cmd("admin", bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "allChangesForCluster", Value: true}}}}}}})
+	lookupOther := cmd("a", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$facet", Value: bson.D{{Key: "f", Value: bson.A{bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "x"}, {Key: "as", Value: "j"}}}}}}}}}}}})
+	mergeInto := cmd("a", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$merge", Value: bson.D{{Key: "into", Value: bson.D{{Key: "db", Value: "b"}, {Key: "coll", Value: "m"}}}}}}}}})
+	explainInsert := cmd("a", bson.D{{Key: "explain", Value: bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{}}}}})
+	renameSame := cmd("admin", bson.D{{Key: "renameCollection", Value: "a.c"}, {Key: "to", Value: "a.d"}})
+	renameAcross := cmd("admin", bson.D{{Key: "renameCollection", Value: "a.c"}, {Key: "to", Value: "b.d"}})
+
+	for _, tc := range []struct {
+		roles        []roleRef
+		allow, refus []*request
+	}{
+		{[]roleRef{{"read", "a"}}, []*request{find, dbStream}, []*request{insert, upsert, findOther, findUsers, collMod, dropDB, createUser, serverStatus, clusterStream, explainInsert, renameSame, mergeInto}},
+		{[]roleRef{{"readWrite", "a"}}, []*request{find, insert, upsert, lookupOther, explainInsert, renameSame}, []*request{findOther, collMod, dropDB, renameAcross, mergeInto, clusterStream}},
+		{[]roleRef{{"readWrite", "a"}, {"readWrite", "b"}}, []*request{mergeInto, renameAcross}, []*request{findUsers, serverStatus}},
+		{[]roleRef{{"dbAdmin", "a"}}, []*request{collMod, dropDB, renameSame}, []*request{find, insert}},
+		{[]roleRef{{"userAdmin", "a"}}, []*request{createUser}, []*request{find, grantRoot}},
+		{[]roleRef{{"readAnyDatabase", "admin"}}, []*request{find, findOther, dbStream, clusterStream}, []*request{insert, findUsers, serverStatus}},
+		{[]roleRef{{"readWriteAnyDatabase", "admin"}}, []*request{insert, mergeInto, renameAcross}, []*request{collMod, findUsers}},
+		{[]roleRef{{"userAdminAnyDatabase", "admin"}}, []*request{createUser, grantRoot}, []*request{find}},
+		{[]roleRef{{"dbAdminAnyDatabase", "admin"}}, []*request{collMod, dropDB}, []*request{find}},
+		{[]roleRef{{"clusterMonitor", "admin"}}, []*request{serverStatus}, []*request{find, dropDB}},
+		{[]roleRef{{"root", "admin"}}, []*request{find, insert, findUsers, grantRoot, clusterStream, serverStatus, mergeInto}, nil},
+	} {
+		p := compilePrivileges(tc.roles)
+		for _, r := range tc.allow {
+			if !s.permits(p, r) {
+				t.Errorf("%v may not run %s on %s %s", tc.roles, r.name, r.db, r.cmd)
+			}
+		}
+		for _, r := range tc.refus {
+			if s.permits(p, r) && !p.all {
+				t.Errorf("%v may run %s on %s %s", tc.roles, r.name, r.db, r.cmd)
+			}
+		}
+	}
+	// Every command in the table is either open, cluster-, database- or
+	// collection-scoped, or checked by name: none falls through to "refused
+	// to all but root" by omission.
+	for name := range s.commands {
+		_, cl := clusterCommands[name]
+		_, db := dbCommands[name]
+		_, co := collCommands[name]
+		named := map[string]bool{"getMore": true, "killCursors": true, "update": true, "findAndModify": true, "aggregate": true,
+			"explain": true, "renameCollection": true, "createUser": true, "updateUser": true, "dropUser": true,
+			"dropAllUsersFromDatabase": true, "grantRolesToUser": true, "revokeRolesFromUser": true}[name]
+		if !noAuthCommands[name] && !anyUserCommands[name] && !cl && !db && !co && !named {
+			t.Errorf("command %s has no privilege rule", name)
+		}
+	}
+}
