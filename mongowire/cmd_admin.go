@@ -42,7 +42,7 @@ func (s *Server) cmdBuildInfo(context.Context, *conn, *request) (bson.D, error) 
 // parameters are what getParameter reports.
 func (s *Server) parameters() bson.D {
 	return bson.D{
-		{Key: "authenticationMechanisms", Value: bson.A{}},
+		{Key: "authenticationMechanisms", Value: bson.A{mechSHA1, mechSHA256}},
 		{Key: "cursorTimeoutMillis", Value: int64(s.cfg.CursorTimeout / time.Millisecond)},
 		{Key: "enableTestCommands", Value: s.cfg.EnableTestCommands},
 		{Key: "featureCompatibilityVersion", Value: bson.D{{Key: "version", Value: "7.0"}}},
@@ -116,13 +116,6 @@ func (s *Server) cmdServerStatus(context.Context, *conn, *request) (bson.D, erro
 		}},
 		{Key: "storageEngine", Value: bson.D{{Key: "name", Value: "tide"}, {Key: "persistent", Value: s.cfg.DataDir != ""}}},
 	}, nil
-}
-
-func (s *Server) cmdConnectionStatus(context.Context, *conn, *request) (bson.D, error) {
-	return bson.D{{Key: "authInfo", Value: bson.D{
-		{Key: "authenticatedUsers", Value: bson.A{}},
-		{Key: "authenticatedUserRoles", Value: bson.A{}},
-	}}}, nil
 }
 
 func (s *Server) cmdHostInfo(context.Context, *conn, *request) (bson.D, error) {

@@ -11,9 +11,9 @@ import (
 )
 
 // Diagnostic commands mongosh helpers call (db.c.validate(),
-// db.getProfilingStatus(), db.getUsers(), db.currentOp(), listCommands):
+// db.getProfilingStatus(), db.getRoles(), db.currentOp(), listCommands):
 // answered in mongod's shape with what this server has — no profiler, no
-// users, no operations worth listing.
+// custom roles, no operations worth listing. Users are in cmd_users.go.
 
 // cmdValidate: {validate: "c"} -> {ns, nInvalidDocuments, nrecords,
 // nIndexes, keysPerIndex, valid, ...}. The store keeps its own invariants;
@@ -82,16 +82,6 @@ func (s *Server) cmdProfile(_ context.Context, _ *conn, r *request) (bson.D, err
 	return bson.D{{Key: "was", Value: int32(0)}, {Key: "slowms", Value: int32(100)}, {Key: "sampleRate", Value: 1.0}}, nil
 }
 
-// cmdUsersInfo: {usersInfo: ...} -> {users: []}: authentication is off.
-func (s *Server) cmdUsersInfo(context.Context, *conn, *request) (bson.D, error) {
-	return bson.D{{Key: "users", Value: bson.A{}}}, nil
-}
-
-// cmdRolesInfo: {rolesInfo: ...} -> {roles: []}.
-func (s *Server) cmdRolesInfo(context.Context, *conn, *request) (bson.D, error) {
-	return bson.D{{Key: "roles", Value: bson.A{}}}, nil
-}
-
 // cmdCurrentOp: {currentOp: 1} -> {inprog: []}; operations here finish
 // too fast to be worth listing, and cannot be killed.
 func (s *Server) cmdCurrentOp(context.Context, *conn, *request) (bson.D, error) {
@@ -113,7 +103,7 @@ func (s *Server) cmdListCommands(context.Context, *conn, *request) (bson.D, erro
 	for _, name := range names {
 		cmds = append(cmds, bson.E{Key: name, Value: bson.D{
 			{Key: "help", Value: ""},
-			{Key: "requiresAuth", Value: false},
+			{Key: "requiresAuth", Value: !noAuthCommands[name]},
 			{Key: "secondaryOk", Value: true},
 			{Key: "adminOnly", Value: s.commands[name].adminOnly},
 		}})

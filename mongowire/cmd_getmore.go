@@ -37,6 +37,10 @@ func (s *Server) cmdGetMore(ctx context.Context, c *conn, r *request) (bson.D, e
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkCursorOwner(ctx, cur); err != nil {
+		s.checkin(cur, false)
+		return nil, err
+	}
 	wait := time.Duration(0)
 	switch {
 	case cur.awaitData && hasMaxTime:

@@ -60,6 +60,16 @@ func (s *Server) cmdHello(_ context.Context, c *conn, r *request) (bson.D, error
 		bson.E{Key: "maxWireVersion", Value: int32(maxWireVersion)},
 		bson.E{Key: "readOnly", Value: false},
 	)
+	if v, err := r.cmd.LookupErr("saslSupportedMechs"); err == nil {
+		if mechs := s.supportedMechs(v); mechs != nil {
+			d = append(d, bson.E{Key: "saslSupportedMechs", Value: mechs})
+		}
+	}
+	if spec, ok := r.cmd.Lookup("speculativeAuthenticate").DocumentOK(); ok {
+		if reply := s.speculative(c, spec); reply != nil {
+			d = append(d, bson.E{Key: "speculativeAuthenticate", Value: reply})
+		}
+	}
 	return d, nil
 }
 

@@ -11,7 +11,7 @@ import (
 
 // cmdListDatabases: {listDatabases: 1, nameOnly, filter} ->
 // {databases: [{name, sizeOnDisk, empty}], totalSize, totalSizeMb}.
-func (s *Server) cmdListDatabases(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdListDatabases(_ context.Context, c *conn, r *request) (bson.D, error) {
 	a := newArgs(r)
 	nameOnly := a.bool("nameOnly")
 	filter := a.doc("filter")
@@ -26,7 +26,16 @@ func (s *Server) cmdListDatabases(_ context.Context, _ *conn, r *request) (bson.
 		dbs   bson.A
 		total int64
 	)
+	// With auth on, a user without the listDatabases action sees the
+	// databases it has privileges on, as mongod's authorizedDatabases.
+	var only *privileges
+	if p := s.privilegesOf(c); s.cfg.Auth && !p.onCluster(actListDatabases) {
+		only = p
+	}
 	for _, info := range s.store.ListDatabases() {
+		if only != nil && !only.anyOn(info.Name) {
+			continue
+		}
 		d := bson.D{{Key: "name", Value: info.Name}}
 		if !nameOnly {
 			d = append(d, bson.E{Key: "sizeOnDisk", Value: info.SizeOnDisk}, bson.E{Key: "empty", Value: info.Empty})

@@ -29,6 +29,7 @@ type conn struct {
 	log     *slog.Logger
 	appName string // from the handshake's client metadata
 	out     []byte // reply buffer, reused
+	auth    connAuth
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -186,9 +187,21 @@ func (c *conn) handleMsg(ctx context.Context, h wire.Header, msg []byte) error {
 		return err
 	}
 	if m.MoreToCome() { // fire-and-forget: execute, never answer
-		return nil
+		return c.closeIfFailedTooOften()
 	}
-	return c.writeMsg(h.RequestID, reply)
+	if err := c.writeMsg(h.RequestID, reply); err != nil {
+		return err
+	}
+	return c.closeIfFailedTooOften()
+}
+
+// closeIfFailedTooOften ends the connection once it failed to
+// authenticate Config.AuthFailureLimit times, after the last refusal is sent.
+func (c *conn) closeIfFailedTooOften() error {
+	if c.auth.closing {
+		return errCloseConn
+	}
+	return nil
 }
 
 // handleQuery answers the legacy OP_QUERY handshake (hello/isMaster on
@@ -229,7 +242,10 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 	if err != nil {
 		return err
 	}
-	return c.writeReply(h.RequestID, 0, reply)
+	if err := c.writeReply(h.RequestID, 0, reply); err != nil {
+		return err
+	}
+	return c.closeIfFailedTooOften()
 }
 
 func isCmdNamespace(ns string) bool {

@@ -467,7 +467,8 @@ func TestConfigDefaults(t *testing.T) {
 	want := Config{
 		Addr: "127.0.0.1:27017", ReplSet: "rs0", MaxConnections: 1000,
 		HeaderTimeout: 30 * time.Second, IdleTimeout: 10 * time.Minute, BodyTimeout: 30 * time.Second,
-		CursorTimeout: 10 * time.Minute,
+		CursorTimeout:    10 * time.Minute,
+		AuthFailureLimit: 10, AuthFailureDelay: 100 * time.Millisecond, AuthFailureMaxDelay: 5 * time.Second,
 	}
 	got := s.cfg
 	got.Logger = nil

@@ -74,6 +74,7 @@ type cursor struct {
 	src       cursorSource
 	tailable  bool
 	awaitData bool
+	owner     string // the authenticated user who opened it ("db.user"), "" for none
 
 	// guarded by cursorTable.mu
 	busy     bool
@@ -189,6 +190,18 @@ func (s *Server) checkin(c *cursor, finished bool) {
 	}
 }
 
+// cursorOwnerOf returns the owner of cursor id, if it exists.
+func (s *Server) cursorOwnerOf(id int64) (owner, ns string, ok bool) {
+	t := &s.cursors
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.cursors[id]
+	if !ok {
+		return "", "", false
+	}
+	return c.owner, c.ns, true
+}
+
 // kill closes the cursor if it exists and is idle.
 func (s *Server) killCursor(id int64) bool {
 	t := &s.cursors
@@ -241,7 +254,7 @@ func (s *Server) openCursor(ctx context.Context, ns string, src cursorSource, op
 	if exhausted || opts.singleBatch {
 		src.Close()
 	} else {
-		c := &cursor{ns: ns, src: src, tailable: opts.tailable, awaitData: opts.awaitData}
+		c := &cursor{ns: ns, src: src, tailable: opts.tailable, awaitData: opts.awaitData, owner: cursorOwner(ctx)}
 		s.registerCursor(c)
 		id = c.id
 	}

@@ -35,6 +35,7 @@ func (s *Server) commandTable() map[string]command {
 	return map[string]command{
 		// Sorted. One file per command (or per family of trivial ones).
 		"aggregate":          {run: s.cmdAggregate},
+		"authenticate":       {run: s.cmdAuthenticate},
 		"buildInfo":          {run: s.cmdBuildInfo},
 		"collMod":            {run: s.cmdCollMod},
 		"collStats":          {run: s.cmdCollStats},
@@ -44,12 +45,14 @@ func (s *Server) commandTable() map[string]command {
 		"currentOp":          {run: s.cmdCurrentOp, adminOnly: true},
 		"create":             {run: s.cmdCreate},
 		"createIndexes":      {run: s.cmdCreateIndexes},
+		"createUser":         {run: s.cmdCreateUser},
 		"dbStats":            {run: s.cmdDBStats},
 		"delete":             {run: s.cmdDelete, retryable: true},
 		"distinct":           {run: s.cmdDistinct},
 		"drop":               {run: s.cmdDrop},
 		"dropDatabase":       {run: s.cmdDropDatabase},
 		"dropIndexes":        {run: s.cmdDropIndexes},
+		"dropUser":           {run: s.cmdDropUser},
 		"endSessions":        {run: s.cmdEndSessions},
 		"explain":            {run: s.cmdExplain},
 		"find":               {run: s.cmdFind},
@@ -58,6 +61,7 @@ func (s *Server) commandTable() map[string]command {
 		"getLog":             {run: s.cmdGetLog, adminOnly: true},
 		"getMore":            {run: s.cmdGetMore},
 		"getParameter":       {run: s.cmdGetParameter, adminOnly: true},
+		"grantRolesToUser":   {run: s.cmdGrantRolesToUser},
 		"hello":              {run: s.cmdHello},
 		"hostInfo":           {run: s.cmdHostInfo},
 		"insert":             {run: s.cmdInsert, retryable: true},
@@ -69,20 +73,27 @@ func (s *Server) commandTable() map[string]command {
 		"listCommands":       {run: s.cmdListCommands},
 		"listDatabases":      {run: s.cmdListDatabases, adminOnly: true},
 		"listIndexes":        {run: s.cmdListIndexes},
+		"logout":             {run: s.cmdLogout},
 		"ping":               {run: s.cmdPing},
 		"profile":            {run: s.cmdProfile},
 		"renameCollection":   {run: s.cmdRenameCollection, adminOnly: true},
 		"replSetGetConfig":   {run: s.cmdReplSetGetConfig, adminOnly: true},
 		"replSetGetStatus":   {run: s.cmdReplSetGetStatus, adminOnly: true},
 		"rolesInfo":          {run: s.cmdRolesInfo},
+		"saslContinue":       {run: s.cmdSaslContinue},
+		"saslStart":          {run: s.cmdSaslStart},
 		"serverStatus":       {run: s.cmdServerStatus},
 		"update":             {run: s.cmdUpdate, retryable: true},
+		"updateUser":         {run: s.cmdUpdateUser},
 		"usersInfo":          {run: s.cmdUsersInfo},
 		"validate":           {run: s.cmdValidate},
 		"whatsmyuri":         {run: s.cmdWhatsMyURI},
 
 		// Apart, so that the long name leaves the alignment above alone.
 		"getDefaultRWConcern": {run: s.cmdGetDefaultRWConcern, adminOnly: true},
+		"revokeRolesFromUser": {run: s.cmdRevokeRolesFromUser},
+
+		"dropAllUsersFromDatabase": {run: s.cmdDropAllUsersFromDatabase},
 	}
 }
 
@@ -142,6 +153,12 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if cmd.adminOnly && r.db != "admin" {
 		return s.errorReply(mongoerr.New(mongoerr.Unauthorized, "%s may only be run against the admin database.", name)), nil
 	}
+	if err := s.authorize(c, r); err != nil {
+		return s.errorReply(err), nil
+	}
+	if s.cfg.Auth && c.auth.user != nil { // cursors opened now belong to this user
+		ctx = context.WithValue(ctx, cursorOwnerKey{}, c.auth.user.ID)
+	}
 	if err := s.store.Broken(); err != nil && !answersWhenBroken[name] {
 		return s.errorReply(err), nil
 	}
@@ -149,6 +166,9 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 		if err := fs.check(name, r.cmd, true); err != nil {
 			return s.errorReply(err), nil
 		}
+	}
+	if err := refuseUsersDDL(r); err != nil {
+		return s.errorReply(err), nil
 	}
 	if err := refuseSystemWrite(r); err != nil {
 		return s.errorReply(err), nil
@@ -183,6 +203,7 @@ var answersWhenBroken = map[string]bool{
 	"hello": true, "isMaster": true, "ismaster": true, "ping": true, "buildInfo": true, "endSessions": true,
 	"getLog": true, "serverStatus": true, "connectionStatus": true, "listCommands": true,
 	"hostInfo": true, "whatsmyuri": true, "getParameter": true, "getCmdLineOpts": true,
+	"saslStart": true, "saslContinue": true, "logout": true, "authenticate": true,
 }
 
 // call runs fn, converting a panic into an InternalError: a handler bug

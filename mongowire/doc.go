@@ -24,10 +24,20 @@
 //
 // What it refuses, with the error codes mongod uses: multi-document
 // transactions, and the commands, stages and operators it does not
-// implement, each refused by name rather than ignored. There is no
-// authentication, so keep it on loopback. Compression is never advertised:
+// implement, each refused by name rather than ignored; custom roles and
+// authentication mechanisms other than SCRAM. Compression is never advertised:
 // a connection that sends OP_COMPRESSED, or a legacy opcode other than
 // the OP_QUERY handshake, is closed.
+//
+// # Authentication
+//
+// With Config.Auth, clients authenticate with SCRAM-SHA-256 or SCRAM-SHA-1
+// and every command is checked against the built-in roles of the user
+// (read, readWrite, dbAdmin, userAdmin, the AnyDatabase roles,
+// clusterMonitor, clusterAdmin, root) before it runs. Users live in
+// admin.system.users as salted keys, never passwords; Config.AdminUser
+// creates the first one. Failed attempts are slowed, counted (AuthStats)
+// and, past Config.AuthFailureLimit, end the connection.
 //
 // # Use in tests
 //

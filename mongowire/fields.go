@@ -95,6 +95,18 @@ var (
 		"listDatabases":    newFieldSet("filter", "nameOnly", "authorizedDatabases"),
 		"renameCollection": newFieldSet("to", "dropTarget", "stayTemp", "collectionUUID", "targetUUID"),
 		"killCursors":      newFieldSet("cursors"),
+
+		"createUser":               newFieldSet("pwd", "roles", "customData", "mechanisms", "digestPassword"),
+		"updateUser":               newFieldSet("pwd", "roles", "customData", "mechanisms", "digestPassword"),
+		"dropUser":                 newFieldSet(),
+		"dropAllUsersFromDatabase": newFieldSet(),
+		"grantRolesToUser":         newFieldSet("roles"),
+		"revokeRolesFromUser":      newFieldSet("roles"),
+		"usersInfo":                newFieldSet("showCredentials", "showPrivileges", "showAuthenticationRestrictions", "showCustomData", "filter"),
+		"connectionStatus":         newFieldSet("showPrivileges"),
+		"rolesInfo":                newFieldSet("showBuiltinRoles", "showPrivileges", "showAuthenticationRestrictions"),
+		"saslStart":                newFieldSet("mechanism", "payload", "autoAuthorize", "options"),
+		"saslContinue":             newFieldSet("conversationId", "payload"),
 	}
 	updateStatementFields = newFieldSet("q", "u", "c", "arrayFilters", "multi", "upsert",
 		"upsertSupplied", "hint", "collation", "sampleId", "$_allowShardKeyUpdatesWithoutFullShardKeyInQuery")

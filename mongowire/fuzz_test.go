@@ -45,6 +45,11 @@ func FuzzCommands(f *testing.F) {
 		{{Key: "drop", Value: "d"}},
 		{{Key: "hello", Value: 1}},
 		{{Key: "dbStats", Value: 1}},
+		{{Key: "usersInfo", Value: bson.A{"u", bson.D{{Key: "user", Value: "u"}, {Key: "db", Value: "fz"}}}}, {Key: "showPrivileges", Value: true}},
+		{{Key: "rolesInfo", Value: 1}, {Key: "showBuiltinRoles", Value: true}, {Key: "showPrivileges", Value: true}},
+		{{Key: "connectionStatus", Value: 1}, {Key: "showPrivileges", Value: true}},
+		{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: "SCRAM-SHA-256"}, {Key: "payload", Value: bson.Binary{Data: []byte("n,,n=u,r=abc")}}},
+		{{Key: "grantRolesToUser", Value: "u"}, {Key: "roles", Value: bson.A{"read", bson.D{{Key: "role", Value: "readWrite"}, {Key: "db", Value: "x"}}}}},
 	}
 	for _, sd := range seeds {
 		b, err := bson.Marshal(append(sd, bson.E{Key: "$db", Value: "fz"}))

@@ -67,11 +67,21 @@ type Config struct {
 	// negotiated. TLSFiles.Config builds one from PEM files.
 	TLS                 *tls.Config
 	TLSHandshakeTimeout time.Duration
-	// Auth requires clients to authenticate; AdminUser and AdminPassword
-	// create the first user at Start if none exists (see the auth code).
-	Auth          bool
-	AdminUser     string
-	AdminPassword string
+	// Auth requires clients to authenticate (SCRAM-SHA-256 or SCRAM-SHA-1)
+	// and checks every command against the user's roles. Without it every
+	// command is allowed, though users can still be created and used.
+	Auth bool
+	// AdminUser, if set and no user exists yet, is created at Start in
+	// the admin database with the root role and AdminPassword, which is
+	// used once and then forgotten; only salted keys are stored.
+	AdminUser, AdminPassword string
+	// AuthFailureLimit closes a connection after this many failed
+	// authentications (default 10). AuthFailureDelay is the pause before
+	// answering the third consecutive failure of a connection or a user
+	// (default 100ms; negative: none); it doubles with every further
+	// failure, up to AuthFailureMaxDelay (default 5s).
+	AuthFailureLimit                      int
+	AuthFailureDelay, AuthFailureMaxDelay time.Duration
 }
 
 // Server is the embedded server. New configures it, Start listens and
@@ -115,6 +125,7 @@ type Server struct {
 	cursors    cursorTable
 	sessions   sessionTable
 	failpoints failPoints
+	auth       authState // users and authentication counters (auth_users.go)
 }
 
 // New returns a server configured by cfg, with defaults applied. It does no I/O.
@@ -142,6 +153,15 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.AuthFailureLimit <= 0 {
+		cfg.AuthFailureLimit = 10
+	}
+	if cfg.AuthFailureDelay == 0 {
+		cfg.AuthFailureDelay = 100 * time.Millisecond
+	}
+	if cfg.AuthFailureMaxDelay <= 0 {
+		cfg.AuthFailureMaxDelay = 5 * time.Second
 	}
 	s := &Server{
 		cfg:       cfg,
@@ -187,6 +207,12 @@ func (s *Server) Start() error {
 	if err != nil {
 		s.unlockDataDir()
 		return fmt.Errorf("open store: %w", err)
+	}
+	s.store = st
+	if err := errors.Join(s.loadUsers(), s.createAdminUser()); err != nil {
+		st.Close()
+		s.unlockDataDir()
+		return err
 	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {

@@ -23,6 +23,7 @@ func newServeCmd() *cobra.Command {
 		logFormat string
 		tlsFiles  mongowire.TLSFiles
 		insecure  bool
+		auth      serveAuthFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -47,11 +48,23 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 				return err
 			}
 			cfg.Logger = log
+			if err := auth.apply(&cfg); err != nil {
+				return err
+			}
 			srv := mongowire.New(cfg)
+			cfg.AdminPassword = "" // the server holds the only copy, until Start derives the keys
 			if err := srv.Start(); err != nil {
 				return err
 			}
-			log.Info("serving", "addr", srv.Addr(), "uri", srv.URI(), "data_dir", cfg.DataDir)
+			defer srv.Close()
+			log.Info("serving", "addr", srv.Addr(), "uri", srv.URI(), "data_dir", cfg.DataDir, "auth", cfg.Auth)
+			if auth.httpAddr != "" {
+				stop, err := serveHTTP(cmd.Context(), auth.httpAddr, srv, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 			defer signal.Stop(sigs)
@@ -79,6 +92,13 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 	f.StringVar(&tlsFiles.CAFile, "tls-ca-file", "", "PEM CA certificates that client certificates must chain to")
 	f.BoolVar(&tlsFiles.RequireClientCert, "tls-require-client-cert", false, "refuse TLS clients without a certificate signed by --tls-ca-file")
 	f.BoolVar(&insecure, "insecure", false, "allow listening on a non-loopback address without --auth")
+
+	// Authentication (see README "Security").
+	f.BoolVar(&cfg.Auth, "auth", false, "require SCRAM authentication and check every command against the user's roles")
+	f.StringVar(&cfg.AdminUser, "admin-user", "", "create this root user in admin at start if no user exists (password from --admin-password-file or "+adminPasswordEnv+")")
+	f.StringVar(&auth.passwordFile, "admin-password-file", "", "file holding the password of --admin-user")
+	f.IntVar(&cfg.AuthFailureLimit, "auth-failure-limit", 10, "close a connection after this many failed authentications")
+	f.StringVar(&auth.httpAddr, "http-addr", "", "serve Prometheus /metrics on this address (for example 127.0.0.1:9465); off by default")
 	return cmd
 }
 

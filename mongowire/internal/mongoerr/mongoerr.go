@@ -107,11 +107,22 @@ const (
 	CannotCreateIndex              int32 = 67
 	CannotIndexParallelArrays      int32 = 171
 	OutOfDiskSpace                 int32 = 14031
+	UserNotFound                   int32 = 11
+	ProtocolError                  int32 = 17
+	AuthenticationFailed           int32 = 18
+	RoleNotFound                   int32 = 31
+	MechanismUnavailable           int32 = 334
+	UserAlreadyExists              int32 = 51003
 )
 
 var names = map[int32]string{
 	InternalError:                  "InternalError",
 	OutOfDiskSpace:                 "OutOfDiskSpace",
+	UserNotFound:                   "UserNotFound",
+	ProtocolError:                  "ProtocolError",
+	AuthenticationFailed:           "AuthenticationFailed",
+	RoleNotFound:                   "RoleNotFound",
+	MechanismUnavailable:           "MechanismUnavailable",
 	BadValue:                       "BadValue",
 	NoSuchKey:                      "NoSuchKey",
 	Unauthorized:                   "Unauthorized",
