@@ -1,8 +1,10 @@
 package encode
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -152,9 +154,38 @@ func appendJSONString(dst []byte, doc []byte, strict bool) ([]byte, error) {
 		return dst[:m], err
 	}
 	n := len(dst)
-	dst = appendEscaped(dst, dst[m:n])
+	dst = appendQuotedJSON(dst, dst[m:n])
 	k := copy(dst[m:], dst[n:])
 	return dst[:m+k], nil
+}
+
+// appendQuotedJSON appends JSON text this package wrote as a JSON string.
+// Its writers escape control characters and invalid UTF-8 in strings, so
+// only '"' and '\\' need a backslash, and runs without either are copied
+// eight bytes at a time. A control character (a DBPointer's namespace,
+// which the relaxed writer copies raw, as the driver does) hands the rest
+// to appendEscaped.
+func appendQuotedJSON(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	for {
+		i := indexQuoteOrControl(s)
+		if i < 0 {
+			break
+		}
+		dst = append(dst, s[:i]...)
+		if s[i] < 0x20 {
+			// appendEscaped writes its own opening quote: drop it,
+			// keep its closing one.
+			at := len(dst)
+			dst = appendEscaped(dst, s[i:])
+			copy(dst[at:], dst[at+1:])
+			return dst[:len(dst)-1]
+		}
+		dst = append(dst, '\\', s[i])
+		s = s[i+1:]
+	}
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // appendUpdateDescription writes Debezium's updateDescription: updatedFields
@@ -240,4 +271,30 @@ func appendSession(dst []byte, extra []byte) ([]byte, error) {
 		return strconv.AppendInt(dst, txn, 10), nil
 	}
 	return append(dst, "null"...), nil
+}
+
+// indexQuoteOrControl returns the index of the first '"', '\\' or byte
+// below 0x20 in s, or -1. It tests eight bytes at a time: in each of
+// quote, slash and less the high bit of a byte is set where that byte
+// matches (bytes above the first match may be flagged too; the lowest
+// flag is exact).
+func indexQuoteOrControl(s []byte) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := binary.LittleEndian.Uint64(s[i:])
+		quote := x ^ (ones * '"')
+		quote = (quote - ones) & ^quote
+		slash := x ^ (ones * '\\')
+		slash = (slash - ones) & ^slash
+		less := (x - ones*0x20) & ^x
+		if m := (quote | slash | less) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return -1
 }
