@@ -223,7 +223,7 @@ func checkKind(p string, v json.RawMessage, f field) error {
 		var n json.Number
 		d := json.NewDecoder(bytes.NewReader(v))
 		d.UseNumber()
-		if d.Decode(&n) != nil {
+		if bytes.HasPrefix(v, []byte(`"`)) || d.Decode(&n) != nil { // json.Number also takes a string
 			return fmt.Errorf("%s: not a number: %s", p, v)
 		}
 		i, err := n.Int64()
