@@ -93,8 +93,10 @@ func build(cfg *config.Pipeline, opts Options, log *slog.Logger) (_ *parts, err 
 		p.encode = encode.Envelope
 	case "canonical":
 		p.encode = encode.CanonicalEnvelope
+	case "debezium":
+		p.encode = (&encode.Debezium{Name: cfg.Name}).Encode
 	default:
-		return nil, fmt.Errorf("encode.format %q: want json or canonical", cfg.Encode.Format)
+		return nil, fmt.Errorf("encode.format %q: want json, canonical or debezium", cfg.Encode.Format)
 	}
 
 	if p.source, err = p.buildSource(cfg, opts, log); err != nil {

@@ -43,4 +43,37 @@
 // stays one line; an empty payload is null), text as a JSON string, bytes as
 // a base64 JSON string. A marker event (cdc.OpMarker) has no record:
 // Envelope appends nothing for it.
+//
+// # The Debezium value
+//
+// Debezium.Encode writes what Debezium's MongoDB connector (3.x) sends as
+// a change event's value, as Kafka Connect's JSON converter renders it
+// with schemas.enable=false (no schema/payload wrapper), fields in
+// Debezium's order:
+//
+//	before             the pre-image, or null: a JSON string of the document
+//	after              the document after the change (insert, replace, snapshot
+//	                   read, update with a full document), or null
+//	updateDescription  updates only: {removedFields, updatedFields, truncatedArrays}
+//	source             {version, connector: "mongodb", name, ts_ms, snapshot,
+//	                   db, sequence, ts_us, ts_ns, collection, ord, lsid,
+//	                   txnNumber, wallTime}
+//	op                 c (insert), u (update, replace), d (delete), r (snapshot)
+//	ts_ms, ts_us, ts_ns  when the event was encoded
+//	transaction        null (Debezium fills it only on request)
+//
+// before, after and lsid hold the document in the MongoDB Java driver's
+// legacy strict JSON (JsonMode.STRICT), which is what Debezium writes:
+// relaxed Extended JSON but for int64 ({"$numberLong":"n"}), dates
+// ({"$date":ms}), binaries ({"$binary":"…","$type":"04"}), regular
+// expressions ({"$regex":"…","$options":"…"}) and DBPointers
+// ({"$ref":…,"$id":…}). updatedFields is relaxed Extended JSON, as
+// Debezium's BsonDocument.toJson() writes it; removedFields and
+// truncatedArrays ([{field, size}]) are null when empty. source.ts_ms and
+// ord are the cluster time's seconds (in milliseconds) and increment; a
+// snapshot read, which has no cluster time, is stamped with the encoding
+// time. Debezium sends no value for collection operations (drop, rename,
+// dropDatabase, create, index changes, modify) or an invalidate, so
+// Encode appends nothing for them, as for a marker; a message (a NATS
+// payload) is an error.
 package encode

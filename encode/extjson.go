@@ -76,6 +76,33 @@ func appendTop(dst []byte, doc []byte, canonical bool) ([]byte, error) {
 	return out, nil
 }
 
+// appendStrict writes doc as the MongoDB Java driver's legacy strict JSON
+// (JsonMode.STRICT), which Debezium's MongoDB connector uses for its
+// before and after strings: relaxed Extended JSON v2 except that an int64
+// is {"$numberLong":"n"}, a date {"$date":ms}, a binary
+// {"$binary":"base64","$type":"hex"}, a regular expression
+// {"$regex":"p","$options":"o"} and a DBPointer {"$ref":"ns","$id":{"$oid":"hex"}}.
+// The driver's Extended JSON readers (Go's and Java's) read it back.
+func appendStrict(dst []byte, doc []byte) ([]byte, error) {
+	if len(doc) < 4 {
+		return dst, malformed(0, "document of %d bytes is too short to hold its length", len(doc))
+	}
+	n := int32(binary.LittleEndian.Uint32(doc))
+	if n < 5 {
+		return dst, malformed(0, "document length %d is less than the minimum of 5", n)
+	}
+	if int(n) > len(doc) {
+		return dst, malformed(0, "document length %d exceeds the %d bytes given", n, len(doc))
+	}
+	dst = slices.Grow(dst, 2*int(n))
+	w := walker{src: doc[:n], strict: true, day: -1}
+	out, _, err := w.document(dst, 0, int(n), 1, false)
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
+}
+
 func appendTopValue(dst []byte, t bson.Type, value []byte, canonical bool) ([]byte, error) {
 	w := walker{src: value, canonical: canonical, day: -1}
 	out, p, err := w.value(dst, byte(t), 0, len(value), 0)
@@ -93,6 +120,7 @@ func appendTopValue(dst []byte, t bson.Type, value []byte, canonical bool) ([]by
 type walker struct {
 	src       []byte
 	canonical bool
+	strict    bool // the Java driver's legacy JsonMode.STRICT; see appendStrict
 
 	// The date part of the last relaxed date written: the dates in one
 	// document tend to fall on few days.
@@ -224,6 +252,13 @@ func (w *walker) value(dst []byte, t byte, p, end, depth int) ([]byte, int, erro
 		if j < 0 {
 			return dst, p, malformed(p+i+1, "regular expression options are not NUL-terminated")
 		}
+		if w.strict {
+			dst = append(dst, `{"$regex":`...)
+			dst = appendEscaped(dst, src[p:p+i])
+			dst = append(dst, `,"$options":`...)
+			dst = appendRegexOptions(dst, src[p+i+1:p+i+1+j])
+			return append(dst, '}'), p + i + j + 2, nil
+		}
 		dst = append(dst, `{"$regularExpression":{"pattern":`...)
 		dst = appendEscaped(dst, src[p:p+i])
 		dst = append(dst, `,"options":`...)
@@ -239,6 +274,13 @@ func (w *walker) value(dst []byte, t byte, p, end, depth int) ([]byte, int, erro
 		}
 		// The driver writes the namespace without escaping it; so do we,
 		// to stay byte-identical (DBPointer is deprecated and rare).
+		if w.strict {
+			dst = append(dst, `{"$ref":`...)
+			dst = appendEscaped(dst, ns)
+			dst = append(dst, `,"$id":{"$oid":"`...)
+			dst = appendHex(dst, src[q:q+12])
+			return append(dst, `"}}`...), q + 12, nil
+		}
 		dst = append(dst, `{"$dbPointer":{"$ref":"`...)
 		dst = append(dst, ns...)
 		dst = append(dst, `","$id":{"$oid":"`...)
@@ -287,7 +329,7 @@ func (w *walker) value(dst []byte, t byte, p, end, depth int) ([]byte, int, erro
 			return dst, p, short(p, end, t, 8)
 		}
 		i := int64(binary.LittleEndian.Uint64(src[p:]))
-		if w.canonical {
+		if w.canonical || w.strict {
 			dst = append(dst, `{"$numberLong":"`...)
 			dst = strconv.AppendInt(dst, i, 10)
 			return append(dst, `"}`...), p + 8, nil
@@ -370,6 +412,13 @@ func (w *walker) binary(dst []byte, p, end, depth int) ([]byte, int, error) {
 		}
 	} else if int(n) > end-p-5 {
 		return dst, p, malformed(p, "binary length %d runs past the %d bytes that remain", n, end-p-5)
+	}
+	if w.strict {
+		dst = append(dst, `{"$binary":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, src[data:data+int(n)])
+		dst = append(dst, `","$type":"`...)
+		dst = append(dst, hexDigits[subtype>>4], hexDigits[subtype&0xF])
+		return append(dst, `"}`...), next, nil
 	}
 	dst = append(dst, `{"$binary":{"base64":"`...)
 	dst = base64.StdEncoding.AppendEncode(dst, src[data:data+int(n)])
@@ -499,6 +548,11 @@ func appendShortDecimal(dst []byte, f float64) ([]byte, bool) {
 const maxRelaxedDate = 253402300800000
 
 func (w *walker) appendDate(dst []byte, ms int64) []byte {
+	if w.strict {
+		dst = append(dst, `{"$date":`...)
+		dst = strconv.AppendInt(dst, ms, 10)
+		return append(dst, '}')
+	}
 	if w.canonical || ms < 0 || ms >= maxRelaxedDate {
 		dst = append(dst, `{"$date":{"$numberLong":"`...)
 		dst = strconv.AppendInt(dst, ms, 10)

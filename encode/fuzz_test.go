@@ -2,10 +2,13 @@ package encode
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/cdc"
 )
 
 // FuzzAppendRelaxed feeds arbitrary bytes to both writers. They must never
@@ -52,4 +55,39 @@ func driverMarshal(data []byte, canonical bool) (out []byte, err error) {
 		}
 	}()
 	return bson.MarshalExtJSON(bson.Raw(data), canonical, false)
+}
+
+// FuzzDebezium feeds arbitrary bytes to the Debezium encoder as an update's
+// documents and update description. It must never panic, must fail only
+// with an error wrapping ErrMalformed or ErrTooDeep (leaving dst as it
+// was), and must otherwise write one valid JSON object.
+func FuzzDebezium(f *testing.F) {
+	f.Add([]byte{5, 0, 0, 0, 0}, []byte{5, 0, 0, 0, 0})
+	f.Add(must(bson.Marshal(bson.D{{Key: "a", Value: "x\"\n"}})), must(bson.Marshal(bson.D{
+		{Key: "updatedFields", Value: bson.D{{Key: "a", Value: int64(1)}}}, {Key: "removedFields", Value: bson.A{"b"}},
+		{Key: "truncatedArrays", Value: bson.A{bson.D{{Key: "field", Value: "c"}, {Key: "newSize", Value: int32(0)}}}}})))
+	enc := &Debezium{Name: "fuzz"}
+	f.Fuzz(func(t *testing.T, doc, desc []byte) {
+		ev := cdc.Event{Op: cdc.OpUpdate, Namespace: "d.c", FullDocument: doc, PreImage: doc, UpdateDesc: desc, Extra: desc}
+		got, err := enc.Encode([]byte("keep"), &ev)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooDeep) {
+				t.Fatalf("error %v wraps neither ErrMalformed nor ErrTooDeep", err)
+			}
+			if string(got) != "keep" {
+				t.Fatalf("error %v but dst is %q", err, got)
+			}
+			return
+		}
+		if !json.Valid(got[4:]) {
+			t.Fatalf("not JSON: %s", got[4:])
+		}
+	})
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

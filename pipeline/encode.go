@@ -45,8 +45,10 @@ func (c *Chunk) Pos() cdc.Position {
 }
 
 // Encode encodes c.Events into c.Records with enc, reusing c's buffers.
-// Markers (cdc.OpMarker) produce no record. The error names the position
-// of the event that failed.
+// Markers (cdc.OpMarker) produce no record, nor does an event enc writes
+// nothing for (the Debezium envelope has no value for a drop): its
+// position still advances the checkpoint. The error names the position of
+// the event that failed.
 func (c *Chunk) Encode(enc EncodeFunc) error {
 	c.Records = c.Records[:0]
 	c.Buf = c.Buf[:0]
@@ -57,9 +59,13 @@ func (c *Chunk) Encode(enc EncodeFunc) error {
 			continue
 		}
 		var err error
+		from := len(c.Buf)
 		c.Buf, err = enc(c.Buf, ev)
 		if err != nil {
 			return fmt.Errorf("encode %s event at position %s: %w", ev.Op, ev.Pos, err)
+		}
+		if len(c.Buf) == from {
+			continue
 		}
 		c.ends = append(c.ends, len(c.Buf))
 		c.Records = append(c.Records, cdc.Record{Event: *ev})

@@ -365,3 +365,31 @@ func TestEncodeOrderedProperties(t *testing.T) {
 		}
 	})
 }
+
+// TestEncodeSkipsEmptyEncoding: an event the encoder writes nothing for
+// (the Debezium envelope for a drop) has no record, the records around it
+// keep their data, and the chunk's position is still its last event's.
+func TestEncodeSkipsEmptyEncoding(t *testing.T) {
+	enc := func(dst []byte, ev *cdc.Event) ([]byte, error) {
+		if ev.Op == cdc.OpDrop {
+			return dst, nil
+		}
+		return append(dst, ev.Payload...), nil
+	}
+	c := &Chunk{Events: []cdc.Event{
+		{Pos: pos(1), Op: cdc.OpInsert, Payload: []byte("a")},
+		{Pos: pos(2), Op: cdc.OpDrop},
+		{Pos: pos(3), Op: cdc.OpInsert, Payload: []byte("b")},
+		{Pos: pos(4), Op: cdc.OpDrop},
+	}}
+	if err := c.Encode(enc); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Records) != 2 || string(c.Records[0].Data) != "a" || string(c.Records[1].Data) != "b" ||
+		string(c.Records[1].Pos) != string(pos(3)) {
+		t.Fatalf("records %+v, want a and b", c.Records)
+	}
+	if string(c.Pos()) != string(pos(4)) {
+		t.Errorf("chunk position %s, want %s", c.Pos(), pos(4))
+	}
+}

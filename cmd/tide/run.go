@@ -94,7 +94,11 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 		log.Warn("pipeline file: "+w, "file", f.file)
 	}
 	reg := metrics.NewRegistry()
-	p, err := tide.New(ctx, text, tide.Options{File: f.file, Logger: log, Metrics: reg, Progress: terminal(os.Stderr)})
+	bars := terminal(os.Stderr)
+	if showProgress(f.progress, stderr) {
+		bars = nil // the status line draws the snapshot's bars itself
+	}
+	p, err := tide.New(ctx, text, tide.Options{File: f.file, Logger: log, Metrics: reg, Progress: bars})
 	if err != nil {
 		return err
 	}

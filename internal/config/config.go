@@ -67,7 +67,7 @@ type Batch struct {
 // Encode configures the encode stage.
 type Encode struct {
 	Workers int    `yaml:"workers"` // 0 means GOMAXPROCS
-	Format  string `yaml:"format"`  // json (relaxed Extended JSON; default) | canonical
+	Format  string `yaml:"format"`  // json (relaxed Extended JSON; default) | canonical | debezium
 }
 
 // Source selects the pipeline's source: exactly one field is set.

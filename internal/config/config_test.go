@@ -90,6 +90,11 @@ batch:
 				t.Errorf("got %+v %+v", p.Batch, p.Encode)
 			}
 		}},
+		"debezium into an append table": {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\", mode: append}}\nencode: {format: debezium}\n", nil, func(t *testing.T, p *Pipeline) {
+			if p.Encode.Format != "debezium" {
+				t.Errorf("got %+v", p.Encode)
+			}
+		}},
 		"anchors": {"name: p\nsource: {generate: &g {count: 3}}\nsink: {stdout: {}}\nbatch: {max_records: &n 7}\nencode: {workers: *n}\n", nil, func(t *testing.T, p *Pipeline) {
 			if p.Source.Generate.Count != 3 || p.Encode.Workers != 7 {
 				t.Errorf("got %+v %+v", p.Source.Generate, p.Encode)
@@ -153,6 +158,10 @@ func TestParseBad(t *testing.T) {
 				"line 5: encode.workers: must not be negative", `line 5: encode.format: "xml" is not one of json, canonical`, "line 6: data_dir: must not be empty"}},
 		"checkpoint in a sink that cannot": {base + "checkpoint: sink\n", []string{`line 4: checkpoint: "sink" needs a sink that stores checkpoints in its own transaction (postgres); use "file" with sink.stdout`}},
 		"unknown checkpoint":               {base + "checkpoint: nowhere\n", []string{`line 4: checkpoint: "nowhere" is not one of file, sink`}},
+		"debezium from nats": {"name: p\nsource: {nats: {mode: core, subject: \"orders.*\"}}\nsink: {stdout: {}}\nencode: {format: debezium}\n",
+			[]string{"line 4: encode.format: debezium writes MongoDB change events; source.nats messages have no documents"}},
+		"debezium into a postgres mirror": {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\"}}\nencode: {format: debezium}\n",
+			[]string{"line 4: encode.format: debezium needs sink.postgres.mode: append"}},
 		// Sections in other files validate themselves through validate(path).
 		"nats section hook": {"name: p\nsource:\n  nats:\n    mode: bogus\nsink: {stdout: {}}\n", []string{"line 4: source.nats.mode:"}},
 		// tide run has no MongoDB sink, so validation refuses it, complete or not.

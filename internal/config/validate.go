@@ -54,10 +54,20 @@ func (p *Pipeline) Validate() error {
 	}
 	switch p.Encode.Format {
 	case "json", "canonical":
+	case "debezium":
+		// Debezium's envelope holds MongoDB documents, and has no room
+		// for a message's payload or for the collection operations a
+		// PostgreSQL mirror applies.
+		if p.Source.NATS != nil {
+			bad("encode.format", "debezium writes MongoDB change events; source.nats messages have no documents (use json or canonical)")
+		}
+		if pg := p.Sink.Postgres; pg != nil && pg.Mode != "append" {
+			bad("encode.format", "debezium needs sink.postgres.mode: append; mirror mode writes documents, not envelopes")
+		}
 	case "":
-		bad("encode.format", "must not be empty: json or canonical")
+		bad("encode.format", "must not be empty: json, canonical or debezium")
 	default:
-		bad("encode.format", "%q is not one of json, canonical", p.Encode.Format)
+		bad("encode.format", "%q is not one of json, canonical, debezium", p.Encode.Format)
 	}
 	switch p.Checkpoint {
 	case "", "file":
