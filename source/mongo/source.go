@@ -89,6 +89,8 @@ type Source struct {
 	live   live
 	ident  map[string]string
 	q      *queue
+	// statsQ is q for Stats, which may run at any time, Open included.
+	statsQ atomic.Pointer[queue]
 
 	stop       context.CancelFunc // stops the reader
 	readerDone chan struct{}      // closed when the reader returned
@@ -311,6 +313,7 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 		s.streamHash = multiStreamHash(s.streamHash, s.multi.filter)
 	}
 	s.q = newQueue(s.cfg.MaxBufferedBytes)
+	s.statsQ.Store(s.q)
 	defer func() {
 		if err != nil {
 			s.closeClient()
@@ -515,8 +518,8 @@ func (s *Source) Stats() Stats {
 		st.Events[k.(cdc.Op)] = v.(*atomic.Int64).Load()
 		return true
 	})
-	if s.q != nil {
-		st.Buffered, st.PeakBuffered = s.q.usage()
+	if q := s.statsQ.Load(); q != nil {
+		st.Buffered, st.PeakBuffered = q.usage()
 	}
 	if t := s.metrics.committedT.Load(); t != 0 {
 		st.Committed = cdc.Timestamp{T: uint32(t >> 32), I: uint32(t)}
