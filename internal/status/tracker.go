@@ -121,17 +121,18 @@ func (t *Tracker) sample(now time.Time) {
 		return
 	}
 	st := t.p.Stats()
-	s := Sample{T: float64(now.UnixMilli()) / 1000, LagSeconds: math.NaN()}
-	if !t.prevAt.IsZero() {
-		if d := now.Sub(t.prevAt).Seconds(); d > 0 {
-			s.EventsPerSec = float64(st.EventsOut-t.prev.EventsOut) / d
-			s.BytesPerSec = float64(st.BytesOut-t.prev.BytesOut) / d
-		}
+	prev, prevAt := t.prev, t.prevAt
+	t.prev, t.prevAt = st, now
+	d := now.Sub(prevAt).Seconds()
+	if prevAt.IsZero() || d <= 0 {
+		return // the first sample only sets the start of the rates
 	}
+	s := Sample{T: float64(now.UnixMilli()) / 1000, LagSeconds: math.NaN(),
+		EventsPerSec: float64(st.EventsOut-prev.EventsOut) / d,
+		BytesPerSec:  float64(st.BytesOut-prev.BytesOut) / d}
 	if v := viewSource(t.src, now); v.lagSeconds != nil {
 		s.LagSeconds = *v.lagSeconds
 	}
-	t.prev, t.prevAt = st, now
 	if len(t.hist) < HistoryLen {
 		t.hist = append(t.hist, s)
 	} else {
