@@ -114,7 +114,9 @@ func waitPoints(t *testing.T, ctx context.Context, pipeline string, n int) {
 	}
 }
 
-func jsString(s string) string { return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"` }
+func jsString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
 
 // TestStatusPageScreenshot, with -status-screenshot, writes the page of a
 // running tide demo (a MongoDB source, so the lag is plotted too) after
