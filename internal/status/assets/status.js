@@ -46,6 +46,18 @@
     return new uPlot(opts, [[], []], parent);
   }
 
+  function plotWidth() {
+    return Math.max(300, Math.floor((root.clientWidth - 80) / (root.clientWidth > 940 ? 2 : 1)));
+  }
+
+  window.addEventListener("resize", () => {
+    const w = plotWidth();
+    for (const v of views.values()) {
+      v.throughput.setSize({ width: w, height: 180 });
+      v.lag.setSize({ width: w, height: 180 });
+    }
+  });
+
   function makeView(name) {
     const card = el("section", "pipeline");
     card.dataset.pipeline = name;
@@ -68,7 +80,7 @@
     card.append(h, error, warning, numbers, cp, plots, source, errors);
     document.getElementById("none")?.remove();
     root.append(card);
-    const w = Math.max(300, Math.floor((root.clientWidth - 80) / (root.clientWidth > 940 ? 2 : 1)));
+    const w = plotWidth();
     const v = {
       card, state, error, warning, numbers, cp, source, errors, lagNote,
       data: { t: [], eps: [], lag: [] },
