@@ -130,7 +130,7 @@ func (t *Tracker) sample(now time.Time) {
 	s := Sample{T: float64(now.UnixMilli()) / 1000, LagSeconds: math.NaN(),
 		EventsPerSec: float64(st.EventsOut-prev.EventsOut) / d,
 		BytesPerSec:  float64(st.BytesOut-prev.BytesOut) / d}
-	if v := viewSource(t.src, now); v.lagSeconds != nil {
+	if v := viewSource(t.src, st, now); v.lagSeconds != nil {
 		s.LagSeconds = *v.lagSeconds
 	}
 	if len(t.hist) < HistoryLen {
@@ -240,7 +240,7 @@ func (t *Tracker) Status(now time.Time, withHistory bool, since float64) Status 
 		last := t.hist[(t.next-1+len(t.hist))%len(t.hist)]
 		s.EventsPerSecond, s.BytesPerSecond = round(last.EventsPerSec), round(last.BytesPerSec)
 	}
-	v := viewSource(t.src, now)
+	v := viewSource(t.src, st, now)
 	s.LagSeconds, s.LagEvents = v.lagSeconds, v.lagEvents
 	if st.LastCheckpoint.Source != nil {
 		cp := &Checkpoint{Position: position(st.LastCheckpoint.Source), SavedAt: st.LastCommit.UTC(), AgeSeconds: round(now.Sub(st.LastCommit).Seconds())}
@@ -267,15 +267,24 @@ type sourceView struct {
 	clusterTime *cdc.Timestamp
 }
 
-func viewSource(src cdc.Source, now time.Time) sourceView {
+// A MongoDB source's lag is now minus the cluster time of its committed
+// position, which has whole seconds; the wall time of the last committed
+// change has milliseconds. While changes flow, the latter is the closer;
+// on an idle stream, only the position's cluster time advances. So the
+// lag is the smaller of the two.
+func viewSource(src cdc.Source, pst pipeline.Stats, now time.Time) sourceView {
 	var v sourceView
 	switch s := src.(type) {
 	case *mongosource.Source:
 		st := s.Stats()
 		if st.Committed.T != 0 {
-			lag := round(st.Lag(now).Seconds())
+			lag := st.Lag(now)
+			if !pst.LastWallTime.IsZero() {
+				lag = min(lag, max(0, now.Sub(pst.LastWallTime)))
+			}
+			secs := round(lag.Seconds())
 			ct := st.Committed
-			v.lagSeconds, v.clusterTime = &lag, &ct
+			v.lagSeconds, v.clusterTime = &secs, &ct
 		}
 	case *natssource.Source:
 		n := int64(s.Stats().Lag)
