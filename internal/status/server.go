@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -114,6 +115,14 @@ func (s *Server) Add(t *Tracker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.trackers = append(s.trackers, t)
+}
+
+// Remove takes t out of /api/status, as when a worker's pipeline moves to
+// another worker.
+func (s *Server) Remove(t *Tracker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trackers = slices.DeleteFunc(s.trackers, func(x *Tracker) bool { return x == t })
 }
 
 func (s *Server) snapshot() []*Tracker {

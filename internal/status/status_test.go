@@ -217,6 +217,10 @@ func TestStatusNoPipelineYet(t *testing.T) {
 	if len(rep.Pipelines) != 1 || rep.Pipelines[0].State != "starting" || rep.Pipelines[0].History == nil {
 		t.Errorf("pipelines %+v, want one starting", rep.Pipelines)
 	}
+	srv.Remove(srv.snapshot()[0])
+	if rep := getStatus(t, base+"/api/status"); len(rep.Pipelines) != 0 {
+		t.Errorf("after Remove: pipelines %+v, want none", rep.Pipelines)
+	}
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
