@@ -67,6 +67,26 @@ func TestRunHTTPAddrOffLoopback(t *testing.T) {
 	}
 }
 
+// TestRunMetricsAddrAlias: --metrics-addr, the former name of --http-addr,
+// serves the status page and /api/status too.
+func TestRunMetricsAddrAlias(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, statusPipeline)
+	_, logs := startTide(t, dir, "serving metrics", "run", "-f", cfg, "--metrics-addr", "127.0.0.1:0")
+	page := logField(t, logs.String(), "serving metrics", "page")
+	for _, path := range []string{"", "api/status", "metrics"} {
+		resp, err := http.Get(page + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET /%s with --metrics-addr: %s", path, resp.Status)
+		}
+	}
+}
+
 // TestDemoStatusPage: tide demo serves its status page on a free loopback
 // port and prints its URL; /api/status shows the MongoDB source's lag and
 // the checkpoint's cluster time.
