@@ -87,6 +87,9 @@ func (p *Pipeline) Run(ctx context.Context) error { return p.secrets.Error(p.Pip
 // Drain is pipeline.Pipeline's Drain, with the secrets hidden in the error.
 func (p *Pipeline) Drain(ctx context.Context) error { return p.secrets.Error(p.Pipeline.Drain(ctx)) }
 
+// Err is pipeline.Pipeline's Err, with the secrets hidden in the error.
+func (p *Pipeline) Err() error { return p.secrets.Error(p.Pipeline.Err()) }
+
 // Redact hides the pipeline's secrets in text meant for people: the
 // values its file holds, and anything that looks like a password in a
 // connection string. Its logs and errors are redacted already.

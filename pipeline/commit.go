@@ -41,6 +41,7 @@ type saveJob struct {
 	nbytes  int
 	byNS    []NamespaceCount // for a NamespaceObserver
 	started time.Time
+	wallMS  int64 // cdc.Event.WallTimeMS of the batch's last change that has one; 0 if none
 	barrier *pause
 }
 
@@ -113,7 +114,14 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, e
 		n      int
 		nbytes int
 		pos    cdc.Position
+		wallMS int64 // of the batch's last change that has one
 	)
+	for i := len(chunks) - 1; i >= 0 && wallMS == 0; i-- {
+		evs := chunks[i].Events
+		for k := len(evs) - 1; k >= 0 && wallMS == 0; k-- {
+			wallMS = evs[k].WallTimeMS
+		}
+	}
 	for _, c := range chunks {
 		if len(c.Records) > 0 && (c.off != n || &c.Records[0] != &b.records[n]) {
 			copy(b.records[n:], c.Records)
@@ -142,7 +150,7 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, e
 		p.failed(ctx, "commit", err)
 		return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
 	}
-	j := saveJob{next: next, n: n, nbytes: nbytes, started: start}
+	j := saveJob{next: next, n: n, nbytes: nbytes, started: start, wallMS: wallMS}
 	if _, ok := p.obs.(NamespaceObserver); ok && n > 0 {
 		j.byNS = countNamespaces(b.records[:n])
 	}
@@ -239,6 +247,9 @@ func (p *Pipeline) saveAndAck(ctx context.Context, j saveJob) error {
 	p.stats.Batches++
 	p.stats.LastCheckpoint = j.next
 	p.stats.LastCommit = time.Now()
+	if j.wallMS != 0 {
+		p.stats.LastWallTime = time.UnixMilli(j.wallMS)
+	}
 	p.statsMu.Unlock()
 	p.obs.Committed(j.n, j.nbytes, took, j.next)
 	if o, ok := p.obs.(NamespaceObserver); ok && len(j.byNS) > 0 {

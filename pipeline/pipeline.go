@@ -115,6 +115,10 @@ type Stats struct {
 	Batches        int64          // committed batches
 	LastCheckpoint cdc.Checkpoint // the checkpoint of the last committed batch
 	LastCommit     time.Time      // when the last batch committed; zero before the first
+	// LastWallTime is the wall-clock time of the last committed change
+	// that had one (cdc.Event.WallTimeMS): with millisecond precision,
+	// where a cluster time has whole seconds. Zero before the first.
+	LastWallTime time.Time
 }
 
 // Pipeline moves events from one source to one sink. Create it with New;

@@ -37,6 +37,8 @@ type demoFlags struct {
 	rate     float64
 	progress string
 	nats     bool
+	httpAddr string // the status page; "" for none
+	authFile string
 }
 
 func newDemoCmd() *cobra.Command {
@@ -61,6 +63,8 @@ checkpoint.`,
 	cmd.Flags().IntVar(&f.events, "events", 20000, "changes the writer makes in this run")
 	cmd.Flags().Float64Var(&f.rate, "rate", 5000, "changes per second (0 = as fast as possible)")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live status line: auto (on a terminal), always, never")
+	cmd.Flags().StringVar(&f.httpAddr, "http-addr", "127.0.0.1:0", `serve the status page, /api/status and /metrics here (default: a free loopback port); "" for none`)
+	cmd.Flags().StringVar(&f.authFile, "http-auth-file", "", "require basic auth on --http-addr: a file of one user:password (or user:bcrypt-hash) line; needed off loopback")
 	cmd.Flags().BoolVar(&f.nats, "nats", false, "stream NATS JetStream messages instead, from an embedded nats-server, into orders-nats.jsonl")
 	return cmd
 }
@@ -125,7 +129,14 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		MaxAwait: 100 * time.Millisecond, Logger: log,
 	})
 	sink := file.New(file.Config{Path: out, Pipeline: name, DataDir: filepath.Join(f.dir, ".tide"), Logger: log})
-	p := pipeline.New(pipeline.Config{Name: name, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
+	page := newDemoStatus(name)
+	p := pipeline.New(pipeline.Config{Name: name, CommitInterval: 100 * time.Millisecond, Logger: log, Observer: page.observer()}, src, encode.Envelope, sink, store)
+	page.tracker.Attach(name, p, src, nil)
+	stopPage, err := page.serve(f, stdout, log, src)
+	if err != nil {
+		return err
+	}
+	defer stopPage()
 
 	var logFile *os.File
 	defer func() {

@@ -132,7 +132,14 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		Logger:          log,
 	})
 	sink := &subjectCounter{Sink: file.New(file.Config{Path: out, Pipeline: natsDemoPipeline, DataDir: filepath.Join(f.dir, ".tide-nats"), Logger: log}), put: map[string]int64{}, committed: map[string]int64{}}
-	p := pipeline.New(pipeline.Config{Name: natsDemoPipeline, CommitInterval: 100 * time.Millisecond, Logger: log}, src, encode.Envelope, sink, store)
+	page := newDemoStatus(natsDemoPipeline)
+	p := pipeline.New(pipeline.Config{Name: natsDemoPipeline, CommitInterval: 100 * time.Millisecond, Logger: log, Observer: page.observer()}, src, encode.Envelope, sink, store)
+	page.tracker.Attach(natsDemoPipeline, p, src, nil)
+	stopPage, err := page.serve(f, stdout, log, src)
+	if err != nil {
+		return err
+	}
+	defer stopPage()
 
 	pub := &natsPublisher{js: js, seq: published, streamSeq: lastStreamSeq, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11)),
 		events: f.events, rate: f.rate}

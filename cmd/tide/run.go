@@ -19,12 +19,15 @@ import (
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/metrics"
 	"github.com/tide-cdc/tide/internal/redact"
+	"github.com/tide-cdc/tide/internal/status"
 	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
 type runFlags struct {
 	file        string
-	metricsAddr string
+	httpAddr    string
+	metricsAddr string // the old name of httpAddr
+	authFile    string
 	logLevel    string
 	logFormat   string
 	drainGrace  time.Duration
@@ -51,7 +54,9 @@ included), 3 the collection was dropped or renamed under the pipeline,
 		},
 	}
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "pipeline YAML file (required)")
-	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (for example 127.0.0.1:9464)")
+	cmd.Flags().StringVar(&f.httpAddr, "http-addr", "", "serve the status page (/), /api/status and /metrics on this address (for example 127.0.0.1:9464)")
+	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "the same as --http-addr (its former name)")
+	cmd.Flags().StringVar(&f.authFile, "http-auth-file", "", "require basic auth on --http-addr: a file of one user:password (or user:bcrypt-hash) line; needed off loopback")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().DurationVar(&f.drainGrace, "drain-timeout", 30*time.Second, "how long a drain may take before tide stops hard")
@@ -93,17 +98,35 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 	for _, w := range cfg.Warnings() {
 		log.Warn("pipeline file: "+w, "file", f.file)
 	}
+	addr, err := f.statusAddr()
+	if err != nil {
+		return err
+	}
 	reg := metrics.NewRegistry()
 	bars := terminal(os.Stderr)
 	if showProgress(f.progress, stderr) {
 		bars = nil // the status line draws the snapshot's bars itself
 	}
-	p, err := tide.New(ctx, text, tide.Options{File: f.file, Logger: log, Metrics: reg, Progress: bars})
+	// The status server is bound before the pipeline is built, so that a
+	// refused address (off loopback without --http-auth-file) or a port in
+	// use stops tide before it takes the data directory.
+	var srv *status.Server
+	if addr != "" {
+		if srv, err = status.Listen(status.Config{Addr: addr, AuthFile: f.authFile, Metrics: reg, Logger: log}); err != nil {
+			return err
+		}
+		defer srv.Close() // after Run, a no-op
+	} else if f.authFile != "" {
+		return errors.New("--http-auth-file needs --http-addr")
+	}
+	tracker := status.NewTracker()
+	p, err := tide.New(ctx, text, tide.Options{File: f.file, Logger: log, Metrics: reg, Observer: tracker, Progress: bars})
 	if err != nil {
 		return err
 	}
 	defer p.Close() // a no-op once Run has returned: Run releases the data directory and the embedded server
 	log = log.With("pipeline", p.Name)
+	tracker.Attach(p.Name, p, p.Source, p.Redact)
 
 	// First signal: drain. Second signal: stop at once; the checkpoint
 	// already names only committed events, so nothing is lost.
@@ -120,14 +143,9 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 		defer close(done)
 		return p.Run(runCtx)
 	})
-	if f.metricsAddr != "" {
-		ms, err := metrics.Listen(f.metricsAddr, reg)
-		if err != nil {
-			abort()
-			_ = g.Wait()
-			return err
-		}
-		log.Info("serving metrics", "addr", "http://"+ms.Addr()+"/metrics")
+	if srv != nil {
+		srv.Add(tracker)
+		log.Info("serving metrics and the status page", "addr", srv.URL()+"metrics", "page", srv.URL(), "api", srv.URL()+"api/status")
 		g.Go(func() error {
 			mctx, cancel := context.WithCancel(gctx)
 			defer cancel()
@@ -138,7 +156,7 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 				}
 				cancel()
 			}()
-			return ms.Run(mctx)
+			return srv.Run(mctx)
 		})
 	}
 	if showProgress(f.progress, stderr) {
@@ -208,6 +226,17 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 		return err
 	}
 	return nil
+}
+
+// statusAddr is --http-addr, or its former name --metrics-addr.
+func (f runFlags) statusAddr() (string, error) {
+	if f.httpAddr != "" && f.metricsAddr != "" && f.httpAddr != f.metricsAddr {
+		return "", fmt.Errorf("--http-addr %s and --metrics-addr %s: --metrics-addr is the former name of --http-addr; give one", f.httpAddr, f.metricsAddr)
+	}
+	if f.httpAddr != "" {
+		return f.httpAddr, nil
+	}
+	return f.metricsAddr, nil
 }
 
 // hardStopWait bounds how long a second signal waits for the pipeline to

@@ -1,6 +1,7 @@
 // Package metrics exposes a pipeline's progress as Prometheus metrics. It
 // implements pipeline.Observer and pipeline.NamespaceObserver, so the runtime stays free of Prometheus, and
-// serves /metrics over HTTP for `tide run --metrics-addr`.
+// serves /metrics over HTTP for `tide serve --http-addr` (tide run mounts
+// its registry on its status server, package internal/status).
 package metrics
 
 import (
