@@ -1,6 +1,7 @@
 package tide
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -109,6 +110,11 @@ func build(cfg *config.Pipeline, opts Options, log *slog.Logger) (_ *parts, err 
 	if p.store, err = sinkStore(cfg, p.sink, p.store); err != nil {
 		return nil, err
 	}
+	if cfg.Checkpoint == "nats_kv" {
+		if p.store, err = p.natsKVStore(cfg, opts, log); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -124,6 +130,20 @@ func sinkStore(cfg *config.Pipeline, sink cdc.Sink, store pipeline.Checkpointer)
 		return nil, fmt.Errorf("checkpoint: sink: the sink of pipeline %q does not keep checkpoints", cfg.Name)
 	}
 	return ps.Checkpoints(), nil
+}
+
+// natsKVStore is the store of checkpoint: {nats_kv: ...}: opts.NATSKV,
+// or one on a connection of the pipeline's own.
+func (p *parts) natsKVStore(cfg *config.Pipeline, opts Options, log *slog.Logger) (pipeline.Checkpointer, error) {
+	if opts.NATSKV != nil {
+		return opts.NATSKV, nil
+	}
+	store, closeConn, err := openNATSKV(context.Background(), cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	p.closers = append(p.closers, closeConn)
+	return store, nil
 }
 
 func (p *parts) buildSource(cfg *config.Pipeline, opts Options, log *slog.Logger) (cdc.Source, error) {
