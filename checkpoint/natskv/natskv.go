@@ -68,12 +68,18 @@ type NotOwnerError struct {
 	Expected uint64 // the revision this Store last saw (0: none)
 	Revision uint64 // the key's revision now (0: no record)
 	Owner    string // the owner the current record names, if any
+	Claim    string // for a refused Load: the owner this Store fenced the key for
 }
 
 func (e *NotOwnerError) Error() string {
 	owner := "no owner recorded"
 	if e.Owner != "" {
 		owner = fmt.Sprintf("owner %q", e.Owner)
+	}
+	if e.Claim != "" {
+		return fmt.Sprintf("checkpoint of pipeline %q not loaded from NATS KV bucket %q: this store fenced key %q for %q at revision %d, "+
+			"but it is at revision %d (%s); another worker took the pipeline over: %v",
+			e.Pipeline, e.Bucket, e.Key, e.Claim, e.Expected, e.Revision, owner, ErrNotOwner)
 	}
 	return fmt.Sprintf("checkpoint of pipeline %q not saved to NATS KV bucket %q: key %q is at revision %d (%s), "+
 		"this store last saw revision %d; another worker took the pipeline over, so this one stops: %v",
@@ -104,6 +110,7 @@ type keyState struct {
 	rev   uint64     // the key's last revision as read or written (0: never written)
 	gen   uint64     // the last record's generation
 	owner string     // the owner the records name
+	claim string     // the owner this Store fenced the key for, if it did
 }
 
 // Open returns the store of cfg's bucket, creating the bucket with
@@ -160,7 +167,10 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 func (s *Store) Bucket() string { return s.bucket }
 
 // Load returns the pipeline's checkpoint, or nil and no error if it has
-// none. It remembers the key's revision, which the next Save must find. A
+// none. It remembers the key's revision, which the next Save must find:
+// a Store that loads again adopts whatever was written since, so a worker
+// loads only a key it holds. After a Fence, Load refuses (ErrNotOwner) a
+// key that names another owner than the fenced one, or that was reset. A
 // record that cannot be trusted is a *checkpoint.CorruptError.
 func (s *Store) Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) {
 	ks := s.state(pipeline)
@@ -169,6 +179,15 @@ func (s *Store) Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, err
 	cur, err := s.read(ctx, pipeline)
 	if err != nil {
 		return nil, err
+	}
+	if ks.claim != "" && (cur.rec == nil || cur.rec.Owner != ks.claim) {
+		// Fenced for one owner, the key now names another (or was
+		// reset): loading would adopt the other owner's revision.
+		e := &NotOwnerError{Pipeline: pipeline, Bucket: s.bucket, Key: Key(pipeline), Expected: ks.rev, Revision: cur.rev, Claim: ks.claim}
+		if cur.rec != nil {
+			e.Owner = cur.rec.Owner
+		}
+		return nil, e
 	}
 	ks.known, ks.rev, ks.gen, ks.owner = true, cur.rev, 0, ""
 	if cur.rec == nil {
@@ -235,7 +254,7 @@ func (s *Store) Fence(ctx context.Context, pipeline, owner string) error {
 		if err != nil {
 			return fmt.Errorf("natskv: fence pipeline %q for %q: %w", pipeline, owner, err)
 		}
-		ks.known, ks.rev, ks.gen, ks.owner = true, rev, gen, owner
+		ks.known, ks.rev, ks.gen, ks.owner, ks.claim = true, rev, gen, owner, owner
 		return nil
 	}
 }
@@ -252,7 +271,7 @@ func (s *Store) Reset(ctx context.Context, pipeline string) error {
 	if err != nil {
 		return fmt.Errorf("natskv: reset pipeline %q (bucket %q, key %q): %w", pipeline, s.bucket, key, err)
 	}
-	ks.known, ks.rev, ks.gen, ks.owner = false, 0, 0, ""
+	ks.known, ks.rev, ks.gen, ks.owner, ks.claim = false, 0, 0, "", ""
 	return nil
 }
 

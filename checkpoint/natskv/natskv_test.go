@@ -166,6 +166,22 @@ func TestFence(t *testing.T) {
 		t.Fatalf("record after the new owner's save: %+v, %v; want owner worker-2, generation 2, seq 10", rec, err)
 	}
 
+	// A Store fenced for worker-2 refuses to load the key once another
+	// owner fenced it: it would adopt that owner's revision.
+	if err := open(t, js, natskv.Config{Bucket: "fence"}).Fence(ctx, "p", "worker-3"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := next.Load(ctx, "p"); got != nil || !errors.Is(err, natskv.ErrNotOwner) ||
+		!strings.Contains(err.Error(), `fenced key "p" for "worker-2"`) || !strings.Contains(err.Error(), `owner "worker-3"`) {
+		t.Fatalf("Load of a Store fenced for worker-2 after worker-3 fenced: %v, %v", got, err)
+	}
+	if err := next.Fence(ctx, "p", "worker-2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := next.Load(ctx, "p"); err != nil || string(got.Source) != `{"seq":10}` {
+		t.Fatalf("Load after fencing again: %v, %v", got, err)
+	}
+
 	// A fence of a pipeline that never saved is a claim: no checkpoint,
 	// but a Store that loaded before it is refused.
 	early := open(t, js, natskv.Config{Bucket: "fence"})
