@@ -112,3 +112,29 @@ func TestFencedPipelineStops(t *testing.T) {
 		t.Fatalf("Run of the new owner: %v", err)
 	}
 }
+
+// TestCheckpointOwner fences at build time: a pipeline built for w1 and
+// overtaken by w2 before it runs refuses to load, and a store that cannot
+// be fenced is refused.
+func TestCheckpointOwner(t *testing.T) {
+	t.Parallel()
+	srv := testenv.NATS(t)
+	_, err := New(t.Context(), generateYAML(t.TempDir(), 10), Options{CheckpointOwner: "w1"})
+	if err == nil || !strings.Contains(err.Error(), `pipeline "gen" cannot be fenced for owner "w1": only a checkpoint in NATS KV can`) {
+		t.Fatalf("CheckpointOwner with a data directory store: %v", err)
+	}
+
+	p1, err := New(t.Context(), kvYAML(t.TempDir(), srv.ClientURL()), Options{CheckpointOwner: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := New(t.Context(), kvYAML(t.TempDir(), srv.ClientURL()), Options{CheckpointOwner: "w2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	err = p1.Run(t.Context())
+	if !errors.Is(err, natskv.ErrNotOwner) || !strings.Contains(err.Error(), `fenced key "kv" for "w1"`) || !strings.Contains(err.Error(), `owner "w2"`) {
+		t.Fatalf("Run of the overtaken pipeline = %v; want a refused load naming w1 and w2", err)
+	}
+}

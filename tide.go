@@ -65,6 +65,12 @@ type Options struct {
 	// running many pipelines shares one, and fences each pipeline's key
 	// (natskv.Store.Fence) before building it.
 	NATSKV *natskv.Store
+	// CheckpointOwner, if set, fences the pipeline's checkpoint for this
+	// owner while it is built (natskv.Store.Fence), before its sink
+	// opens: any earlier owner's next save fails, and so does this
+	// pipeline's Load if another owner fences it in between. Only a
+	// checkpoint in NATS KV can be fenced; with another store New fails.
+	CheckpointOwner string
 }
 
 // Pipeline is a pipeline built by New, with what a command line shows
