@@ -16,13 +16,23 @@ type queue struct {
 	max   int64
 	ready chan struct{} // one pending wake-up for the runtime
 
-	mu     sync.Mutex // guards the fields below
+	mu sync.Mutex // guards the fields below
+	// events[head:] are queued, oldest first. Poll takes from the front
+	// by moving head, and push compacts the slice in place once the dead
+	// front is at least half of it, so that a queue kept full by a reader
+	// ahead of its pipeline moves each event once instead of growing (and
+	// copying) its whole backing array again and again.
 	events []cdc.Event
+	head   int
 	bytes  int64
 	peak   int64
 	err    error         // set by fail; returned once events is empty
 	space  chan struct{} // closed and replaced when bytes are freed
 }
+
+// maxIdleQueue is the capacity, in events, that an emptied queue keeps
+// for the next push.
+const maxIdleQueue = 4096
 
 func newQueue(max int64) *queue {
 	return &queue{max: max, ready: make(chan struct{}, 1), space: make(chan struct{})}
@@ -39,6 +49,11 @@ func (q *queue) push(ctx context.Context, ev cdc.Event) error {
 	for {
 		q.mu.Lock()
 		if q.bytes+size <= q.max {
+			if len(q.events) == cap(q.events) && q.head >= len(q.events)/2 {
+				n := copy(q.events, q.events[q.head:])
+				clear(q.events[max(n, q.head):]) // poll cleared the front
+				q.events, q.head = q.events[:n], 0
+			}
 			q.events = append(q.events, ev)
 			q.bytes += size
 			q.peak = max(q.peak, q.bytes)
@@ -78,23 +93,27 @@ func (q *queue) wake() {
 func (q *queue) poll(buf []cdc.Event, n int) ([]cdc.Event, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	k := min(n, len(q.events))
+	queued := q.events[q.head:]
+	k := min(n, len(queued))
 	if k > 0 {
 		var freed int64
 		for i := range k {
-			freed += int64(q.events[i].Size)
+			freed += int64(queued[i].Size)
 		}
-		buf = append(buf, q.events[:k]...)
-		clear(q.events[:k])
-		q.events = q.events[k:]
-		if len(q.events) == 0 {
-			q.events = nil
+		buf = append(buf, queued[:k]...)
+		clear(queued[:k]) // the events' bytes belong to buf now
+		q.head += k
+		if q.head == len(q.events) {
+			q.events, q.head = q.events[:0], 0
+			if cap(q.events) > maxIdleQueue {
+				q.events = nil // an idle source does not keep a catch-up's array
+			}
 		}
 		q.bytes -= freed
 		close(q.space)
 		q.space = make(chan struct{})
 	}
-	if len(q.events) > 0 {
+	if q.head < len(q.events) {
 		q.wake() // more is ready
 		return buf, nil
 	}

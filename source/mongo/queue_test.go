@@ -64,6 +64,63 @@ func TestQueue(t *testing.T) {
 	})
 }
 
+// A queue kept full by its reader, as during a catch-up, hands events
+// out in order and reuses its array: once grown to a few times what the
+// budget holds, it is never reallocated.
+func TestQueueFullReusesArray(t *testing.T) {
+	const budget = 1000 // events of 1 byte
+	q := newQueue(budget)
+	pushed, polled, grown := 0, 0, 0
+	var buf []cdc.Event
+	for round := range 400 {
+		for q.bytes < budget {
+			if err := q.push(t.Context(), cdc.Event{Size: 1, WallTimeMS: int64(pushed)}); err != nil {
+				t.Fatal(err)
+			}
+			pushed++
+		}
+		var err error
+		if buf, err = q.poll(buf[:0], 1+round%300); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range buf {
+			if ev.WallTimeMS != int64(polled) {
+				t.Fatalf("round %d: polled event %d, want %d", round, ev.WallTimeMS, polled)
+			}
+			polled++
+		}
+		switch c := cap(q.events); {
+		case c > 4*budget:
+			t.Fatalf("round %d: array of %d events for %d queued", round, c, len(q.events)-q.head)
+		case round == 100:
+			grown = c
+		case round > 100 && c != grown:
+			t.Fatalf("round %d: array reallocated from %d to %d events", round, grown, c)
+		}
+	}
+	if buf, _ = q.poll(buf[:0], budget); len(buf) != pushed-polled || buf[len(buf)-1].WallTimeMS != int64(pushed-1) {
+		t.Fatalf("drained %d events ending at %d, want %d ending at %d", len(buf), buf[len(buf)-1].WallTimeMS, pushed-polled, pushed-1)
+	}
+}
+
+// BenchmarkQueueFull is the queue of a reader far ahead of its pipeline:
+// full, polled 1000 events at a time, refilled at once. Each op is one
+// event through it.
+func BenchmarkQueueFull(b *testing.B) {
+	const budget = 100_000
+	q := newQueue(budget)
+	buf := make([]cdc.Event, 0, 1000)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; {
+		for q.bytes < budget {
+			q.push(ctx, cdc.Event{Size: 1})
+			i++
+		}
+		buf, _ = q.poll(buf[:0], 1000)
+	}
+}
+
 // Change events map to cdc.Event fields as sub-slices of one copy, and
 // malformed ones are refused with a reason.
 func TestChangeEventRefusesMalformed(t *testing.T) {

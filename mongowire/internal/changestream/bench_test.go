@@ -1,10 +1,12 @@
 package changestream
 
 import (
+	"bytes"
 	"runtime"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
@@ -73,4 +75,18 @@ func BenchmarkOplogResident(b *testing.B) {
 	}
 	b.ReportMetric(float64(got)/(1<<20), "resident-MiB")
 	b.ReportMetric(float64(got)/bound, "resident/bound")
+}
+
+// BenchmarkTokenKeyString encodes the resume token of an insert, as every
+// change event's _id is built.
+func BenchmarkTokenKeyString(b *testing.B) {
+	id := bsoncore.NewDocumentBuilder().AppendInt32("_id", 123456).Build()
+	tok := Token{ClusterTime: bson.Timestamp{T: 1700000000, I: 7}, Version: TokenVersion, Type: EventToken,
+		UUID: bytes.Repeat([]byte{0xAB}, 16), EventID: eventID("insert", id, nil)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := tok.encode(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

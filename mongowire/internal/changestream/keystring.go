@@ -149,15 +149,7 @@ func appendKSValue(dst []byte, v bson.RawValue) ([]byte, error) {
 		return append(dst, 0), nil
 	case bson.TypeBinary:
 		sub, data := v.Binary()
-		dst = append(dst, ksBinData)
-		if len(data) < 0xFF {
-			dst = append(dst, byte(len(data)))
-		} else {
-			dst = append(dst, 0xFF)
-			dst = binary.BigEndian.AppendUint32(dst, uint32(len(data)))
-		}
-		dst = append(dst, sub)
-		return append(dst, data...), nil
+		return appendKSBinary(dst, sub, data), nil
 	case bson.TypeObjectID:
 		oid := v.ObjectID()
 		return append(append(dst, ksOID), oid[:]...), nil
@@ -192,20 +184,47 @@ func appendKSValue(dst []byte, v bson.RawValue) ([]byte, error) {
 	return nil, fmt.Errorf("cannot encode BSON type %s in a resume token", v.Type)
 }
 
+// appendKSObject walks doc in place, validating each element as
+// bson.Raw.Elements does, without building the slice of elements or the
+// keys' strings: every event's resume token goes through here.
 func appendKSObject(dst []byte, doc bson.Raw) ([]byte, error) {
-	elems, err := doc.Elements()
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range elems {
-		v := e.Value()
-		dst = append(dst, genericType(v.Type))
-		dst = append(append(dst, e.Key()...), 0)
-		if dst, err = appendKSValue(dst, v); err != nil {
-			return nil, err
+	if len(doc) > 0 {
+		length, rem, ok := bsoncore.ReadLength(doc)
+		if !ok {
+			return nil, bsoncore.NewInsufficientBytesError(doc, rem)
+		}
+		for length -= 4; length > 1; {
+			var e bsoncore.Element
+			e, rem, ok = bsoncore.ReadElement(rem)
+			length -= int32(len(e))
+			if !ok {
+				return nil, bsoncore.NewInsufficientBytesError(doc, rem)
+			}
+			if err := e.Validate(); err != nil {
+				return nil, err
+			}
+			v := e.Value()
+			dst = append(dst, genericType(bson.Type(v.Type)))
+			dst = append(append(dst, e.KeyBytes()...), 0)
+			var err error
+			if dst, err = appendKSValue(dst, bson.RawValue{Type: bson.Type(v.Type), Value: v.Data}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return append(dst, 0), nil
+}
+
+func appendKSBinary(dst []byte, sub byte, data []byte) []byte {
+	dst = append(dst, ksBinData)
+	if len(data) < 0xFF {
+		dst = append(dst, byte(len(data)))
+	} else {
+		dst = append(dst, 0xFF)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(data)))
+	}
+	dst = append(dst, sub)
+	return append(dst, data...)
 }
 
 func appendKSTimestamp(dst []byte, ts bson.Timestamp) []byte {

@@ -69,11 +69,7 @@ func (t Token) KeyString() ([]byte, error) {
 	if t.UUID == nil {
 		b = append(b, ksNull)
 	} else {
-		var err error
-		b, err = appendKSValue(b, bson.RawValue{Type: bson.TypeBinary, Value: bsoncore.AppendBinary(nil, 4, t.UUID)})
-		if err != nil {
-			return nil, err
-		}
+		b = appendKSBinary(b, 4, t.UUID)
 	}
 	if t.EventID != nil {
 		var err error
