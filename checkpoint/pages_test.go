@@ -252,9 +252,12 @@ func slogTo(w *bytes.Buffer) *slog.Logger {
 func TestDirRecordOfExactlyOnePage(t *testing.T) {
 	dir := t.TempDir()
 	var cp cdc.Checkpoint
+	// saved_at is written with the nanoseconds' trailing zeros trimmed:
+	// size the record with all nine digits, the longest a save can write.
+	longest := time.Date(2026, 12, 2, 1, 2, 3, 123456789, time.UTC)
 	for n := range pageSize {
 		cp = cdc.Checkpoint{Source: cdc.Position(`{"seq":1}`), Meta: map[string]string{"pad": strings.Repeat("x", n)}}
-		b, err := encodeGeneration("p", 2, cp, time.Now())
+		b, err := encodeGeneration("p", 2, cp, longest)
 		if err != nil {
 			t.Fatal(err)
 		}
