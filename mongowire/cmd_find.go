@@ -42,7 +42,12 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		return nil, mongoerr.New(mongoerr.BadValue, "error processing query: tailable cursor requested on non capped collection %s", ns)
 	}
 	spec.Skip, spec.Limit = skip, limit
-	docs, err := s.store.Find(ns, spec)
+	var docs []bson.Raw
+	if ns == oplogNS {
+		docs, err = findOplog(s.store.Oplog(), spec)
+	} else {
+		docs, err = s.store.Find(ns, spec)
+	}
 	if err != nil {
 		return nil, err
 	}
