@@ -368,10 +368,7 @@ func (r *reader) gapLines(phase string, namespaces []string, pos cdc.Position, t
 	if err != nil {
 		panic(fmt.Sprintf("mongosource: marshal a snapshot line: %v", err)) // strings and a timestamp
 	}
-	var at cdc.Timestamp
-	if data, ok := plainToken(tok); ok {
-		at, _ = tokenTime(data)
-	}
+	at := startTime(tok)
 	now := time.Now().UnixMilli()
 	evs := make([]cdc.Event, 0, len(namespaces))
 	for _, ns := range namespaces {
@@ -380,6 +377,16 @@ func (r *reader) gapLines(phase string, namespaces []string, pos cdc.Position, t
 		evs = append(evs, ev)
 	}
 	return evs
+}
+
+// startTime is the cluster time of a snapshot's start token. A
+// re-snapshot's documents carry it, so that a mirror sink can tell the
+// rows copied again (at or after it) from those the copy did not find
+// (before it: deleted during the gap).
+func startTime(tok bson.Raw) cdc.Timestamp {
+	data, _ := bson.Raw(tok).Lookup("_data").StringValueOK()
+	ts, _ := tokenTime(data)
+	return ts
 }
 
 // nextTimestamp is the cluster time right after ts.

@@ -97,6 +97,9 @@ func (r *reader) copy(ctx context.Context, bar *progressBar) (progressed bool, e
 			FullDocument: raw,
 			Pos:          r.snap.pos(idj),
 		}
+		if r.snap.gap {
+			ev.ClusterTime = startTime(r.snap.startTok)
+		}
 		ev.Size = len(raw) + len(key) + len(ev.Pos) + eventOverhead
 		if err := s.q.push(ctx, ev); err != nil {
 			return progressed, &permanentError{err}

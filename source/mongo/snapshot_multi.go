@@ -172,6 +172,9 @@ loop:
 		ms.active[ns] = d.idJSON
 		ms.turn = ms.after(ns)
 		ev := cdc.Event{Op: cdc.OpSnapshot, Namespace: ns, DocumentKey: d.key, FullDocument: d.raw, Pos: ms.pos(r)}
+		if ms.gap {
+			ev.ClusterTime = startTime(ms.startTok)
+		}
 		ev.Size = len(d.raw) + len(d.key) + len(ev.Pos) + eventOverhead
 		if err = s.q.push(ctx, ev); err != nil {
 			err = &permanentError{err}
