@@ -146,7 +146,8 @@ Timestamp(sec, 0): the run then starts with the first change of that second.
 The next run checks the point against the server: a cluster time older than
 the oldest oplog entry fails with 286 (history lost), a time in the future is
 refused. Changes between the old checkpoint and the new point are skipped,
-or delivered again if the point is earlier. The pipeline must be stopped; it
+or delivered again if the point is earlier. With checkpoint: sink the
+checkpoint row in PostgreSQL is rewritten. The pipeline must be stopped; it
 asks for confirmation on a terminal, --yes skips it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

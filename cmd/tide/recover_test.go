@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/mongowire"
@@ -107,7 +110,16 @@ func collectionDocs(t *testing.T, coll *mongo.Collection) map[int]string {
 // until accepts, then stops it with SIGTERM and returns its stderr.
 func runUntil(t *testing.T, dir, cfg, out string, until func([]outLine) bool) string {
 	t.Helper()
-	cmd := tideCmd(t, dir, "run", "-f", cfg)
+	return runWhile(t, tideCmd(t, dir, "run", "-f", cfg), func() bool {
+		_, err := os.Stat(out)
+		return err == nil && until(readOut(t, out))
+	})
+}
+
+// runWhile starts cmd (a tide run), waits until done says so, then stops
+// it with SIGTERM and returns its stderr.
+func runWhile(t *testing.T, cmd *exec.Cmd, done func() bool) string {
+	t.Helper()
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -116,7 +128,7 @@ func runUntil(t *testing.T, dir, cfg, out string, until func([]outLine) bool) st
 	defer cmd.Process.Kill()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, err := os.Stat(out); err == nil && until(readOut(t, out)) {
+		if done() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -236,6 +248,86 @@ batch: {commit_interval: 10ms}
 	if len(rest) != 1 || rest[0].Op != "insert" || rest[0].Key.ID != 12 {
 		t.Errorf("after checkpoint set --cluster-time %s the output continued with %d lines (%s), want only the insert of 12", at, len(rest), fmt.Sprint(rest))
 	}
+}
+
+// TestResnapshotPostgresMirror: tide snapshot with the checkpoint in the
+// PostgreSQL sink (checkpoint: sink) rewrites the checkpoint row, and the
+// mirror then equals the collection: the rows of documents deleted during
+// the gap go.
+func TestResnapshotPostgresMirror(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	srv := testenv.MongoWire(t, func(c *mongowire.Config) { c.OplogBytes = 16 << 10 })
+	client := testenv.MongoClient(t, srv.URI())
+	ctx := context.Background()
+	coll := client.Database("shop").Collection("orders")
+	insertIDs(t, coll, 1, 2, 3, 4)
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, fmt.Sprintf(`
+name: resnap-pg
+source:
+  mongo: {uri: %q, database: shop, collection: orders, full_document: update_lookup, max_await: 100ms}
+sink:
+  postgres: {dsn: "${PG_DSN}", table: resnap_orders, mode: mirror}
+checkpoint: sink
+batch: {commit_interval: 10ms}
+`, srv.URI()))
+	tide := func(args ...string) *exec.Cmd {
+		c := tideCmd(t, dir, args...)
+		c.Env = append(c.Env, "PG_DSN="+dsn)
+		return c
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	mirror := func() map[int]string {
+		rows, err := conn.Query(ctx, `SELECT (doc->>'_id')::int, doc::text FROM resnap_orders WHERE NOT _tide_deleted`)
+		if err != nil {
+			return nil // not created yet
+		}
+		out := map[int]string{}
+		for rows.Next() {
+			var id int
+			var doc string
+			if err := rows.Scan(&id, &doc); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = doc
+		}
+		if rows.Err() != nil {
+			return nil
+		}
+		return out
+	}
+	runWhile(t, tide("run", "-f", cfg), func() bool { return len(mirror()) == 4 })
+
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 3}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: "changed"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	insertIDs(t, coll, 5)
+	pad := client.Database("shop").Collection("pad")
+	for i := range 300 {
+		if _, err := pad.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "pad", Value: strings.Repeat("y", 200)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := tide("run", "-f", cfg).CombinedOutput(); err == nil || !strings.Contains(string(out), "tide snapshot -f FILE") {
+		t.Fatalf("tide run past the oplog window: %v\n%s", err, out)
+	}
+	if out, err := tide("snapshot", "-f", cfg, "--yes").CombinedOutput(); err != nil {
+		t.Fatalf("tide snapshot --yes: %v\n%s", err, out)
+	}
+	want := collectionDocs(t, coll)
+	var got map[int]string
+	runWhile(t, tide("run", "-f", cfg), func() bool {
+		got = mirror()
+		return equalDocs(got, want)
+	})
 }
 
 func equalDocs(a, b map[int]string) bool {

@@ -17,6 +17,7 @@ import (
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/redact"
+	"github.com/tide-cdc/tide/sink/postgres"
 	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
@@ -35,10 +36,11 @@ The output records the re-copy: a line of op "snapshot" without a document,
 whose _extra is {"resnapshot": "begin", "gap_after": <cluster time where the
 gap began>}, comes before the copied documents, and one with
 {"resnapshot": "end"} after them. A file sink appends: the copy follows what
-it already holds, so that replaying the file gives the collection as it is.
-A PostgreSQL mirror upserts every copied row; rows of documents deleted
-during the gap stay (delete rows whose _cluster_time is before the gap's end
-yourself if that matters).
+it already holds; a reader that treats the documents between begin and end as
+the whole collection (what was not copied again was deleted during the gap)
+gets the collection as it is. A PostgreSQL mirror upserts the copied rows and,
+at the end line, deletes (or marks deleted) the rows the copy did not find.
+With checkpoint: sink the checkpoint row in PostgreSQL is rewritten.
 
 The pipeline must be stopped. It asks for confirmation on a terminal; --yes
 skips it.`,
@@ -57,7 +59,9 @@ skips it.`,
 
 // rewritePosition replaces the source position of a stopped MongoDB
 // pipeline's checkpoint, keeping its identity and its sink's state, after
-// showing the change and, unless yes, asking on the terminal.
+// showing the change and, unless yes, asking on the terminal. It writes
+// where the pipeline keeps its checkpoint: the data directory, or the
+// PostgreSQL sink's table (checkpoint: sink).
 func rewritePosition(cmd *cobra.Command, secrets *redact.Set, file string, yes bool, what string, next func(cdc.Position) (cdc.Position, error)) error {
 	cfg, err := config.Load(file)
 	if err != nil {
@@ -67,10 +71,8 @@ func rewritePosition(cmd *cobra.Command, secrets *redact.Set, file string, yes b
 	if cfg.Source.Mongo == nil {
 		return fmt.Errorf("pipeline %q: %s needs a MongoDB source", cfg.Name, what)
 	}
-	if cfg.Checkpoint == "sink" {
-		return fmt.Errorf("pipeline %q keeps its checkpoint in the sink's own table (checkpoint: sink), in the same transaction as its rows; "+
-			"%s writes only the checkpoint store of the data directory, so it refuses: set checkpoint: dir, or "+
-			"update the row of tide_checkpoints WHERE pipeline = '%s' yourself with the pipeline stopped", cfg.Name, what, cfg.Name)
+	if cfg.Checkpoint == "sink" && cfg.Sink.Postgres == nil {
+		return fmt.Errorf("checkpoint: sink: the sink of pipeline %q does not keep checkpoints", cfg.Name)
 	}
 	if !yes {
 		in, ok := cmd.InOrStdin().(*os.File)
@@ -78,6 +80,46 @@ func rewritePosition(cmd *cobra.Command, secrets *redact.Set, file string, yes b
 			return fmt.Errorf("%s rewrites the checkpoint of pipeline %q and needs confirmation, but standard input is not a terminal: run it again with --yes to confirm", what, cfg.Name)
 		}
 	}
+	out := cmd.OutOrStdout()
+	change := func(cp *cdc.Checkpoint) (*cdc.Checkpoint, error) {
+		if cp == nil || len(cp.Meta) == 0 {
+			return nil, fmt.Errorf("pipeline %q has no checkpoint: its first run starts from the source's configured start "+
+				"(with a snapshot if snapshot is initial); %s needs a checkpoint written by a run, which records the deployment and collections it belongs to", cfg.Name, what)
+		}
+		pos, err := next(cp.Source)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %q: %w", cfg.Name, err)
+		}
+		fmt.Fprintf(out, "pipeline %q: %s\n  from: %s\n  to:   %s\n", cfg.Name, what,
+			secrets.String(mongosource.DescribePosition(cp.Source)), secrets.String(mongosource.DescribePosition(pos)))
+		if !yes {
+			ok, err := confirm(cmd.InOrStdin(), out)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, errors.New("not confirmed: the checkpoint is unchanged")
+			}
+		}
+		cp.Source = pos
+		return cp, nil
+	}
+	if cfg.Checkpoint == "sink" {
+		c := cfg.Sink.Postgres.Config
+		c.Table, c.Pipeline = cfg.PostgresTable(), cfg.Name
+		if err := postgres.RewriteCheckpoint(cmd.Context(), c, change); err != nil {
+			return err
+		}
+	} else if err := rewriteDir(cmd, cfg, what, change); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "checkpoint of pipeline %q written: the next tide run -f %s resumes from it\n", cfg.Name, file)
+	return nil
+}
+
+// rewriteDir is rewritePosition's change in the data directory's store,
+// under its lock.
+func rewriteDir(cmd *cobra.Command, cfg *config.Pipeline, what string, change func(*cdc.Checkpoint) (*cdc.Checkpoint, error)) error {
 	store, err := checkpoint.Open(cfg.DataDir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		var inUse *checkpoint.InUseError
@@ -91,32 +133,11 @@ func rewritePosition(cmd *cobra.Command, secrets *redact.Set, file string, yes b
 	if err != nil {
 		return err
 	}
-	if cp == nil || len(cp.Meta) == 0 {
-		return fmt.Errorf("pipeline %q has no checkpoint: its first run starts from the source's configured start "+
-			"(with a snapshot if snapshot is initial); %s needs a checkpoint written by a run, which records the deployment and collections it belongs to", cfg.Name, what)
-	}
-	pos, err := next(cp.Source)
+	next, err := change(cp)
 	if err != nil {
-		return fmt.Errorf("pipeline %q: %w", cfg.Name, err)
-	}
-	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "pipeline %q: %s\n  from: %s\n  to:   %s\n", cfg.Name, what,
-		secrets.String(mongosource.DescribePosition(cp.Source)), secrets.String(mongosource.DescribePosition(pos)))
-	if !yes {
-		ok, err := confirm(cmd.InOrStdin(), out)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errors.New("not confirmed: the checkpoint is unchanged")
-		}
-	}
-	cp.Source = pos
-	if err := store.Save(cmd.Context(), cfg.Name, *cp); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "checkpoint of pipeline %q written: the next tide run -f %s resumes from it\n", cfg.Name, file)
-	return nil
+	return store.Save(cmd.Context(), cfg.Name, *next)
 }
 
 // confirm asks for "yes".
