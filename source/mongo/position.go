@@ -305,11 +305,17 @@ func tokenTime(data string) (cdc.Timestamp, bool) {
 }
 
 // positionTime returns the cluster time a position stands for: its
-// token's, or the snapshot's start token's.
+// token's, or the snapshot's start token's, or the one tide checkpoint
+// set wrote.
 func positionTime(p cdc.Position) (cdc.Timestamp, bool) {
 	const key = `"_data":"`
 	i := bytes.Index(p, []byte(key))
 	if i < 0 {
+		if bytes.Contains(p, []byte(`"after_cluster_time"`)) {
+			if pos, err := parsePosition(p); err == nil {
+				return pos.time()
+			}
+		}
 		return cdc.Timestamp{}, false
 	}
 	rest := p[i+len(key):]

@@ -384,3 +384,42 @@ func TestOplogHeadroomRefused(t *testing.T) {
 		}
 	}
 }
+
+// A many-collection checkpoint set to a cluster time keeps its catalog
+// epoch, and resumes exactly after that time.
+func TestMultiClusterTime(t *testing.T) {
+	e := newMultiEnv(t, "shop.a", "shop.b")
+	cfg := e.config(t, "shop", "*")
+	src := openSource(t, cfg, nil)
+	if _, err := pollUntil(t, src, func(evs []cdc.Event) bool { return len(evs) > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, e.coll("shop.a"), 1)
+	insert(t, e.coll("shop.b"), 2)
+	insert(t, e.coll("shop.a"), 3)
+	evs, err := pollUntil(t, src, countOps(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs = nonMarkers(evs)
+	cp := checkpointOf(evs[len(evs)-1].Pos, src.Identity())
+	src.Close()
+	if cp.Source, err = ClusterTimePosition(cp.Source, evs[0].ClusterTime); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cp.Source), `"catalog":`) {
+		t.Fatalf("position %s lost its catalog epoch", cp.Source)
+	}
+	if ts, ok := positionTime(cp.Source); !ok || ts != evs[0].ClusterTime {
+		t.Errorf("positionTime = %v, %v; want %v", ts, ok, evs[0].ClusterTime)
+	}
+	src = openSource(t, cfg, &cp)
+	got, err := pollUntil(t, src, countOps(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nonMarkers(got)
+	if len(got) != 2 || got[0].Namespace != "shop.b" || docID(t, got[0]) != 2 || docID(t, got[1]) != 3 {
+		t.Errorf("resumed with %v, want the inserts of 2 (shop.b) and 3", ops(got))
+	}
+}
