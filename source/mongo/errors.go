@@ -70,7 +70,7 @@ const resetHint = "to start over from now (with a new snapshot if snapshot is in
 // recoverHint names the two recovery commands for lost history, and the
 // destructive way out.
 const recoverHint = "to recover, re-snapshot: tide snapshot -f FILE (the next run copies the collection(s) again into the same output, " +
-	"marks the gap with a snapshot line, and streams on from there); or, accepting that the changes in between are lost, " +
+	"frames the copy with snapshot lines, and streams on from there); or, accepting that the changes in between are lost, " +
 	"resume from a time inside the oplog window: tide checkpoint set -f FILE --cluster-time T; or start over: tide checkpoint reset -f FILE --yes"
 
 // resnapshotOutputHint says what to do with what a sink already holds
