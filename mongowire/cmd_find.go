@@ -38,6 +38,8 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		return nil, mongoerr.New(mongoerr.BadValue, "Skip value must be non-negative, but received: %d", skip)
 	case limit < 0:
 		return nil, mongoerr.New(mongoerr.BadValue, "Limit value must be non-negative, but received: %d", limit)
+	case tailable && ns == oplogNS:
+		return nil, mongoerr.New(mongoerr.BadValue, "tailable cursors on %s are not supported by this server: read changes with a change stream", ns)
 	case tailable:
 		return nil, mongoerr.New(mongoerr.BadValue, "error processing query: tailable cursor requested on non capped collection %s", ns)
 	}
