@@ -195,6 +195,8 @@ func (p *parts) buildSource(cfg *config.Pipeline, opts Options, log *slog.Logger
 			MaxAwait:            time.Duration(m.MaxAwait),
 			MaxReconnects:       m.MaxReconnects,
 			SnapshotParallelism: m.SnapshotParallelism,
+			HeadroomWarn:        headroomWarn(m.HeadroomWarn),
+			OplogPoll:           time.Duration(m.OplogPoll),
 			Progress:            opts.Progress,
 			Logger:              log,
 		}), nil
@@ -204,6 +206,15 @@ func (p *parts) buildSource(cfg *config.Pipeline, opts Options, log *slog.Logger
 		return natssource.New(c), nil
 	}
 	return nil, errors.New("source: none configured")
+}
+
+// headroomWarn maps source.mongo.headroom_warn to the source's setting:
+// 0 in the file turns the warning off, which the source spells negative.
+func headroomWarn(d config.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return time.Duration(d)
 }
 
 // startEmbedded starts the embedded MongoDB-compatible server on a free

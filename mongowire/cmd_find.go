@@ -38,11 +38,18 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		return nil, mongoerr.New(mongoerr.BadValue, "Skip value must be non-negative, but received: %d", skip)
 	case limit < 0:
 		return nil, mongoerr.New(mongoerr.BadValue, "Limit value must be non-negative, but received: %d", limit)
+	case tailable && ns == oplogNS:
+		return nil, mongoerr.New(mongoerr.BadValue, "tailable cursors on %s are not supported by this server: read changes with a change stream", ns)
 	case tailable:
 		return nil, mongoerr.New(mongoerr.BadValue, "error processing query: tailable cursor requested on non capped collection %s", ns)
 	}
 	spec.Skip, spec.Limit = skip, limit
-	docs, err := s.store.Find(ns, spec)
+	var docs []bson.Raw
+	if ns == oplogNS {
+		docs, err = findOplog(s.store.Oplog(), spec)
+	} else {
+		docs, err = s.store.Find(ns, spec)
+	}
 	if err != nil {
 		return nil, err
 	}

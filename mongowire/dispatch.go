@@ -173,6 +173,9 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := refuseSystemWrite(r); err != nil {
 		return s.errorReply(err), nil
 	}
+	if err := refuseOplogWrite(r); err != nil {
+		return s.errorReply(err), nil
+	}
 	if err := s.commandHint(r); err != nil {
 		return s.errorReply(err), nil
 	}

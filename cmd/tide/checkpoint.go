@@ -14,6 +14,7 @@ import (
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/redact"
+	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
 func newValidateCmd(secrets *redact.Set) *cobra.Command {
@@ -43,7 +44,7 @@ func newValidateCmd(secrets *redact.Set) *cobra.Command {
 func newCheckpointCmd(secrets *redact.Set) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "checkpoint",
-		Short: "Inspect or reset a pipeline's checkpoint",
+		Short: "Inspect, reset or set a pipeline's checkpoint",
 	}
 	var file string
 	show := &cobra.Command{
@@ -139,7 +140,59 @@ to append to it.`,
 	reset.Flags().BoolVar(&yes, "yes", false, "confirm the reset")
 	_ = reset.MarkFlagRequired("file")
 
-	cmd.AddCommand(show, reset)
+	var setFile, clusterTime, resumeToken string
+	var setYes bool
+	set := &cobra.Command{
+		Use:   "set -f FILE (--cluster-time T | --resume-token JSON) [--yes]",
+		Short: "Move a stopped MongoDB pipeline's checkpoint to a chosen point",
+		Long: `Write a checkpoint at an operator-chosen point of the change history, keeping
+the checkpoint's identity and the sink's state: the next run resumes there.
+
+--cluster-time T resumes with the first change after T (clusterTime > T).
+T is Timestamp(sec, inc) or sec.inc for an exact cluster time, or an RFC 3339
+time in whole seconds (2026-12-02T01:20:00Z), which stands for
+Timestamp(sec, 0): the run then starts with the first change of that second.
+--resume-token JSON resumes after the change event whose _id is JSON.
+
+The next run checks the point against the server: a cluster time older than
+the oldest oplog entry fails with 286 (history lost), a time in the future is
+refused. Changes between the old checkpoint and the new point are skipped,
+or delivered again if the point is earlier. With checkpoint: sink the
+checkpoint row in PostgreSQL is rewritten. The pipeline must be stopped; it
+asks for confirmation on a terminal, --yes skips it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var next func(cdc.Position) (cdc.Position, error)
+			switch {
+			case clusterTime != "" && resumeToken != "":
+				return errors.New("checkpoint set: give --cluster-time or --resume-token, not both")
+			case clusterTime != "":
+				ts, err := mongosource.ParseClusterTime(clusterTime)
+				if err != nil {
+					return fmt.Errorf("--cluster-time: %w", err)
+				}
+				next = func(prev cdc.Position) (cdc.Position, error) { return mongosource.ClusterTimePosition(prev, ts) }
+			case resumeToken != "":
+				next = func(prev cdc.Position) (cdc.Position, error) {
+					p, err := mongosource.ResumeTokenPosition(prev, resumeToken)
+					if err != nil {
+						return nil, fmt.Errorf("--resume-token: %w", err)
+					}
+					return p, nil
+				}
+			default:
+				return errors.New("checkpoint set: give --cluster-time T or --resume-token JSON")
+			}
+			return rewritePosition(cmd, secrets, setFile, setYes, "checkpoint set", next)
+		},
+	}
+	set.Flags().StringVarP(&setFile, "file", "f", "", "pipeline YAML file (required)")
+	set.Flags().StringVar(&clusterTime, "cluster-time", "", "resume after this cluster time: Timestamp(sec, inc), sec.inc, or RFC 3339 in whole seconds")
+	set.Flags().StringVar(&resumeToken, "resume-token", "", `resume after the event with this resume token, e.g. {"_data": "8265..."}`)
+	set.Flags().BoolVar(&setYes, "yes", false, "do not ask for confirmation")
+	_ = set.MarkFlagRequired("file")
+
+	cmd.AddCommand(show, reset, set)
 	return cmd
 }
 

@@ -53,6 +53,12 @@ type MongoSource struct {
 	MaxAwait         Duration `yaml:"max_await"`          // how long an idle getMore waits; default 1s
 	MaxReconnects    int      `yaml:"max_reconnects"`     // consecutive failed reconnects before failing; default 10
 
+	// HeadroomWarn: below this checkpoint headroom (the time until the
+	// checkpoint falls out of the oplog window) the source warns; default 1h.
+	HeadroomWarn Duration `yaml:"headroom_warn"`
+	// OplogPoll is how often the source reads the oplog window; default 30s.
+	OplogPoll Duration `yaml:"oplog_poll"`
+
 	Embedded *MongoEmbedded `yaml:"embedded"` // the embedded server's settings, for uri: embedded (secrets.go)
 }
 
@@ -66,6 +72,8 @@ func (c *MongoSource) setDefaults() {
 	c.MaxAwait = Duration(time.Second)
 	c.MaxReconnects = 10
 	c.SnapshotParallelism = 2
+	c.HeadroomWarn = Duration(time.Hour)
+	c.OplogPoll = Duration(30 * time.Second)
 }
 
 // Stages of a change-stream pipeline after $changeStream that MongoDB
@@ -138,6 +146,12 @@ func (c *MongoSource) validate(path string) []error {
 	}
 	if c.MaxReconnects < 0 {
 		bad("max_reconnects", "%d is negative", c.MaxReconnects)
+	}
+	if c.HeadroomWarn < 0 {
+		bad("headroom_warn", "%s is negative", time.Duration(c.HeadroomWarn))
+	}
+	if c.OplogPoll < Duration(100*time.Millisecond) {
+		bad("oplog_poll", "%s is below the minimum of 100ms", time.Duration(c.OplogPoll))
 	}
 	stages, err := c.Pipeline.Stages()
 	if err != nil {

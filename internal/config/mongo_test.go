@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMongoCollections(t *testing.T) {
@@ -60,5 +61,31 @@ func TestMongoCollectionsBad(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestMongoHeadroom(t *testing.T) {
+	p, err := Parse([]byte("name: p\nsource: {mongo: {database: d, collection: c}}\nsink: {stdout: {}}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := p.Source.Mongo; m.HeadroomWarn != Duration(time.Hour) || m.OplogPoll != Duration(30*time.Second) {
+		t.Errorf("defaults: headroom_warn %v, oplog_poll %v; want 1h and 30s", m.HeadroomWarn, m.OplogPoll)
+	}
+	p, err = Parse([]byte("name: p\nsource: {mongo: {database: d, collection: c, headroom_warn: 0s, oplog_poll: 5s}}\nsink: {stdout: {}}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := p.Source.Mongo; m.HeadroomWarn != 0 || m.OplogPoll != Duration(5*time.Second) {
+		t.Errorf("set: headroom_warn %v, oplog_poll %v; want 0 and 5s", m.HeadroomWarn, m.OplogPoll)
+	}
+	for mongo, want := range map[string]string{
+		"{database: d, collection: c, headroom_warn: -1m}": "source.mongo.headroom_warn: -1m0s is negative",
+		"{database: d, collection: c, oplog_poll: 10ms}":   "source.mongo.oplog_poll: 10ms is below the minimum of 100ms",
+	} {
+		_, err := Parse([]byte("name: p\nsource:\n  mongo: "+mongo+"\nsink: {stdout: {}}\n"), env(nil))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", mongo, err, want)
+		}
 	}
 }

@@ -189,3 +189,48 @@ func ReadCheckpoint(ctx context.Context, cfg Config) (*cdc.Checkpoint, error) {
 	}
 	return cp, err
 }
+
+// RewriteCheckpoint replaces the checkpoint that cfg.Pipeline keeps in
+// tide_checkpoints with what change returns for it (the tide recovery
+// commands: checkpoint set, snapshot). It holds the pipeline's lock while
+// it does, so it refuses while the pipeline runs; change sees nil when
+// there is no checkpoint, and writes nothing by returning nil.
+func RewriteCheckpoint(ctx context.Context, cfg Config, change func(*cdc.Checkpoint) (*cdc.Checkpoint, error)) error {
+	s := New(cfg)
+	if err := s.check(); err != nil {
+		return err
+	}
+	sql := newStatements(s.cfg)
+	conn, err := pgx.Connect(ctx, s.cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("postgres sink: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	key := "tide checkpoint " + sql.checkpoints + " " + s.cfg.Pipeline
+	var locked bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, key).Scan(&locked); err != nil {
+		return fmt.Errorf("postgres sink: lock pipeline %q: %w", s.cfg.Pipeline, err)
+	}
+	if !locked {
+		return fmt.Errorf("postgres sink: pipeline %q is running (another session holds its checkpoint's lock): stop it first", s.cfg.Pipeline)
+	}
+	cp, err := readCheckpoint(ctx, conn, sql, s.cfg.Pipeline)
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
+		cp, err = nil, nil // undefined_table: nothing committed yet
+	}
+	if err != nil {
+		return err
+	}
+	next, err := change(cp)
+	if err != nil || next == nil {
+		return err
+	}
+	b, err := marshalCheckpoint(*next)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, sql.saveCheckpoint, s.cfg.Pipeline, b); err != nil {
+		return fmt.Errorf("postgres sink: write checkpoint of %q to %s: %w", s.cfg.Pipeline, sql.checkpoints, err)
+	}
+	return nil
+}

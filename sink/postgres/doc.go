@@ -16,6 +16,10 @@
 //     refused; an update without one, which update_lookup gives when the
 //     document was deleted since, changes nothing (its delete follows).
 //     Collection-level events (drop, rename, DDL) are not mirrored.
+//     A MongoDB re-snapshot (tide snapshot) copies the documents again
+//     with the cluster time of its start; its end line then deletes (or
+//     marks deleted) the rows older than that: documents deleted during
+//     the gap the copy closed.
 //   - append: one row per event, with a bigserial id and the columns of the
 //     CDC envelope (_namespace, _op, _document_key, _cluster_time_s,
 //     _cluster_time_i, _wall_time_ms, _full_document, _before,

@@ -142,6 +142,35 @@ func (s *Sink) putCollOp(rec *cdc.Record) error {
 	return nil
 }
 
+// resnapshotEnd reports a MongoDB re-snapshot's end line (tide snapshot):
+// a snapshot event without a document whose _extra is {resnapshot: "end"}.
+func resnapshotEnd(rec *cdc.Record) bool {
+	if rec.Op != cdc.OpSnapshot || rec.DocumentKey != nil || rec.Extra == nil {
+		return false
+	}
+	v, _ := bson.Raw(rec.Extra).Lookup("resnapshot").StringValueOK()
+	return v == "end"
+}
+
+// putResnapshotEnd stages the end of a re-snapshot of rec's namespace:
+// its documents were copied again with the cluster time of the copy's
+// start, rec's, so the rows older than that are of documents deleted
+// during the gap the copy closed. They are deleted (or marked deleted,
+// with _tide_op "drop") like a dropped collection's rows, up to just
+// before that time.
+func (s *Sink) putResnapshotEnd(rec *cdc.Record) error {
+	ct := clusterTime(rec.ClusterTime)
+	if ct <= 0 {
+		return fmt.Errorf("postgres mirror: the re-snapshot end line of %s at position %s has no cluster time", rec.Namespace, rec.Pos)
+	}
+	tbl, err := s.tableOfNS(rec.Namespace, rec.Pos, true)
+	if err != nil {
+		return err
+	}
+	s.stage.colls = append(s.stage.colls, collOp{tbl: tbl, ct: ct - 1})
+	return nil
+}
+
 // renameTarget returns the new namespace of a rename event, from its
 // Extra {to: {db, coll}}.
 func renameTarget(rec *cdc.Record) (string, error) {

@@ -185,6 +185,13 @@ func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 	for i := range batch {
 		var tbl int
 		var err error
+		if s.stage.mirror && resnapshotEnd(&batch[i]) {
+			if err := s.putResnapshotEnd(&batch[i]); err != nil {
+				s.stage.reset()
+				return err
+			}
+			continue
+		}
 		if s.collTables && s.stage.mirror && (batch[i].Op == cdc.OpDrop || batch[i].Op == cdc.OpRename) {
 			if err := s.putCollOp(&batch[i]); err != nil {
 				s.stage.reset()

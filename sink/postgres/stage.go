@@ -88,6 +88,11 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 	}
 
 	switch {
+	case ev.Op == cdc.OpSnapshot && ev.DocumentKey == nil && ev.FullDocument == nil:
+		// A re-snapshot's begin or end line (tide snapshot): it marks a
+		// gap closed by a re-copy and changes no document.
+		st.buf = st.buf[:r.rawKey.from]
+		return nil
 	case documentOp(ev.Op) && ev.Op != cdc.OpDelete:
 		if ev.FullDocument == nil {
 			st.buf = st.buf[:r.rawKey.from]

@@ -67,10 +67,16 @@ func invalidated(ns string, cause cdc.Op, renamedTo string) error {
 // resetHint tells the user how to start over from a fresh checkpoint.
 const resetHint = "to start over from now (with a new snapshot if snapshot is initial), reset the checkpoint: tide checkpoint reset -f FILE --yes"
 
+// recoverHint names the two recovery commands for lost history, and the
+// destructive way out.
+const recoverHint = "to recover, re-snapshot: tide snapshot -f FILE (the next run copies the collection(s) again into the same output, " +
+	"frames the copy with snapshot lines, and streams on from there); or, accepting that the changes in between are lost, " +
+	"resume from a time inside the oplog window: tide checkpoint set -f FILE --cluster-time T; or start over: tide checkpoint reset -f FILE --yes"
+
 // resnapshotOutputHint says what to do with what a sink already holds
-// before a re-snapshot: a file sink refuses a fresh start into a
+// before starting over: a file sink refuses a fresh start into a
 // non-empty file, and the new snapshot copies every document again.
-const resnapshotOutputHint = "before the re-snapshot, move a file sink's existing output aside (or delete it): " +
+const resnapshotOutputHint = "before a reset, move a file sink's existing output aside (or delete it): " +
 	"a fresh start refuses a non-empty file, and the new snapshot writes every document again; " +
 	"other sinks receive the snapshot's documents again"
 
@@ -145,13 +151,13 @@ func explain(ns string, err error) error {
 	}
 	switch {
 	case se.HasErrorCode(codeChangeStreamHistory):
-		return fmt.Errorf("%w on %s: the checkpoint's resume token is older than the oldest oplog entry "+
+		return fmt.Errorf("%w on %s: the checkpoint's position is older than the oldest oplog entry "+
 			"(the pipeline was stopped longer than the oplog window); nothing was skipped and the checkpoint is unchanged; "+
-			"to recover, re-snapshot: %s (and consider a larger oplog); %s: %v", ErrHistoryLost, ns, resetHint, resnapshotOutputHint, err)
+			"%s (and consider a larger oplog); %s: %v", ErrHistoryLost, ns, recoverHint, resnapshotOutputHint, err)
 	case se.HasErrorCode(codeChangeStreamFatal):
 		return fmt.Errorf("%w on %s: the server cannot resume from the checkpoint's token "+
 			"(not found in the oplog, or the pipeline changed or removed _id); the checkpoint is unchanged; "+
-			"to recover, re-snapshot: %s; %s: %v", ErrHistoryLost, ns, resetHint, resnapshotOutputHint, err)
+			"%s; %s: %v", ErrHistoryLost, ns, recoverHint, resnapshotOutputHint, err)
 	case se.HasErrorCode(codeUnauthorized):
 		return fmt.Errorf("change stream on %s: not authorized: grant the user the read role on the database "+
 			"and clusterMonitor (for replSetGetConfig): %w", ns, err)

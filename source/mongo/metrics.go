@@ -1,6 +1,7 @@
 package mongo
 
 import (
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,8 @@ func (s *Source) Collector(pipeline string) prometheus.Collector {
 		age:        d("checkpoint_age_seconds", "Time since the last checkpoint was saved."),
 		buffered:   d("buffered_bytes", "Bytes in the reader's queue."),
 		snapshot:   d("snapshot_documents", "Initial snapshot progress: documents done, and the estimated total.", "state"),
+		window:     d("oplog_window_seconds", "Cluster time between the first and the last entry of the oplog (local.oplog.rs)."),
+		headroom:   d("checkpoint_headroom_seconds", "How long until the checkpoint falls out of the oplog window at the current rate at which the window's start moves (+Inf while the oplog drops nothing)."),
 		snapshotNS: d("snapshot_namespace_documents", "Initial snapshot progress of each collection of a multi-collection source: documents done, and the estimated total.", "namespace", "state"),
 	}
 }
@@ -33,11 +36,11 @@ func (s *Source) Collector(pipeline string) prometheus.Collector {
 type collector struct {
 	s                                                               *Source
 	events, bytes, reconnects, errors, lag, age, buffered, snapshot *prometheus.Desc
-	snapshotNS                                                      *prometheus.Desc
+	snapshotNS, window, headroom                                    *prometheus.Desc
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.events, c.bytes, c.reconnects, c.errors, c.lag, c.age, c.buffered, c.snapshot, c.snapshotNS} {
+	for _, d := range []*prometheus.Desc{c.events, c.bytes, c.reconnects, c.errors, c.lag, c.age, c.buffered, c.snapshot, c.snapshotNS, c.window, c.headroom} {
 		ch <- d
 	}
 }
@@ -56,6 +59,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.buffered, prometheus.GaugeValue, float64(st.Buffered))
 	ch <- prometheus.MustNewConstMetric(c.snapshot, prometheus.GaugeValue, float64(st.SnapshotDone), "done")
 	ch <- prometheus.MustNewConstMetric(c.snapshot, prometheus.GaugeValue, float64(st.SnapshotTotal), "total")
+	if win, headroom, _, ok := c.s.oplog.window(); ok {
+		if headroom < 0 {
+			headroom = math.Inf(1)
+		}
+		ch <- prometheus.MustNewConstMetric(c.window, prometheus.GaugeValue, win)
+		ch <- prometheus.MustNewConstMetric(c.headroom, prometheus.GaugeValue, headroom)
+	}
 	for ns, p := range st.SnapshotByNamespace {
 		ch <- prometheus.MustNewConstMetric(c.snapshotNS, prometheus.GaugeValue, float64(p.Done), ns, "done")
 		ch <- prometheus.MustNewConstMetric(c.snapshotNS, prometheus.GaugeValue, float64(p.Total), ns, "total")

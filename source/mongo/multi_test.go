@@ -630,7 +630,7 @@ func TestMultiHistoryLost(t *testing.T) {
 		_, err = pollUntil(t, again, func([]cdc.Event) bool { return false })
 	}
 	again.Close()
-	wantErr(t, err, ErrHistoryLost, "database shop", "re-snapshot", "tide checkpoint reset")
+	wantErr(t, err, ErrHistoryLost, "database shop", "re-snapshot", "tide checkpoint reset", "tide snapshot -f FILE", "tide checkpoint set -f FILE --cluster-time T")
 }
 
 // A collection renamed to another captured name in the middle of its

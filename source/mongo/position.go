@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -22,6 +23,12 @@ type position struct {
 	ResumeToken     json.RawMessage `json:"resume_token,omitempty"`
 	StartAfterToken json.RawMessage `json:"start_after_token,omitempty"`
 	Snapshot        *snapshotPos    `json:"snapshot,omitempty"`
+	// AfterClusterTime, written by tide checkpoint set --cluster-time,
+	// resumes with the first event after that cluster time.
+	AfterClusterTime *clusterTime `json:"after_cluster_time,omitempty"`
+	// Resnapshot, written by tide snapshot, makes the next Open take a new
+	// start token and copy the collections again.
+	Resnapshot *resnapshotPos `json:"resnapshot,omitempty"`
 	// Catalog, for many collections, names the checkpoint identity's
 	// catalog.<n>: the captured collections as of this position.
 	Catalog *uint64 `json:"catalog,omitempty"`
@@ -37,11 +44,40 @@ type position struct {
 // its _id (null: from the start); Turn is the active one whose document
 // comes next.
 type snapshotPos struct {
+	// Gap marks a re-snapshot (tide snapshot): the copy closes a gap in
+	// the change history, and ends with a snapshot line saying so.
+	Gap        bool                       `json:"gap,omitempty"`
 	StartToken json.RawMessage            `json:"start_token"`
 	LastID     json.RawMessage            `json:"last_id,omitempty"`
 	Next       *int                       `json:"next,omitempty"`
 	Active     map[string]json.RawMessage `json:"active,omitempty"`
 	Turn       string                     `json:"turn,omitempty"` // the active collection whose document comes next
+}
+
+// clusterTime is a cdc.Timestamp in a position.
+type clusterTime struct {
+	T uint32 `json:"t"`
+	I uint32 `json:"i"`
+}
+
+// resnapshotPos asks for a re-snapshot; After is the cluster time of the
+// position it replaced, where the gap began (absent if unknown).
+type resnapshotPos struct {
+	Requested string       `json:"requested"` // RFC 3339, when tide snapshot wrote it
+	After     *clusterTime `json:"after,omitempty"`
+}
+
+// gapPos marks a snapshot position as a re-snapshot's:
+// {"snapshot":{"gap":true,...}}.
+func gapPos(p cdc.Position) cdc.Position {
+	const prefix = `{"snapshot":{`
+	if !bytes.HasPrefix(p, []byte(prefix)) {
+		panic(fmt.Sprintf("mongosource: %q is not a snapshot position", p))
+	}
+	b := make([]byte, 0, len(p)+11)
+	b = append(b, prefix...)
+	b = append(b, `"gap":true,`...)
+	return append(b, p[len(prefix):]...)
 }
 
 // resumePos returns {"resume_token": tok}.
@@ -166,10 +202,46 @@ func parsePosition(p cdc.Position) (position, error) {
 			}
 		}
 	}
+	if pos.AfterClusterTime != nil {
+		n++
+		if pos.AfterClusterTime.T == 0 {
+			return pos, fmt.Errorf("checkpoint position: after_cluster_time.t is 0")
+		}
+	}
+	if pos.Resnapshot != nil {
+		n++
+		if _, err := time.Parse(time.RFC3339, pos.Resnapshot.Requested); err != nil {
+			return pos, fmt.Errorf("checkpoint position: resnapshot.requested is not an RFC 3339 time: %v", err)
+		}
+	}
 	if n != 1 {
-		return pos, fmt.Errorf("checkpoint position %.200q must hold exactly one of resume_token, start_after_token, snapshot", p)
+		return pos, fmt.Errorf("checkpoint position %.200q must hold exactly one of resume_token, start_after_token, snapshot, after_cluster_time, resnapshot", p)
 	}
 	return pos, nil
+}
+
+// time returns the cluster time the position stands for.
+func (pos position) time() (cdc.Timestamp, bool) {
+	switch {
+	case pos.AfterClusterTime != nil:
+		return cdc.Timestamp{T: pos.AfterClusterTime.T, I: pos.AfterClusterTime.I}, true
+	case pos.Resnapshot != nil:
+		return cdc.Timestamp{}, false
+	case pos.Snapshot != nil:
+		return tokenTimeJSON(pos.Snapshot.StartToken)
+	case pos.StartAfterToken != nil:
+		return tokenTimeJSON(pos.StartAfterToken)
+	}
+	return tokenTimeJSON(pos.ResumeToken)
+}
+
+func tokenTimeJSON(j json.RawMessage) (cdc.Timestamp, bool) {
+	tok, err := parseToken("token", j)
+	if err != nil {
+		return cdc.Timestamp{}, false
+	}
+	data, _ := tok.Lookup("_data").StringValueOK()
+	return tokenTime(data)
 }
 
 // snapshotPosJSON returns {"snapshot":{"start_token":…,"last_id":…}};
@@ -233,11 +305,17 @@ func tokenTime(data string) (cdc.Timestamp, bool) {
 }
 
 // positionTime returns the cluster time a position stands for: its
-// token's, or the snapshot's start token's.
+// token's, or the snapshot's start token's, or the one tide checkpoint
+// set wrote.
 func positionTime(p cdc.Position) (cdc.Timestamp, bool) {
 	const key = `"_data":"`
 	i := bytes.Index(p, []byte(key))
 	if i < 0 {
+		if bytes.Contains(p, []byte(`"after_cluster_time"`)) {
+			if pos, err := parsePosition(p); err == nil {
+				return pos.time()
+			}
+		}
 		return cdc.Timestamp{}, false
 	}
 	rest := p[i+len(key):]

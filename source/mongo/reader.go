@@ -39,6 +39,8 @@ type reader struct {
 	renamedTo  string      // with lastDDL rename: the new namespace
 	frags      fragments   // the fragments of a split event read so far
 	snap       *snapshotState
+	startAt    *bson.Timestamp // with no lastTok: open at this operation time (tide checkpoint set)
+	gap        *gapInfo        // a re-snapshot is under way: it ends with a snapshot line
 
 	// Many collections only.
 	catalog  catalog         // the captured collections as of the last position handed out
@@ -70,6 +72,23 @@ type snapshotState struct {
 	startTok  bson.Raw
 	startJSON []byte        // startTok as canonical Extended JSON
 	lastID    bson.RawValue // zero before the first document
+	gap       bool          // a re-snapshot (tide snapshot): positions say so
+}
+
+// pos is the snapshot position after the document whose _id is idJSON
+// (nil: before the first).
+func (st *snapshotState) pos(idJSON []byte) cdc.Position {
+	p := snapshotPosJSON(st.startJSON, idJSON)
+	if st.gap {
+		p = gapPos(p)
+	}
+	return p
+}
+
+// gapInfo describes the re-snapshot under way, for its snapshot lines.
+type gapInfo struct {
+	after     cdc.Timestamp // where the gap began; zero if unknown
+	requested string        // when tide snapshot asked, RFC 3339; "" on a resumed copy
 }
 
 // prepare decides where to start, and opens the stream for a fresh start
@@ -79,53 +98,30 @@ func (r *reader) prepare(ctx context.Context, pos *position) error {
 	s := r.s
 	switch {
 	case pos == nil:
+		return r.fresh(ctx, s.cfg.Snapshot == "initial")
+	case pos.Resnapshot != nil:
+		r.gap = &gapInfo{requested: pos.Resnapshot.Requested}
+		if a := pos.Resnapshot.After; a != nil {
+			r.gap.after = cdc.Timestamp{T: a.T, I: a.I}
+		}
+		s.log.Info("re-snapshot requested (tide snapshot): copying the collection(s) again", "requested", pos.Resnapshot.Requested)
+		return r.fresh(ctx, true)
+	case pos.AfterClusterTime != nil:
+		at := nextTimestamp(bson.Timestamp{T: pos.AfterClusterTime.T, I: pos.AfterClusterTime.I})
+		if err := r.checkStartAt(ctx, at); err != nil {
+			return err
+		}
+		r.startAt = &at
 		var cs *mongo.ChangeStream
 		err := s.retry(ctx, "open change stream on "+s.ns, func() (err error) {
-			cs, err = r.open(ctx, nil, false, 0)
-			if err != nil || s.multi == nil {
-				return err
-			}
-			// The catalog was listed before the token was taken: it is
-			// the catalog at the token if listing again finds the same.
-			now, err := s.listCaptured(ctx)
-			if err == nil && !maps.Equal(now, r.catalog) {
-				r.catalog = now
-				s.multi.epochs.add(0, now)
-				err = errCatalogMoved
-			}
-			if err != nil {
-				cs.Close(context.WithoutCancel(ctx))
-			}
+			cs, err = r.open(ctx, nil, false, s.cfg.BatchSize)
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		tok := slices.Clone(cs.ResumeToken())
-		if len(tok) == 0 {
-			cs.Close(context.WithoutCancel(ctx))
-			return fmt.Errorf("open change stream on %s: the server sent no postBatchResumeToken", s.ns)
-		}
-		if s.cfg.Snapshot == "initial" && s.multi != nil {
-			cs.Close(context.WithoutCancel(ctx))
-			r.msnap = newMultiSnapshot(tok, r.catalog, 0, nil, "")
-			r.first = append(r.first, marker(r.msnap.pos(r)))
-			s.log.Info("starting with an initial snapshot", "start_token", string(r.msnap.startJSON), "collections", len(r.msnap.plan))
-			return nil
-		}
-		if s.cfg.Snapshot == "initial" {
-			// The copy may outlast the cursor's idle timeout; the stream
-			// is reopened from tok once the copy is done.
-			cs.Close(context.WithoutCancel(ctx))
-			r.snap = &snapshotState{startTok: tok, startJSON: tokenJSON(tok)}
-			r.first = append(r.first, marker(snapshotPosJSON(r.snap.startJSON, nil)))
-			s.log.Info("starting with an initial snapshot", "start_token", string(r.snap.startJSON))
-			return nil
-		}
-		cs.SetBatchSize(s.cfg.BatchSize)
-		r.cs, r.lastTok = cs, tok
-		r.first = append(r.first, marker(r.resumePos(tok))) // the first checkpoint position
-		s.log.Info("starting from now", "start_token", string(tokenJSON(tok)))
+		r.cs = cs
+		s.log.Info("resuming after the cluster time set by tide checkpoint set", "after", fmt.Sprintf("Timestamp(%d, %d)", pos.AfterClusterTime.T, pos.AfterClusterTime.I))
 	case pos.Snapshot != nil && s.multi != nil:
 		if pos.Snapshot.Next == nil {
 			return fmt.Errorf("%w: the checkpoint's snapshot position has no next (it was written by a single-collection source); %s", ErrIdentity, resetHint)
@@ -136,11 +132,17 @@ func (r *reader) prepare(ctx context.Context, pos *position) error {
 			return fmt.Errorf("%w: the checkpoint's snapshot.next %d is past its %d collections; %s", ErrIdentity, ms.next, len(ms.plan), resetHint)
 		}
 		r.msnap = ms
+		if pos.Snapshot.Gap {
+			ms.gap, r.gap = true, &gapInfo{}
+		}
 		s.log.Info("resuming the initial snapshot", "started", ms.next, "collections", len(ms.plan), "active", len(ms.active))
 	case pos.Snapshot != nil:
 		tok, _ := parseToken("snapshot.start_token", pos.Snapshot.StartToken)
 		last, _ := parseLastID(pos.Snapshot.LastID)
-		r.snap = &snapshotState{startTok: tok, startJSON: tokenJSON(tok), lastID: last}
+		r.snap = &snapshotState{startTok: tok, startJSON: tokenJSON(tok), lastID: last, gap: pos.Snapshot.Gap}
+		if pos.Snapshot.Gap {
+			r.gap = &gapInfo{}
+		}
 		s.log.Info("resuming the initial snapshot", "last_id", string(pos.Snapshot.LastID))
 	default:
 		field, j := "resume_token", pos.ResumeToken
@@ -160,6 +162,70 @@ func (r *reader) prepare(ctx context.Context, pos *position) error {
 		r.cs = cs
 		s.log.Info("resuming", field, string(j))
 	}
+	return nil
+}
+
+// fresh starts from now: it opens the stream to take its
+// postBatchResumeToken and, with snapshot, prepares a copy of the
+// collection(s) from that token (a re-snapshot when r.gap is set).
+func (r *reader) fresh(ctx context.Context, snapshot bool) error {
+	s := r.s
+	var cs *mongo.ChangeStream
+	err := s.retry(ctx, "open change stream on "+s.ns, func() (err error) {
+		cs, err = r.open(ctx, nil, false, 0)
+		if err != nil || s.multi == nil {
+			return err
+		}
+		// The catalog was listed before the token was taken: it is
+		// the catalog at the token if listing again finds the same.
+		now, err := s.listCaptured(ctx)
+		if err == nil && !maps.Equal(now, r.catalog) {
+			r.catalog = now
+			s.multi.epochs.add(0, now)
+			err = errCatalogMoved
+		}
+		if err != nil {
+			cs.Close(context.WithoutCancel(ctx))
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	tok := slices.Clone(cs.ResumeToken())
+	if len(tok) == 0 {
+		cs.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("open change stream on %s: the server sent no postBatchResumeToken", s.ns)
+	}
+	if snapshot && s.multi != nil {
+		cs.Close(context.WithoutCancel(ctx))
+		r.msnap = newMultiSnapshot(tok, r.catalog, 0, nil, "")
+		if r.gap != nil {
+			r.msnap.gap = true
+			r.first = append(r.first, r.gapLines("begin", r.msnap.plan, r.msnap.pos(r), tok)...)
+		} else {
+			r.first = append(r.first, marker(r.msnap.pos(r)))
+		}
+		s.log.Info("starting with an initial snapshot", "start_token", string(r.msnap.startJSON), "collections", len(r.msnap.plan))
+		return nil
+	}
+	if snapshot {
+		// The copy may outlast the cursor's idle timeout; the stream
+		// is reopened from tok once the copy is done.
+		cs.Close(context.WithoutCancel(ctx))
+		r.snap = &snapshotState{startTok: tok, startJSON: tokenJSON(tok), gap: r.gap != nil}
+		if r.gap != nil {
+			r.first = append(r.first, r.gapLines("begin", []string{s.ns}, r.snap.pos(nil), tok)...)
+		} else {
+			r.first = append(r.first, marker(r.snap.pos(nil)))
+		}
+		s.log.Info("starting with an initial snapshot", "start_token", string(r.snap.startJSON))
+		return nil
+	}
+	cs.SetBatchSize(s.cfg.BatchSize)
+	r.cs, r.lastTok = cs, tok
+	r.first = append(r.first, marker(r.resumePos(tok))) // the first checkpoint position
+	s.log.Info("starting from now", "start_token", string(tokenJSON(tok)))
 	return nil
 }
 
@@ -187,6 +253,9 @@ func (r *reader) open(ctx context.Context, tok bson.Raw, startAfter bool, batch 
 		o.SetFullDocumentBeforeChange(options.WhenAvailable)
 	case "required":
 		o.SetFullDocumentBeforeChange(options.Required)
+	}
+	if tok == nil && r.startAt != nil {
+		o.SetStartAtOperationTime(r.startAt)
 	}
 	if tok != nil {
 		if startAfter {
@@ -242,7 +311,7 @@ func (r *reader) read(ctx context.Context) error {
 		if err := r.snapshotMulti(ctx); err != nil {
 			return err
 		}
-		if err := s.q.push(ctx, marker(r.resumePos(r.msnap.startTok))); err != nil {
+		if err := r.snapshotDone(ctx, r.msnap.plan, r.resumePos(r.msnap.startTok), r.msnap.startTok); err != nil {
 			return err
 		}
 		r.lastTok, r.startAfter = r.msnap.startTok, false
@@ -254,7 +323,7 @@ func (r *reader) read(ctx context.Context) error {
 		}
 		// The copy is complete: from here on, a restart streams from the
 		// token taken before the copy began.
-		if err := s.q.push(ctx, marker(resumePos(r.snap.startTok))); err != nil {
+		if err := r.snapshotDone(ctx, []string{s.ns}, resumePos(r.snap.startTok), r.snap.startTok); err != nil {
 			return err
 		}
 		r.lastTok, r.startAfter = r.snap.startTok, false
@@ -262,6 +331,108 @@ func (r *reader) read(ctx context.Context) error {
 	}
 	return r.streamLoop(ctx, r.cs != nil)
 }
+
+// snapshotDone hands out the position that streams from the start token
+// once the copy is complete: a marker, or after a re-snapshot, a snapshot
+// line per namespace saying that the gap is closed.
+func (r *reader) snapshotDone(ctx context.Context, namespaces []string, pos cdc.Position, tok bson.Raw) error {
+	evs := []cdc.Event{marker(pos)}
+	if r.gap != nil {
+		evs = r.gapLines("end", namespaces, pos, tok)
+		r.s.log.Info("re-snapshot complete: the gap is closed", "collections", len(namespaces))
+		r.gap = nil
+	}
+	for _, ev := range evs {
+		if err := r.s.q.push(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gapLines are a re-snapshot's snapshot lines, one per namespace: events
+// of op snapshot without a document, whose _extra says
+// {resnapshot: "begin"|"end", gap_after: <cluster time the gap began>,
+// requested: <when tide snapshot asked>}, so that a reader of the output
+// sees that the documents between begin and end are a re-copy closing a
+// gap in the change history. All carry pos.
+func (r *reader) gapLines(phase string, namespaces []string, pos cdc.Position, tok bson.Raw) []cdc.Event {
+	extra := bson.D{{Key: "resnapshot", Value: phase}}
+	if g := r.gap; g != nil && g.after.T != 0 {
+		extra = append(extra, bson.E{Key: "gap_after", Value: bson.Timestamp{T: g.after.T, I: g.after.I}})
+	}
+	if g := r.gap; g != nil && g.requested != "" {
+		extra = append(extra, bson.E{Key: "requested", Value: g.requested})
+	}
+	raw, err := bson.Marshal(extra)
+	if err != nil {
+		panic(fmt.Sprintf("mongosource: marshal a snapshot line: %v", err)) // strings and a timestamp
+	}
+	at := startTime(tok)
+	now := time.Now().UnixMilli()
+	evs := make([]cdc.Event, 0, len(namespaces))
+	for _, ns := range namespaces {
+		ev := cdc.Event{Op: cdc.OpSnapshot, Namespace: ns, ClusterTime: at, WallTimeMS: now, Extra: raw, Pos: pos}
+		ev.Size = len(raw) + len(ns) + len(pos) + eventOverhead
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// startTime is the cluster time of a snapshot's start token. A
+// re-snapshot's documents carry it, so that a mirror sink can tell the
+// rows copied again (at or after it) from those the copy did not find
+// (before it: deleted during the gap).
+func startTime(tok bson.Raw) cdc.Timestamp {
+	data, _ := bson.Raw(tok).Lookup("_data").StringValueOK()
+	ts, _ := tokenTime(data)
+	return ts
+}
+
+// nextTimestamp is the cluster time right after ts.
+func nextTimestamp(ts bson.Timestamp) bson.Timestamp {
+	if ts.I == ^uint32(0) {
+		return bson.Timestamp{T: ts.T + 1}
+	}
+	return bson.Timestamp{T: ts.T, I: ts.I + 1}
+}
+
+// checkStartAt checks a cluster time set by tide checkpoint set against
+// the oplog window, where the server lets it be read: older than the
+// first entry is lost history, later than the newest entry and the clock
+// is a mistake (a time zone, a typo) that would skip changes yet to come.
+func (r *reader) checkStartAt(ctx context.Context, at bson.Timestamp) error {
+	s := r.s
+	first, last, ok, err := readOplogWindow(ctx, s.client, s.cfg.ConnectTimeout)
+	if err != nil || !ok {
+		s.log.Info("cannot read the oplog window to check the cluster time set by tide checkpoint set; the server checks it", "err", err)
+		return nil
+	}
+	show := func(t cdc.Timestamp) string {
+		return fmt.Sprintf("Timestamp(%d, %d) (%s)", t.T, t.I, time.Unix(int64(t.T), 0).UTC().Format(time.RFC3339))
+	}
+	set := cdc.Timestamp{T: at.T, I: at.I}
+	if at.I == 0 {
+		set = cdc.Timestamp{T: at.T - 1, I: ^uint32(0)}
+	} else {
+		set.I--
+	}
+	if tsBefore(cdc.Timestamp{T: at.T, I: at.I}, first) {
+		return fmt.Errorf("%w on %s (286 ChangeStreamHistoryLost): the checkpoint's cluster time %s, set by tide checkpoint set, "+
+			"is older than the oldest oplog entry %s: the changes after it are no longer in the oplog; "+
+			"set a time inside the oplog window (%s to %s) with tide checkpoint set -f FILE --cluster-time T, "+
+			"or re-snapshot: tide snapshot -f FILE", ErrHistoryLost, s.ns, show(set), show(first), show(first), show(last))
+	}
+	if now := uint32(time.Now().Unix()); set.T > last.T && set.T > now+60 {
+		return fmt.Errorf("%w on %s: the checkpoint's cluster time %s, set by tide checkpoint set, is in the future "+
+			"(the newest oplog entry is %s): resuming there would skip the changes made until then; "+
+			"set a time inside the oplog window (%s to %s) with tide checkpoint set -f FILE --cluster-time T",
+			ErrIdentity, s.ns, show(set), show(last), show(first), show(last))
+	}
+	return nil
+}
+
+func tsBefore(a, b cdc.Timestamp) bool { return a.T < b.T || a.T == b.T && a.I < b.I }
 
 // streamLoop streams, reopening after transient errors from the last
 // position handed out, at most MaxReconnects times in a row.
@@ -340,7 +511,11 @@ func (r *reader) reopen(ctx context.Context, again bool) error {
 	r.cs = cs
 	if again {
 		s.metrics.reconnects.Add(1)
-		s.log.Info("change stream reopened", "after", string(tokenJSON(r.lastTok)))
+		if r.lastTok != nil {
+			s.log.Info("change stream reopened", "after", string(tokenJSON(r.lastTok)))
+		} else {
+			s.log.Info("change stream reopened", "at_operation_time", r.startAt)
+		}
 	}
 	return nil
 }

@@ -95,7 +95,10 @@ func (r *reader) copy(ctx context.Context, bar *progressBar) (progressed bool, e
 			Namespace:    s.ns,
 			DocumentKey:  key,
 			FullDocument: raw,
-			Pos:          snapshotPosJSON(r.snap.startJSON, idj),
+			Pos:          r.snap.pos(idj),
+		}
+		if r.snap.gap {
+			ev.ClusterTime = startTime(r.snap.startTok)
 		}
 		ev.Size = len(raw) + len(key) + len(ev.Pos) + eventOverhead
 		if err := s.q.push(ctx, ev); err != nil {

@@ -36,6 +36,7 @@ type multiSnapshot struct {
 	next      int               // plan[:next] are started
 	active    map[string][]byte // namespace -> canonical JSON of the last _id handed out; nil before the first
 	turn      string            // the active namespace whose document comes next
+	gap       bool              // a re-snapshot (tide snapshot): positions say so
 }
 
 func newMultiSnapshot(tok bson.Raw, cat catalog, next int, active map[string]json.RawMessage, turn string) *multiSnapshot {
@@ -80,6 +81,9 @@ func (ms *multiSnapshot) pos(r *reader) cdc.Position {
 		}
 	}
 	b = append(b, `}}`...)
+	if ms.gap {
+		b = gapPos(b)
+	}
 	return r.withEpoch(b)
 }
 
@@ -168,6 +172,9 @@ loop:
 		ms.active[ns] = d.idJSON
 		ms.turn = ms.after(ns)
 		ev := cdc.Event{Op: cdc.OpSnapshot, Namespace: ns, DocumentKey: d.key, FullDocument: d.raw, Pos: ms.pos(r)}
+		if ms.gap {
+			ev.ClusterTime = startTime(ms.startTok)
+		}
 		ev.Size = len(d.raw) + len(d.key) + len(ev.Pos) + eventOverhead
 		if err = s.q.push(ctx, ev); err != nil {
 			err = &permanentError{err}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,12 @@ type Config struct {
 	ConnectTimeout   time.Duration // server selection and connect timeout; default 10 s
 	SnapshotBatch    int32         // documents per snapshot batch; default 1000
 
+	// OplogPoll is how often the oplog window is read for the headroom
+	// metrics; default 30 s. HeadroomWarn is the headroom below which the
+	// source logs a warning; default 1 h, negative: never.
+	OplogPoll    time.Duration
+	HeadroomWarn time.Duration
+
 	// Progress, if set, receives a one-line progress bar of the snapshot
 	// (documents done / estimated total), redrawn with '\r'. Pass a
 	// terminal; leave nil otherwise.
@@ -92,8 +99,10 @@ type Source struct {
 	// statsQ is q for Stats, which may run at any time, Open included.
 	statsQ atomic.Pointer[queue]
 
-	stop       context.CancelFunc // stops the reader
+	stop       context.CancelFunc // stops the reader and the oplog watch
 	readerDone chan struct{}      // closed when the reader returned
+	oplog      *oplogWatch
+	oplogDone  chan struct{} // closed when the oplog watch returned
 	closeOnce  sync.Once
 	closeErr   error
 
@@ -110,6 +119,7 @@ type counters struct {
 	snapshotTotal atomic.Int64
 	snapshotNS    sync.Map      // namespace -> *nsProgress, multi-collection snapshots only
 	committedT    atomic.Uint64 // cluster time (t<<32|i) of the last acknowledged position
+	openedT       atomic.Uint64 // cluster time of the position Open started from, if known
 	lastAck       atomic.Int64  // Unix nanoseconds of the last Ack
 }
 
@@ -159,6 +169,12 @@ func New(cfg Config) *Source {
 	if cfg.SnapshotBatch <= 0 {
 		cfg.SnapshotBatch = 1000
 	}
+	if cfg.OplogPoll <= 0 {
+		cfg.OplogPoll = DefaultOplogPoll
+	}
+	if cfg.HeadroomWarn == 0 {
+		cfg.HeadroomWarn = DefaultHeadroomWarn
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -173,7 +189,9 @@ func New(cfg Config) *Source {
 			ns = "the cluster"
 		}
 	}
-	return &Source{cfg: cfg, log: log.With("source", "mongo", "namespace", ns), ns: ns}
+	s := &Source{cfg: cfg, log: log.With("source", "mongo", "namespace", ns), ns: ns}
+	s.oplog = &oplogWatch{s: s}
+	return s
 }
 
 // checkConfig validates what New cannot default.
@@ -344,21 +362,37 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 
 	var pos *position
 	if restored != nil && (len(restored.Source) > 0 || len(restored.Meta) > 0) {
-		if err := checkIdentity(restored.Meta, s.ident); err != nil {
-			return err
-		}
 		if len(restored.Source) > 0 {
 			p, err := parsePosition(restored.Source)
 			if err != nil {
 				return fmt.Errorf("%w; %s", err, resetHint)
 			}
 			pos = &p
+			if ts, ok := p.time(); ok {
+				s.metrics.openedT.Store(uint64(ts.T)<<32 | uint64(ts.I))
+			}
+		}
+		saved := restored.Meta
+		if pos != nil && pos.Resnapshot != nil {
+			// A re-snapshot copies the collections as they are now: one
+			// dropped and re-created during the gap is fine.
+			saved = maps.Clone(saved)
+			if saved != nil {
+				saved["collection_uuid"] = s.ident["collection_uuid"]
+			}
+		}
+		if err := checkIdentity(saved, s.ident); err != nil {
+			return err
 		}
 	}
 
 	r := &reader{s: s}
 	if s.multi != nil {
-		if err := r.prepareCatalog(ctx, pos, restored); err != nil {
+		catPos := pos
+		if pos != nil && pos.Resnapshot != nil {
+			catPos = nil // the catalog as of now, as for a fresh start
+		}
+		if err := r.prepareCatalog(ctx, catPos, restored); err != nil {
 			return err
 		}
 	}
@@ -371,6 +405,11 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	go func() { // owned by s: Close stops it and waits
 		defer close(s.readerDone)
 		r.run(readCtx)
+	}()
+	s.oplogDone = make(chan struct{})
+	go func() { // owned by s: Close stops it and waits
+		defer close(s.oplogDone)
+		s.oplog.run(readCtx)
 	}()
 	return nil
 }
@@ -438,6 +477,7 @@ func (s *Source) Close() error {
 		if s.stop != nil {
 			s.stop()
 			<-s.readerDone
+			<-s.oplogDone
 		}
 		s.closeErr = s.closeClient()
 	})

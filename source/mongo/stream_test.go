@@ -199,6 +199,7 @@ func TestHistoryLost(t *testing.T) {
 	}
 	src.Close()
 	wantErr(t, err, ErrHistoryLost, "history", "re-snapshot", "tide checkpoint reset",
+		"tide snapshot -f FILE", "tide checkpoint set -f FILE --cluster-time T",
 		"move a file sink's existing output aside (or delete it)", "refuses a non-empty file")
 }
 

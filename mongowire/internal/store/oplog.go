@@ -257,3 +257,30 @@ func (q *entryQueue) pop() {
 		}
 	}
 }
+
+// Range returns up to max entries (max > 0) whose TS is strictly after
+// after and strictly before before (a zero before: no upper bound), the
+// oldest first, or the newest first when reverse. It copies them out
+// under the lock, so a caller reads a large oplog in chunks without
+// holding writers back.
+func (o *Oplog) Range(after, before bson.Timestamp, max int, reverse bool) []OplogEntry {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	q := &o.entries
+	lo := sort.Search(q.len(), func(j int) bool { return tsLess(after, q.at(j).TS) })
+	hi := q.len()
+	if !before.IsZero() {
+		hi = sort.Search(q.len(), func(j int) bool { return !tsLess(q.at(j).TS, before) })
+	}
+	var out []OplogEntry
+	for n := 0; n < max && lo < hi; n++ {
+		if reverse {
+			hi--
+			out = append(out, *q.at(hi))
+		} else {
+			out = append(out, *q.at(lo))
+			lo++
+		}
+	}
+	return out
+}
