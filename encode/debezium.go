@@ -36,7 +36,8 @@ var errDebeziumPayload = errors.New("the Debezium envelope holds MongoDB documen
 
 // Encode appends the Debezium change event value of ev (one JSON object,
 // no newline). An event Debezium has no value for (a marker, a drop, a
-// rename, an invalidate, any other DDL) appends nothing. On error, dst is
+// rename, an invalidate, any other DDL, the begin and end lines of a
+// re-snapshot) appends nothing. On error, dst is
 // returned unchanged.
 func (d *Debezium) Encode(dst []byte, ev *cdc.Event) ([]byte, error) {
 	if ev == nil {
@@ -51,6 +52,11 @@ func (d *Debezium) Encode(dst []byte, ev *cdc.Event) ([]byte, error) {
 	case cdc.OpDelete:
 		op = 'd'
 	case cdc.OpSnapshot:
+		if len(ev.FullDocument) == 0 {
+			// The begin and end lines of a re-snapshot (tide snapshot):
+			// Debezium has no event for them.
+			return dst, nil
+		}
 		op = 'r'
 	default:
 		return dst, nil

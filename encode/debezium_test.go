@@ -167,6 +167,12 @@ func TestDebeziumNoValue(t *testing.T) {
 			t.Errorf("%s: %q, %v; want nothing appended", op, out, err)
 		}
 	}
+	// A re-snapshot's begin and end lines carry no document.
+	frame := mustMarshal(t, bson.D{{Key: "resnapshot", Value: "begin"}})
+	out, err := enc.Encode([]byte("x"), &cdc.Event{Op: cdc.OpSnapshot, Namespace: "d.c", Extra: frame})
+	if err != nil || string(out) != "x" {
+		t.Errorf("re-snapshot line: %q, %v; want nothing appended", out, err)
+	}
 }
 
 func TestDebeziumErrors(t *testing.T) {
