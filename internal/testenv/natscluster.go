@@ -112,7 +112,8 @@ func (c *Cluster) Restart(i int) {
 }
 
 // WaitReady waits until every running node is routed to the others and
-// follows a JetStream meta leader; it fails the test after 20s.
+// follows a JetStream meta leader that can place streams on all of them;
+// it fails the test after 20s.
 func (c *Cluster) WaitReady() {
 	c.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -127,7 +128,10 @@ func (c *Cluster) WaitReady() {
 		c.mu.Unlock()
 		leader, current := false, true
 		for _, s := range running {
-			if s.JetStreamIsLeader() {
+			// The leader must also have the stats of every running
+			// node, or it refuses to place a replicated stream ("no
+			// suitable peers for placement").
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) >= len(running) {
 				leader = true
 			}
 			if !s.JetStreamIsCurrent() || s.NumRoutes() < len(running)-1 {
