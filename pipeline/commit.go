@@ -20,11 +20,15 @@ import (
 //     that calls Save and Ack, in the same order.
 //
 // A batch's checkpoint reaches the saver only after its Commit returned,
-// and at most one committed batch waits for its save, so the saves trail
-// the commits by at most two batches and never run ahead of them.
+// and at most saveQueue committed batches wait for their save, so the
+// saves trail the commits by at most saveQueue+1 batches and never run
+// ahead of them. A saver that finds several batches waiting saves only
+// the newest checkpoint, which covers them all: a slow store (a
+// replicated NATS KV bucket) then costs one save per few batches instead
+// of holding the committer back.
 func (p *Pipeline) commitLoop(ctx context.Context, in <-chan *Chunk) error {
 	g, ctx := errgroup.WithContext(ctx)
-	jobs := make(chan saveJob, 1)
+	jobs := make(chan saveJob, saveQueue)
 	g.Go(func() error { return p.saveLoop(ctx, jobs) })
 	g.Go(func() error {
 		defer close(jobs) // the saver finishes what it was given, then returns
@@ -199,26 +203,62 @@ func countNamespaces(recs []cdc.Record) []NamespaceCount {
 	return counts
 }
 
-// saveLoop saves the checkpoint of each committed batch and then
-// acknowledges the source, in commit order, until jobs is closed.
+// saveQueue is how many committed batches may wait for the saver.
+const saveQueue = 4
+
+// saveLoop saves the checkpoint of committed batches and then
+// acknowledges the source, in commit order, until jobs is closed. The
+// batches already waiting when a save starts share it: the newest
+// checkpoint names them all. A pause barrier is never passed over.
 func (p *Pipeline) saveLoop(ctx context.Context, jobs <-chan saveJob) error {
-	for j := range jobs {
-		if j.barrier != nil {
-			p.pauseReached(j.barrier) // every batch before it is committed and saved
-			continue
+	var group []saveJob
+	var barrier *pause // one taken from jobs while grouping, handled next
+	for {
+		group = group[:0]
+		if barrier == nil {
+			j, ok := <-jobs
+			if !ok {
+				return nil
+			}
+			if j.barrier != nil {
+				p.pauseReached(j.barrier) // every batch before it is committed and saved
+				continue
+			}
+			group = append(group, j)
+		more:
+			for {
+				select {
+				case j, ok := <-jobs:
+					if !ok {
+						break more
+					}
+					if j.barrier != nil {
+						barrier = j.barrier
+						break more
+					}
+					group = append(group, j)
+				default:
+					break more
+				}
+			}
+			if err := p.saveAndAck(ctx, group); err != nil {
+				return err
+			}
 		}
-		if err := p.saveAndAck(ctx, j); err != nil {
-			return err
+		if barrier != nil {
+			p.pauseReached(barrier)
+			barrier = nil
 		}
 	}
-	return nil
 }
 
-// saveAndAck records that a committed batch is durable.
-func (p *Pipeline) saveAndAck(ctx context.Context, j saveJob) error {
+// saveAndAck records that committed batches are durable, with one save of
+// the last one's checkpoint.
+func (p *Pipeline) saveAndAck(ctx context.Context, group []saveJob) error {
 	if err := ctx.Err(); err != nil {
-		return err // hard stop: the batch is read again after a restart
+		return err // hard stop: the batches are read again after a restart
 	}
+	j := group[len(group)-1]
 	pos := j.next.Source
 	// The invariant: the sink has made every event up to pos durable, so
 	// only now is the checkpoint naming pos saved, and only once it is
@@ -233,7 +273,6 @@ func (p *Pipeline) saveAndAck(ctx context.Context, j saveJob) error {
 	if o, ok := p.sink.(cdc.CheckpointObserver); ok {
 		o.CheckpointSaved(j.next)
 	}
-	took := time.Since(j.started)
 	if a, ok := p.src.(cdc.Acker); ok {
 		if err := a.Ack(ctx, pos); err != nil {
 			p.failed(ctx, "ack", err)
@@ -241,19 +280,25 @@ func (p *Pipeline) saveAndAck(ctx context.Context, j saveJob) error {
 		}
 	}
 
+	now := time.Now()
 	p.statsMu.Lock()
-	p.stats.EventsOut += int64(j.n)
-	p.stats.BytesOut += int64(j.nbytes)
-	p.stats.Batches++
-	p.stats.LastCheckpoint = j.next
-	p.stats.LastCommit = time.Now()
-	if j.wallMS != 0 {
-		p.stats.LastWallTime = time.UnixMilli(j.wallMS)
+	for _, j := range group {
+		p.stats.EventsOut += int64(j.n)
+		p.stats.BytesOut += int64(j.nbytes)
+		p.stats.Batches++
+		if j.wallMS != 0 {
+			p.stats.LastWallTime = time.UnixMilli(j.wallMS)
+		}
 	}
+	p.stats.LastCheckpoint = j.next
+	p.stats.LastCommit = now
 	p.statsMu.Unlock()
-	p.obs.Committed(j.n, j.nbytes, took, j.next)
-	if o, ok := p.obs.(NamespaceObserver); ok && len(j.byNS) > 0 {
-		o.CommittedNamespaces(j.byNS)
+	no, _ := p.obs.(NamespaceObserver)
+	for _, b := range group {
+		p.obs.Committed(b.n, b.nbytes, now.Sub(b.started), b.next)
+		if no != nil && len(b.byNS) > 0 {
+			no.CommittedNamespaces(b.byNS)
+		}
 	}
 	return nil
 }

@@ -20,8 +20,11 @@
 // The loop is pipelined: while the sink commits one batch, the next is read
 // and encoded, and while a checkpoint is saved, the next batch is written.
 // At most two batches are in flight, so memory is bounded by about twice
-// MaxRecords and MaxBytes, and the saves trail the commits by at most two
-// batches.
+// MaxRecords and MaxBytes. Committed batches wait for the saver in a short
+// queue (four): when the checkpoint store is slower than the sink (a
+// replicated NATS KV bucket), the batches waiting share one save of the
+// newest checkpoint, so saves trail the commits by at most five batches
+// and never run ahead of them; acknowledgements follow the saves.
 //
 // # The commit path
 //

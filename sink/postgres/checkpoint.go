@@ -26,7 +26,8 @@ type Checkpoints struct {
 }
 
 // maxPending bounds the committed checkpoints kept for Save to find. The
-// pipeline's saves trail its commits by at most two batches.
+// pipeline's saves trail its commits by at most five batches (it saves
+// only the newest of the batches waiting together).
 const maxPending = 8
 
 // Load returns the pipeline's checkpoint from tide_checkpoints, or nil if

@@ -36,8 +36,9 @@ type Config struct {
 	// MaxAckPending is the server's limit on messages delivered and not
 	// acknowledged (default 1000). Tide acknowledges a batch only after it
 	// committed, so the pipeline holds up to two batches plus QueueSize
-	// unacknowledged: set it above 2×max_batch + QueueSize, or the server
-	// pauses delivery until each commit.
+	// unacknowledged (more while a slow checkpoint store catches up): set
+	// it above 2×max_batch + QueueSize, or the server pauses delivery
+	// until each commit.
 	MaxAckPending int           `yaml:"max_ack_pending"`
 	FetchBatch    int           `yaml:"fetch_batch"`    // default 500
 	FetchMaxWait  time.Duration `yaml:"fetch_max_wait"` // default 1s
