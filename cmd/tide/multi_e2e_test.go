@@ -23,6 +23,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/testenv"
@@ -807,4 +808,211 @@ func normalJSON(t *testing.T, js []byte) (id, doc string) {
 	}
 	idb, _ := json.Marshal(m["_id"])
 	return string(idb), string(b)
+}
+
+// TestMultiCollectionSnapshotSIGKILL is issue 12's third "done when": the
+// initial snapshot of three collections of 100,000 documents each into a
+// file per namespace, SIGKILLed twice while it copies (the checkpoint
+// says so, and the files hold part of it), then changes on the stream.
+// Each file holds every document of its collection once, in _id order,
+// then that collection's changes, once, in order.
+func TestMultiCollectionSnapshotSIGKILL(t *testing.T) {
+	t.Parallel()
+	const docs = 100_000
+	colls := []string{"a", "b", "c"}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	srv := testenv.MongoWire(t)
+	db := testenv.MongoClient(t, srv.URI()).Database("snap")
+	began := time.Now()
+	var fill errgroup.Group
+	for _, c := range colls {
+		fill.Go(func() error {
+			batch := make([]any, 0, 20_000)
+			for i := range docs {
+				batch = append(batch, bson.D{{Key: "_id", Value: int64(i)}, {Key: "v", Value: int64(i)}})
+				if len(batch) == cap(batch) {
+					if _, err := db.Collection(c).InsertMany(t.Context(), batch); err != nil {
+						return fmt.Errorf("fill %s: %w", c, err)
+					}
+					batch = batch[:0]
+				}
+			}
+			return nil
+		})
+	}
+	if err := fill.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("filled %d collections of %d documents in %v", len(colls), docs, time.Since(began).Round(time.Millisecond))
+
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, fmt.Sprintf(`
+name: snap
+source:
+  mongo:
+    uri: %q
+    database: snap
+    collections: ["*"]
+    snapshot_parallelism: 2
+    max_await: 100ms
+sink:
+  file: {path: "./out/{db}/{coll}.jsonl"}
+batch: {max_records: 2000, commit_interval: 20ms}
+`, srv.URI()))
+	out := filepath.Join(dir, "out", "snap")
+	counter := newLineCounter(out, colls)
+	lines := counter.count
+	// Each kill waits for a random share of the snapshot's bytes in the
+	// files, from the size of its first lines.
+	var total int64
+	lastPos := ""
+	for kill, share := range [][2]float64{{0.10, 0.35}, {0.45, 0.75}} {
+		r := startRun(t, "snap", dir, cfg)
+		if total == 0 {
+			waitFor(t, time.Minute, "the first snapshot lines", func() bool { return lines() >= 1000 }, r)
+			total = treeSize(out) * int64(len(colls)*docs) / int64(lines())
+		}
+		at := int64((share[0] + rng.Float64()*(share[1]-share[0])) * float64(total))
+		waitFor(t, 2*time.Minute, fmt.Sprintf("%d of about %d snapshot bytes", at, total), func() bool { return treeSize(out) >= at }, r)
+		r.kill()
+		n := lines()
+		pos := snapshotPosition(t, dir, cfg)
+		if pos == "" || n >= len(colls)*docs {
+			t.Fatalf("kill %d landed after the snapshot: checkpoint %q, %d of %d documents out", kill+1, pos, n, len(colls)*docs)
+		}
+		if pos == lastPos {
+			t.Fatalf("kill %d: the snapshot position did not move since the last kill: %s", kill+1, pos)
+		}
+		lastPos = pos
+		t.Logf("kill %d: %d of %d documents out, checkpoint %s", kill+1, n, len(colls)*docs, pos)
+	}
+
+	last := startRun(t, "snap", dir, cfg)
+	waitFor(t, 3*time.Minute, "the whole snapshot", func() bool { return lines() >= len(colls)*docs }, last)
+	t.Logf("snapshot through after %v", time.Since(began).Round(time.Millisecond))
+	// Changes after the snapshot: the stream's, from the snapshot's
+	// start token.
+	want := map[string][]e2eChange{}
+	ids := map[string][]int64{}
+	for _, c := range colls {
+		for i := range int64(20) {
+			ids[c] = append(ids[c], i*997%docs)
+		}
+	}
+	next := int64(docs)
+	for i := range 300 {
+		c := colls[rng.IntN(len(colls))]
+		coll := db.Collection(c)
+		ns := "snap." + c
+		v := int64(docs + i + 1)
+		var err error
+		switch k := rng.IntN(3); {
+		case k == 0 || len(ids[c]) == 0:
+			id := next
+			next++
+			ids[c] = append(ids[c], id)
+			want[ns] = append(want[ns], e2eChange{NS: ns, Op: "insert", ID: id, V: v})
+			_, err = coll.InsertOne(t.Context(), bson.D{{Key: "_id", Value: id}, {Key: "v", Value: v}})
+		case k == 1:
+			id := ids[c][rng.IntN(len(ids[c]))]
+			want[ns] = append(want[ns], e2eChange{NS: ns, Op: "update", ID: id, V: v})
+			_, err = coll.UpdateOne(t.Context(), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: v}}}})
+		default:
+			j := rng.IntN(len(ids[c]))
+			id := ids[c][j]
+			ids[c] = slices.Delete(ids[c], j, j+1)
+			want[ns] = append(want[ns], e2eChange{NS: ns, Op: "delete", ID: id})
+			_, err = coll.DeleteOne(t.Context(), bson.D{{Key: "_id", Value: id}})
+		}
+		if err != nil {
+			t.Fatalf("change %d: %v", i, err)
+		}
+	}
+	waitFor(t, time.Minute, "the stream's changes", func() bool { return lines() >= len(colls)*docs+300 }, last)
+	last.stop()
+
+	for _, c := range colls {
+		ns := "snap." + c
+		got := readChanges(t, filepath.Join(out, c+".jsonl"))
+		if len(got) < docs {
+			t.Fatalf("%s.jsonl holds %d records, fewer than the %d documents", c, len(got), docs)
+		}
+		for i, ch := range got[:docs] {
+			if w := (e2eChange{NS: ns, Op: "snapshot", ID: int64(i), V: int64(i)}); ch != w {
+				t.Fatalf("%s.jsonl record %d is %v, want %v (the snapshot lost, repeated or reordered a document)", c, i+1, ch, w)
+			}
+		}
+		sameChanges(t, c+".jsonl after the snapshot", got[docs:], want[ns])
+	}
+}
+
+// snapshotPosition returns the source position of the pipeline's
+// checkpoint if it is one of the initial snapshot, "" if not.
+func snapshotPosition(t *testing.T, dir, cfg string) string {
+	t.Helper()
+	out, err := runTide(t, dir, "checkpoint", "show", "-f", cfg)
+	if err != nil {
+		t.Fatalf("checkpoint show: %v\n%s", err, out)
+	}
+	var shown struct {
+		Source map[string]json.RawMessage `json:"source"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil {
+		t.Fatalf("checkpoint show output is not JSON: %v\n%s", err, out)
+	}
+	snap, ok := shown.Source["snapshot"]
+	if !ok {
+		return ""
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, snap); err != nil {
+		t.Fatal(err)
+	}
+	return compact.String()
+}
+
+// lineCounter counts the lines of growing files without reading them
+// again: it reads only what was appended since the last count, and starts
+// over for a file that shrank (a restart cut it back to its checkpoint).
+type lineCounter struct {
+	paths []string
+	read  []int64 // bytes of each file counted
+	lines []int
+}
+
+func newLineCounter(dir string, colls []string) *lineCounter {
+	c := &lineCounter{read: make([]int64, len(colls)), lines: make([]int, len(colls))}
+	for _, name := range colls {
+		c.paths = append(c.paths, filepath.Join(dir, name+".jsonl"))
+	}
+	return c
+}
+
+func (c *lineCounter) count() int {
+	total := 0
+	buf := make([]byte, 1<<20)
+	for i, path := range c.paths {
+		f, err := os.Open(path)
+		if err == nil {
+			if fi, err := f.Stat(); err == nil && fi.Size() < c.read[i] {
+				c.read[i], c.lines[i] = 0, 0
+			}
+			for {
+				n, err := f.ReadAt(buf, c.read[i])
+				// Count whole lines only: a torn tail is counted once it
+				// is complete.
+				end := bytes.LastIndexByte(buf[:n], '\n') + 1
+				c.lines[i] += bytes.Count(buf[:end], []byte("\n"))
+				c.read[i] += int64(end)
+				if err != nil || end == 0 {
+					break
+				}
+			}
+			f.Close()
+		}
+		total += c.lines[i]
+	}
+	return total
 }
