@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -58,14 +59,13 @@ func (c e2eChange) String() string {
 // writes on to the collections that exist. It logs every change it makes
 // to a captured collection, in order.
 type shopWorkload struct {
-	db      *mongo.Database
-	rng     *rand.Rand
-	n       int                // operations, collection events included
-	done    atomic.Int64       // operations written, for the kill loop
-	live    map[string][]int64 // captured collection -> _ids that exist
-	nextID  int64
-	log     []e2eChange
-	scratch []int64
+	db     *mongo.Database
+	rng    *rand.Rand
+	n      int                // operations, collection events included
+	done   atomic.Int64       // operations written, for the kill loop
+	live   map[string][]int64 // captured collection -> _ids that exist
+	nextID int64
+	log    []e2eChange
 }
 
 const shopDB = "shop"
@@ -125,17 +125,10 @@ func (w *shopWorkload) step(ctx context.Context, i int) error {
 	}
 	if w.rng.IntN(10) == 0 { // excluded: must appear nowhere
 		w.nextID++
-		w.scratch = append(w.scratch, w.nextID)
 		_, err := w.db.Collection("tmp_scratch").InsertOne(ctx, shopDoc(w.nextID, v))
 		return err
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for c := range w.live {
-			if !yield(c) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(w.live)) // sorted: the seed decides, not map order
 	c := names[w.rng.IntN(len(names))]
 	coll := w.db.Collection(c)
 	ids := w.live[c]
