@@ -341,7 +341,7 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 		}
 		if op.rename {
 			to := &s.tables[op.to].sql
-			q := stmt{"move rows of renamed " + from.sql.table + " to " + to.table, moveRows(&from.sql, to)}
+			q := stmt{"move rows of renamed " + from.sql.table + " to " + to.table, moveRows(&from.sql, to, op.to)}
 			b.Queue(q.sql, op.ct)
 			stmts = append(stmts, q)
 			b.Queue(from.sql.clearRows, op.ct)

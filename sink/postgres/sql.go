@@ -181,9 +181,14 @@ func newStatementsFor(cfg Config, tbl int) statements {
 
 // moveRows copies the rows of from with a cluster time up to $1 into to,
 // where no more recent row for their _id is, for a collection's rename.
-func moveRows(from, to *statements) string {
+// The move runs after the batch's rows, so a later delete of the batch in
+// the new table (staged with t = toTbl) found no row to delete: without
+// soft_delete it leaves no row to stop the move either, so the move skips
+// those _ids itself rather than bring deleted documents back.
+func moveRows(from, to *statements, toTbl int) string {
 	cols := `_id, doc, _tide_op, _tide_cluster_time, _tide_deleted, _tide_synced_at`
-	return `INSERT INTO ` + to.table + ` AS t (` + cols + `) SELECT ` + cols + ` FROM ` + from.table + ` WHERE _tide_cluster_time <= $1
+	return `INSERT INTO ` + to.table + ` AS t (` + cols + `) SELECT ` + cols + ` FROM ` + from.table + ` AS f WHERE _tide_cluster_time <= $1
+	AND NOT EXISTS (SELECT 1 FROM pg_temp.` + stageTable + ` AS s WHERE s.del AND s.t = ` + strconv.Itoa(toTbl) + ` AND s._id = f._id AND s.ct > $1)
 	ON CONFLICT (_id) DO UPDATE SET doc = excluded.doc, _tide_op = excluded._tide_op, _tide_cluster_time = excluded._tide_cluster_time,
 	_tide_deleted = excluded._tide_deleted, _tide_synced_at = now() WHERE t._tide_cluster_time <= excluded._tide_cluster_time`
 }

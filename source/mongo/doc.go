@@ -40,7 +40,10 @@
 // arrives: a create of a matching collection adds it to the catalog, the
 // set of captured collections and their UUIDs; drop, rename (capture
 // follows the target if it matches) and dropDatabase remove them; all are
-// delivered as events. The reader runs ahead of commits, so each position
+// delivered as events. With update_lookup, an update that comes without
+// its document because the server looked it up after a rename is looked
+// up again in the collection of its collectionUUID (lookupRenamed). The
+// reader runs ahead of commits, so each position
 // names the epoch of the catalog as of that position, and Identity stores
 // catalog.<epoch> for every epoch a commit may still name (multi.go):
 //

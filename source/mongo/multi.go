@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/tide-cdc/tide/cdc"
 )
@@ -364,4 +365,45 @@ func (r *reader) checkVanished() error {
 	names := slices.Sorted(maps.Keys(r.vanished))
 	return &permanentError{fmt.Errorf("%w: collection %s is captured in the checkpoint but no longer exists, and the change stream "+
 		"from the checkpoint shows no drop or rename of it; %s", ErrIdentity, strings.Join(names, ", "), resetHint)}
+}
+
+// lookupRenamed fills in the full document of an update that
+// full_document update_lookup left null because the lookup ran after a
+// rename of its collection: MongoDB looks the document up by the event's
+// namespace, which the rename emptied, so the new name's document, the
+// current version the option promises, would be lost, and a mirror
+// following the rename would keep the version before the update. The
+// collection is found by the event's collectionUUID; one still under its
+// name means the document was deleted since (its delete follows), one no
+// longer captured is left alone. Only without user stages, which could
+// have changed or removed the fullDocument a server lookup would get.
+func (r *reader) lookupRenamed(ctx context.Context, ev *cdc.Event, uuid []byte) error {
+	s := r.s
+	if s.cfg.FullDocument != "update_lookup" || ev.Op != cdc.OpUpdate || ev.FullDocument != nil ||
+		len(uuid) == 0 || ev.DocumentKey == nil || len(s.pipeline) > 0 {
+		return nil
+	}
+	db, coll, _ := strings.Cut(ev.Namespace, ".")
+	cur, err := s.client.Database(db).ListCollections(ctx,
+		bson.D{{Key: "info.uuid", Value: bson.Binary{Subtype: bson.TypeBinaryUUID, Data: uuid}}})
+	if err != nil {
+		return fmt.Errorf("listCollections %s, to look up a document of renamed %s: %w", db, ev.Namespace, err)
+	}
+	var colls []collInfo
+	if err := cur.All(ctx, &colls); err != nil {
+		return fmt.Errorf("listCollections %s, to look up a document of renamed %s: %w", db, ev.Namespace, err)
+	}
+	if len(colls) != 1 || colls[0].Name == coll || !s.multi.filter.match(db, colls[0].Name) {
+		return nil
+	}
+	doc, err := s.client.Database(db).Collection(colls[0].Name).FindOne(ctx, bson.Raw(ev.DocumentKey)).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up a document of %s, renamed %s.%s: %w", ev.Namespace, db, colls[0].Name, err)
+	}
+	ev.FullDocument = slices.Clone(doc)
+	ev.Size += len(doc)
+	return nil
 }

@@ -581,6 +581,8 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 					tok := slices.Clone(ev.ResumeToken)
 					ev = marker(nil)
 					ev.ResumeToken = tok
+				} else if err := r.lookupRenamed(ctx, &ev, uuid); err != nil {
+					return progressed, err
 				}
 			}
 			ev.Pos = r.resumePos(ev.ResumeToken)
