@@ -84,7 +84,7 @@ func replay(lines []outLine) map[int]string {
 	return docs
 }
 
-func collectionDocs(t *testing.T, coll *mongo.Collection) map[int]string {
+func collectionDocsByID(t *testing.T, coll *mongo.Collection) map[int]string {
 	t.Helper()
 	cur, err := coll.Find(context.Background(), bson.D{})
 	if err != nil {
@@ -215,7 +215,7 @@ batch: {commit_interval: 10ms}
 		return slices.ContainsFunc(l, func(l outLine) bool { return l.Extra.Resnapshot == "end" })
 	})
 	lines := readOut(t, out)
-	want := collectionDocs(t, coll)
+	want := collectionDocsByID(t, coll)
 	if got := replay(lines); !equalDocs(got, want) {
 		t.Errorf("after tide snapshot the output replays to\n%v\nwant the collection\n%v", got, want)
 	}
@@ -321,7 +321,7 @@ batch: {commit_interval: 10ms}
 	if out, err := tide("snapshot", "-f", cfg, "--yes").CombinedOutput(); err != nil {
 		t.Fatalf("tide snapshot --yes: %v\n%s", err, out)
 	}
-	want := collectionDocs(t, coll)
+	want := collectionDocsByID(t, coll)
 	var got map[int]string
 	runWhile(t, tide("run", "-f", cfg), func() bool {
 		got = mirror()
