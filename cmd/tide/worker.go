@@ -211,8 +211,8 @@ func runWorker(ctx context.Context, f workerFlags, stderr io.Writer, secrets *re
 	case sig := <-sigs:
 		log.Warn("second signal: stopping at once; leases expire after --lease-ttl", "signal", sig.String())
 		abort()
+		<-drained
 	}
-	<-drained
 	if err := <-done; err != nil {
 		return err
 	}

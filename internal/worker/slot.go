@@ -103,20 +103,41 @@ func (s *slot) run(ctx context.Context) {
 	stop := s.stop
 
 	// renewLease extends the lease by compare-and-set on its revision. A
-	// failure means the lease may be someone else's now: the pipeline is
-	// stopped at once, before it can commit again.
+	// refusal means the lease may be someone else's now, and so does a
+	// NATS that answers nothing for two thirds of the TTL: either way the
+	// pipeline is stopped at once, before it can commit again. Shorter
+	// outages (a NATS node's leader election) are retried.
+	renewed := s.started
 	renewLease := func() bool {
-		rctx, cancel := context.WithTimeout(ctx, ttl/3)
-		defer cancel()
-		rev, err := leases.Update(rctx, s.lease.Pipeline, s.record, s.rev)
-		if err != nil {
-			w.leaseChanges.WithLabelValues("lost").Inc()
-			log.Info("lease renewal failed: stopping the pipeline", "revision", s.rev, "err", err)
-			return false
+		for {
+			left := ttl*2/3 - time.Since(renewed) // stop well before the lease can expire
+			if left <= 0 {
+				w.leaseChanges.WithLabelValues("lost").Inc()
+				log.Info("lease renewal failed: stopping the pipeline", "revision", s.rev, "err", "no renewal succeeded within two thirds of the lease TTL")
+				return false
+			}
+			rctx, cancel := context.WithTimeout(ctx, min(left, ttl/4))
+			at := time.Now()
+			rev, err := leases.Update(rctx, s.lease.Pipeline, s.record, s.rev)
+			cancel()
+			if err == nil {
+				s.rev, renewed = rev, at
+				log.Debug("lease renewed", "revision", rev)
+				return true
+			}
+			if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) || ctx.Err() != nil {
+				// Refused: the key moved past our revision, so the
+				// lease expired and may be another worker's now.
+				w.leaseChanges.WithLabelValues("lost").Inc()
+				log.Info("lease renewal failed: stopping the pipeline", "revision", s.rev, "err", err)
+				return false
+			}
+			log.Debug("lease renewal did not get through; retrying", "revision", s.rev, "err", err)
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
 		}
-		s.rev = rev
-		log.Debug("lease renewed", "revision", rev)
-		return true
 	}
 	stopHard := func() {
 		pcancel()
