@@ -34,6 +34,7 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/checkpoint/natskv"
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/redact"
 	"github.com/tide-cdc/tide/mongowire"
@@ -59,6 +60,17 @@ type Options struct {
 	// bar (one per collection for a source of many), redrawn in place:
 	// pass a terminal.
 	Progress io.Writer
+	// NATSKV, if set, is the store of a pipeline with checkpoint:
+	// {nats_kv: ...}, instead of one on a connection of its own: a worker
+	// running many pipelines shares one, and fences each pipeline's key
+	// (natskv.Store.Fence) before building it.
+	NATSKV *natskv.Store
+	// CheckpointOwner, if set, fences the pipeline's checkpoint for this
+	// owner while it is built (natskv.Store.Fence), before its sink
+	// opens: any earlier owner's next save fails, and so does this
+	// pipeline's Load if another owner fences it in between. Only a
+	// checkpoint in NATS KV can be fenced; with another store New fails.
+	CheckpointOwner string
 }
 
 // Pipeline is a pipeline built by New, with what a command line shows
@@ -155,6 +167,7 @@ func (p *Pipeline) Close() error { return p.release() }
 // describes would resume from, or nil if it has none. It takes no lock, so
 // it works while the pipeline runs; what it returns may be overtaken by the
 // next commit. A damaged checkpoint file is a *checkpoint.CorruptError.
+// With checkpoint: {nats_kv: ...} it reads the bucket.
 func LoadCheckpoint(ctx context.Context, yamlText []byte, opts Options) (*cdc.Checkpoint, error) {
 	cfg, err := parse(yamlText, opts)
 	if err != nil {
@@ -168,6 +181,15 @@ func LoadCheckpoint(ctx context.Context, yamlText []byte, opts Options) (*cdc.Ch
 		c.Table, c.Pipeline = cfg.PostgresTable(), cfg.Name
 		cp, err := postgres.ReadCheckpoint(ctx, c)
 		return cp, secretsOf(cfg).Error(err)
+	}
+	if cfg.Checkpoint == "nats_kv" {
+		var cp *cdc.Checkpoint
+		err := withNATSKV(ctx, cfg, func(s *natskv.Store) error {
+			var err error
+			cp, err = s.Load(ctx, cfg.Name)
+			return err
+		})
+		return cp, err
 	}
 	r, err := checkpoint.Read(cfg.DataDir, cfg.Name)
 	if errors.Is(err, fs.ErrNotExist) {

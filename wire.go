@@ -1,6 +1,7 @@
 package tide
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -109,6 +110,13 @@ func build(cfg *config.Pipeline, opts Options, log *slog.Logger) (_ *parts, err 
 	if p.store, err = sinkStore(cfg, p.sink, p.store); err != nil {
 		return nil, err
 	}
+	if cfg.Checkpoint == "nats_kv" {
+		if p.store, err = p.natsKVStore(cfg, opts, log); err != nil {
+			return nil, err
+		}
+	} else if opts.CheckpointOwner != "" {
+		return nil, fmt.Errorf("pipeline %q cannot be fenced for owner %q: only a checkpoint in NATS KV can (checkpoint: {nats_kv: ...})", cfg.Name, opts.CheckpointOwner)
+	}
 	return p, nil
 }
 
@@ -124,6 +132,31 @@ func sinkStore(cfg *config.Pipeline, sink cdc.Sink, store pipeline.Checkpointer)
 		return nil, fmt.Errorf("checkpoint: sink: the sink of pipeline %q does not keep checkpoints", cfg.Name)
 	}
 	return ps.Checkpoints(), nil
+}
+
+// natsKVStore is the store of checkpoint: {nats_kv: ...}: opts.NATSKV,
+// or one on a connection of the pipeline's own.
+// With opts.CheckpointOwner it fences the pipeline's key for that owner
+// first, so that the pipeline's Load refuses a key fenced by another
+// owner since.
+func (p *parts) natsKVStore(cfg *config.Pipeline, opts Options, log *slog.Logger) (pipeline.Checkpointer, error) {
+	store := opts.NATSKV
+	if store == nil {
+		s, closeConn, err := openNATSKV(context.Background(), cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		p.closers = append(p.closers, closeConn)
+		store = s
+	}
+	if opts.CheckpointOwner != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+		defer cancel()
+		if err := store.Fence(ctx, cfg.Name, opts.CheckpointOwner); err != nil {
+			return nil, err
+		}
+	}
+	return store, nil
 }
 
 func (p *parts) buildSource(cfg *config.Pipeline, opts Options, log *slog.Logger) (cdc.Source, error) {

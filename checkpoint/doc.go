@@ -50,7 +50,10 @@
 //	  "checksum": "crc32c:1a2b3c4d"
 //	}
 //
-// The generation is absent (0) in records of the one-page format. The
+// The generation is absent (0) in records of the one-page format. A
+// record kept in a store shared by workers (checkpoint/natskv) also names
+// its "owner", after the generation; a data directory's records have none,
+// and an absent owner leaves the checksum as it was. The
 // source position and sink state are embedded as raw JSON. The checksum
 // is CRC-32C (Castagnoli) over the canonical content: the compact JSON
 // encoding, without HTML escaping, of every field but the checksum, in the

@@ -29,12 +29,15 @@ type Record struct {
 	// Generation counts the pipeline's saves; of the two pages of a
 	// checkpoint file, the valid one with the higher generation is the
 	// checkpoint. Records written before pages alternated have none (0).
-	Generation uint64            `json:"generation,omitempty"`
-	SavedAt    time.Time         `json:"saved_at"`
-	Source     json.RawMessage   `json:"source"` // cdc.Position; null before the first commit
-	Meta       map[string]string `json:"meta,omitempty"`
-	Sink       json.RawMessage   `json:"sink"` // sink state; null if the sink has none
-	Checksum   string            `json:"checksum"`
+	Generation uint64 `json:"generation,omitempty"`
+	// Owner names who holds the pipeline, in stores shared by several
+	// workers (NATS KV); empty in a data directory's records.
+	Owner    string            `json:"owner,omitempty"`
+	SavedAt  time.Time         `json:"saved_at"`
+	Source   json.RawMessage   `json:"source"` // cdc.Position; null before the first commit
+	Meta     map[string]string `json:"meta,omitempty"`
+	Sink     json.RawMessage   `json:"sink"` // sink state; null if the sink has none
+	Checksum string            `json:"checksum"`
 }
 
 // content is Record without its checksum: the canonical form the checksum
@@ -43,6 +46,7 @@ type content struct {
 	Format     int               `json:"format"`
 	Pipeline   string            `json:"pipeline"`
 	Generation uint64            `json:"generation,omitempty"`
+	Owner      string            `json:"owner,omitempty"`
 	SavedAt    time.Time         `json:"saved_at"`
 	Source     json.RawMessage   `json:"source"`
 	Meta       map[string]string `json:"meta,omitempty"`
@@ -62,7 +66,7 @@ func (r *Record) Checkpoint() cdc.Checkpoint {
 // compacts raw messages and sorts map keys, so the encoding depends only on
 // the values, not on how the file was indented.
 func (r *Record) checksum() (string, error) {
-	b, err := marshal(content{r.Format, r.Pipeline, r.Generation, r.SavedAt, r.Source, r.Meta, r.Sink}, false)
+	b, err := marshal(content{r.Format, r.Pipeline, r.Generation, r.Owner, r.SavedAt, r.Source, r.Meta, r.Sink}, false)
 	if err != nil {
 		return "", err
 	}
@@ -91,6 +95,15 @@ func encodeRecord(pipeline string, cp cdc.Checkpoint, now time.Time) ([]byte, er
 
 // encodeGeneration returns the record of cp as the gen-th save.
 func encodeGeneration(pipeline string, gen uint64, cp cdc.Checkpoint, now time.Time) ([]byte, error) {
+	return Encode(pipeline, gen, "", cp, now)
+}
+
+// Encode returns the record of cp as the pipeline's gen-th save, held by
+// owner (may be empty), with its checksum: the indented JSON that a data
+// directory's page holds, unpadded. It is exported for the other stores
+// of these records (package checkpoint/natskv), so that a record reads the
+// same wherever it is kept.
+func Encode(pipeline string, gen uint64, owner string, cp cdc.Checkpoint, now time.Time) ([]byte, error) {
 	if len(cp.Source) > 0 && !json.Valid(cp.Source) {
 		return nil, fmt.Errorf("source position is not JSON: %.64q", cp.Source)
 	}
@@ -106,6 +119,7 @@ func encodeGeneration(pipeline string, gen uint64, cp cdc.Checkpoint, now time.T
 		Format:     FormatVersion,
 		Pipeline:   pipeline,
 		Generation: gen,
+		Owner:      owner,
 		SavedAt:    now.UTC(),
 		Source:     json.RawMessage(cp.Source),
 		Meta:       cp.Meta,
@@ -121,6 +135,13 @@ func encodeGeneration(pipeline string, gen uint64, cp cdc.Checkpoint, now time.T
 		return nil, fmt.Errorf("encode checkpoint: %w", err)
 	}
 	return b, nil
+}
+
+// Decode parses and verifies a record written by Encode; where names it
+// in errors (a file, a bucket and key). Every problem, including a record
+// of another pipeline, is a *CorruptError whose Path is where.
+func Decode(where, pipeline string, b []byte) (*Record, error) {
+	return decodeRecord(where, pipeline, b)
 }
 
 // decodeRecord parses and verifies the content of path. Every problem is a

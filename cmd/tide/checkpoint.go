@@ -65,8 +65,8 @@ the pipeline runs; the next commit may overtake what it prints.`,
 			cp, err := tide.LoadCheckpoint(cmd.Context(), text, tide.Options{File: file})
 			var corrupt *checkpoint.CorruptError
 			if errors.As(err, &corrupt) {
-				raw, rerr := checkpoint.ReadRaw(cfg.DataDir, cfg.Name)
-				if rerr == nil {
+				raw, rerr := tide.RawCheckpoint(cmd.Context(), text, tide.Options{File: file})
+				if rerr == nil && raw != nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "%s\n", secrets.String(string(raw)))
 				}
 				return err
@@ -111,6 +111,17 @@ to append to it.`,
 			if cfg.Checkpoint == "sink" {
 				return fmt.Errorf("pipeline %q keeps its checkpoint in the sink's own table, in the same transaction as its rows; "+
 					"to start over, delete the row yourself (DELETE FROM tide_checkpoints WHERE pipeline = '%s') together with the rows it covers", cfg.Name, cfg.Name)
+			}
+			if cfg.Checkpoint == "nats_kv" {
+				text, err := config.ReadFile(resetFile)
+				if err != nil {
+					return err
+				}
+				if err := tide.ResetCheckpoint(cmd.Context(), text, tide.Options{File: resetFile}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "checkpoint of pipeline %q reset in NATS KV bucket %q\n", cfg.Name, cfg.CheckpointStore.NATSKV.Bucket)
+				return nil
 			}
 			store, err := checkpoint.Open(cfg.DataDir, slog.New(slog.DiscardHandler))
 			if err != nil {

@@ -50,8 +50,12 @@ type Pipeline struct {
 	Encode  Encode `yaml:"encode"`
 
 	// Checkpoint says where checkpoints are stored: "" or "file" for the
-	// store in DataDir, "sink" for the sink's own transaction (postgres).
+	// store in DataDir, "sink" for the sink's own transaction (postgres),
+	// "nats_kv" for a NATS KV bucket. The last is written as a mapping,
+	// checkpoint: {nats_kv: {...}}, which sets CheckpointStore.NATSKV.
 	Checkpoint string `yaml:"checkpoint"`
+	// CheckpointStore holds the mapping form of checkpoint.
+	CheckpointStore CheckpointStore `yaml:"-"`
 
 	lines map[string]int    // YAML path -> line, when parsed from a file
 	raw   map[string]string // YAML path -> text before ${VAR} expansion (see Warnings)

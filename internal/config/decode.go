@@ -159,6 +159,13 @@ func (d *decoder) structValue(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[k.Value] = k.Line
+		if m, ok := v.Addr().Interface().(mappingForms); ok {
+			if f, ok := m.mappingForm(k.Value, val); ok {
+				d.lines[kpath] = k.Line
+				d.value(val, f, kpath)
+				continue
+			}
+		}
 		f, ok := fields[k.Value]
 		if !ok {
 			d.fail(k, kpath, "unknown key%s", suggest(k.Value, fields))
@@ -167,6 +174,13 @@ func (d *decoder) structValue(n *yaml.Node, v reflect.Value, path string) {
 		d.lines[kpath] = k.Line
 		d.value(val, f, kpath)
 	}
+}
+
+// mappingForms is a section with a key that takes a scalar or a mapping,
+// such as checkpoint: sink and checkpoint: {nats_kv: ...}. For a mapping
+// value, mappingForm returns what to decode it into.
+type mappingForms interface {
+	mappingForm(key string, val *yaml.Node) (reflect.Value, bool)
 }
 
 // yamlFields maps the YAML keys of struct v to its fields, following

@@ -73,6 +73,9 @@ func (p *Pipeline) secretFields() []secretField {
 	if n := p.Sink.NATS; n != nil {
 		natsFields("sink.nats", n.Servers, n.Auth)
 	}
+	if n := p.CheckpointStore.NATSKV; n != nil {
+		natsFields("checkpoint.nats_kv", n.Servers, n.Auth)
+	}
 	if pg := p.Sink.Postgres; pg != nil {
 		conn("sink.postgres.dsn", pg.DSN)
 	}

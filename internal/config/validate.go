@@ -59,15 +59,7 @@ func (p *Pipeline) Validate() error {
 	default:
 		bad("encode.format", "%q is not one of json, canonical", p.Encode.Format)
 	}
-	switch p.Checkpoint {
-	case "", "file":
-	case "sink":
-		if p.Sink.Postgres == nil {
-			bad("checkpoint", `"sink" needs a sink that stores checkpoints in its own transaction (postgres); use "file" with sink.%s`, p.sinkName())
-		}
-	default:
-		bad("checkpoint", `%q is not one of file, sink`, p.Checkpoint)
-	}
+	errs = append(errs, p.checkpointErrors()...)
 
 	// Report in file order; problems about missing keys have no line and
 	// come first.
