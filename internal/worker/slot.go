@@ -50,6 +50,11 @@ type slot struct {
 	lastTaken time.Time
 }
 
+type built struct {
+	runner Runner
+	err    error
+}
+
 // freshRegistry gives the next build of the pipeline an empty registry:
 // metrics register once per registry.
 func (s *slot) freshRegistry() {
@@ -99,6 +104,7 @@ func (s *slot) run(ctx context.Context) {
 	var runner Runner
 	var runDone chan error // non-nil while the pipeline runs
 	var drainDone chan error
+	var buildDone chan built // non-nil while the pipeline is being built
 	releasing := false
 	stop := s.stop
 
@@ -141,6 +147,11 @@ func (s *slot) run(ctx context.Context) {
 	}
 	stopHard := func() {
 		pcancel()
+		if buildDone != nil {
+			if b := <-buildDone; b.err == nil {
+				_ = b.runner.Close()
+			}
+		}
 		if runDone != nil {
 			<-runDone
 		}
@@ -172,7 +183,27 @@ func (s *slot) run(ctx context.Context) {
 			if !renewLease() {
 				return
 			}
-			r, err := w.cfg.Build(pctx, s.def, s.lease, s.reg)
+			// Build in the background, so that renewals go on while
+			// it connects and fences.
+			buildDone = make(chan built, 1)
+			go func(reg prometheus.Registerer) { // owned by run: every return path waits for buildDone
+				r, err := w.cfg.Build(pctx, s.def, s.lease, reg)
+				buildDone <- built{r, err}
+			}(s.reg)
+
+		case b := <-buildDone:
+			buildDone = nil
+			r, err := b.runner, b.err
+			if err == nil && (releasing || ctx.Err() != nil) {
+				_ = r.Close()
+			}
+			if ctx.Err() != nil {
+				return // a hard stop leaves the lease to expire
+			}
+			if releasing {
+				giveBack()
+				return
+			}
 			if err != nil {
 				s.setState("waiting", err)
 				log.Warn("pipeline not started; retrying while holding the lease", "in", backoff.String(), "err", err)
@@ -232,6 +263,9 @@ func (s *slot) run(ctx context.Context) {
 		case <-stop:
 			stop = nil
 			releasing = true
+			if buildDone != nil {
+				continue // given back once built
+			}
 			if runDone == nil {
 				giveBack()
 				return

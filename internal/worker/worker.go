@@ -136,15 +136,22 @@ func (w *Worker) Drain(ctx context.Context) error {
 	}
 }
 
+// heldLease is a lease as the watch last showed it.
+type heldLease struct {
+	record LeaseRecord
+	rev    uint64
+	seen   time.Time // when the watch delivered it, on this worker's clock
+}
+
 // world is what the main loop knows of the group, from the watches.
 type world struct {
-	workers   map[string]time.Time   // live worker -> when its heartbeat was last seen
-	leases    map[string]LeaseRecord // pipeline -> holder
-	stored    map[string]Definition  // from tide_pipelines, by key
-	files     map[string]Definition  // from Dir, by pipeline name
-	bad       map[string]string      // origin -> the error last logged for it
-	ready     int                    // watches that delivered their initial values
-	pipelines map[string]Definition  // files and stored, merged
+	workers   map[string]time.Time  // live worker -> when its heartbeat was last seen
+	leases    map[string]heldLease  // pipeline -> holder
+	stored    map[string]Definition // from tide_pipelines, by key
+	files     map[string]Definition // from Dir, by pipeline name
+	bad       map[string]string     // origin -> the error last logged for it
+	ready     int                   // watches that delivered their initial values
+	pipelines map[string]Definition // files and stored, merged
 }
 
 // Run joins the group and runs the pipelines the assignment gives this
@@ -182,7 +189,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer pWatch.Stop()
 
 	wd := &world{
-		workers: map[string]time.Time{}, leases: map[string]LeaseRecord{},
+		workers: map[string]time.Time{}, leases: map[string]heldLease{},
 		stored: map[string]Definition{}, files: map[string]Definition{}, bad: map[string]string{},
 	}
 	w.scanDir(wd)
@@ -205,7 +212,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			} else if e.Operation() == jetstream.KeyValuePut {
 				var rec LeaseRecord
 				_ = json.Unmarshal(e.Value(), &rec) // an unreadable record still holds the lease
-				wd.leases[e.Key()] = rec
+				wd.leases[e.Key()] = heldLease{record: rec, rev: e.Revision(), seen: time.Now()}
 			} else {
 				delete(wd.leases, e.Key())
 			}
@@ -342,27 +349,50 @@ func (w *Worker) reconcile(ctx context.Context, wd *world) {
 		if plan[name] != w.cfg.ID {
 			continue
 		}
-		if _, held := wd.leases[name]; held {
-			continue // by us, or by a worker still draining it; its deletion brings us back here
-		}
 		w.mu.Lock()
 		_, running := w.slots[name]
 		w.mu.Unlock()
 		if running {
 			continue
 		}
-		w.acquire(ctx, defs[name], wd)
+		h, held := wd.leases[name]
+		switch {
+		case !held:
+			w.acquire(ctx, defs[name], wd, 0)
+		case h.rev != 0 && time.Since(h.seen) > w.cfg.LeaseTTL:
+			// Every renewal is a put that the watch shows, so a lease
+			// unchanged for a whole TTL is one its owner stopped
+			// renewing (and that owner stops its pipeline after two
+			// thirds of the TTL without a renewal). Take it over by
+			// compare-and-set on the revision we saw, without waiting
+			// for the bucket's expiry; the checkpoint fence covers a
+			// clock that runs slow.
+			w.acquire(ctx, defs[name], wd, h.rev)
+		}
+		// Otherwise it is held, by a live owner or one still draining;
+		// its deletion, or its silence, brings us back here.
 	}
 }
 
-func (w *Worker) acquire(ctx context.Context, def Definition, wd *world) {
+// acquire takes the lease of def: create-if-absent when expired is 0,
+// else compare-and-set over the expired lease at that revision.
+func (w *Worker) acquire(ctx context.Context, def Definition, wd *world, expired uint64) {
 	rec := LeaseRecord{Worker: w.cfg.ID, Host: w.cfg.Host, Acquired: time.Now().UTC()}
 	v, _ := json.Marshal(rec)
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.LeaseTTL/3)
 	defer cancel()
-	rev, err := w.cfg.Buckets.Leases.Create(cctx, def.Name, v)
+	var rev uint64
+	var err error
+	if expired == 0 {
+		rev, err = w.cfg.Buckets.Leases.Create(cctx, def.Name, v)
+	} else {
+		rev, err = w.cfg.Buckets.Leases.Update(cctx, def.Name, v, expired)
+	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		wd.leases[def.Name] = LeaseRecord{} // someone holds it; its deletion will tell us
+		if _, seen := wd.leases[def.Name]; !seen {
+			// Someone holds it that the watch has not shown yet.
+			wd.leases[def.Name] = heldLease{seen: time.Now()}
+		}
 		return
 	}
 	if err != nil {
@@ -370,8 +400,12 @@ func (w *Worker) acquire(ctx context.Context, def Definition, wd *world) {
 		return
 	}
 	w.leaseChanges.WithLabelValues("acquired").Inc()
-	w.log.Info("lease acquired", "pipeline", def.Name, "revision", rev)
-	wd.leases[def.Name] = rec
+	if expired == 0 {
+		w.log.Info("lease acquired", "pipeline", def.Name, "revision", rev)
+	} else {
+		w.log.Info("lease acquired", "pipeline", def.Name, "revision", rev, "expired_revision", expired, "expired_owner", wd.leases[def.Name].record.Worker)
+	}
+	wd.leases[def.Name] = heldLease{record: rec, rev: rev, seen: time.Now()}
 	s := &slot{
 		w:       w,
 		def:     def,
