@@ -197,7 +197,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
 
 // writeGroupPipelines writes files file-pipelines (generate -> file) and
 // js JetStream pipelines (generate -> a stream of their own) into dir.
-func writeGroupPipelines(t *testing.T, dir, natsURL string, files, js, count, rate int) []string {
+func writeGroupPipelines(t *testing.T, dir, natsURL string, files, js, count, rate, replicas int) []string {
 	t.Helper()
 	var names []string
 	servers := `["` + strings.Join(strings.Split(natsURL, ","), `","`) + `"]`
@@ -208,9 +208,9 @@ func writeGroupPipelines(t *testing.T, dir, natsURL string, files, js, count, ra
 source: {generate: {count: %d, rate: %d}}
 sink: {file: {path: %s}}
 data_dir: %s
-checkpoint: {nats_kv: {servers: %s, bucket: tide_checkpoints, replicas: 3}}
+checkpoint: {nats_kv: {servers: %s, bucket: tide_checkpoints, replicas: %d}}
 batch: {commit_interval: 20ms}
-`, name, count, rate, filepath.Join(dir, name+".jsonl"), filepath.Join(dir, name+"-data"), servers)
+`, name, count, rate, filepath.Join(dir, name+".jsonl"), filepath.Join(dir, name+"-data"), servers, replicas)
 		if err := os.WriteFile(filepath.Join(dir, "pipelines", name+".yaml"), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -220,11 +220,11 @@ batch: {commit_interval: 20ms}
 		names = append(names, name)
 		body := fmt.Sprintf(`name: %s
 source: {generate: {count: %d, rate: %d}}
-sink: {nats: {servers: %s, stream: OUT_%s, subject: "%s.{db}.{coll}", create_stream: {subjects: ["%s.>"], replicas: 3}}}
+sink: {nats: {servers: %s, stream: OUT_%s, subject: "%s.{db}.{coll}", create_stream: {subjects: ["%s.>"], replicas: %d}}}
 data_dir: %s
-checkpoint: {nats_kv: {servers: %s, bucket: tide_checkpoints, replicas: 3}}
+checkpoint: {nats_kv: {servers: %s, bucket: tide_checkpoints, replicas: %d}}
 batch: {commit_interval: 20ms}
-`, name, count, rate, servers, name, name, name, filepath.Join(dir, name+"-data"), servers)
+`, name, count, rate, servers, name, name, name, replicas, filepath.Join(dir, name+"-data"), servers, replicas)
 		if err := os.WriteFile(filepath.Join(dir, "pipelines", name+".yaml"), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func TestWorkerGroupFailover(t *testing.T) {
 	}
 	cluster := testenv.NATSCluster(t, 3)
 	url := cluster.URL()
-	names := writeGroupPipelines(t, dir, url, 3, 3, count, rate)
+	names := writeGroupPipelines(t, dir, url, 3, 3, count, rate, 3)
 	// A file that does not validate is skipped; the others run.
 	if err := os.WriteFile(filepath.Join(dir, "pipelines", "broken.yaml"), []byte("name: broken\nsource: {generate: {count: -1}}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -423,5 +423,151 @@ func TestWorkerGroupFailover(t *testing.T) {
 	for i := range 3 {
 		checkSeqFile(t, filepath.Join(dir, fmt.Sprintf("file%d.jsonl", i)), count)
 		checkStreamSeqs(t, js, fmt.Sprintf("OUT_js%d", i), count)
+	}
+}
+
+// TestWorkerSIGSTOPPastLease freezes the owner of a pipeline past its
+// lease: the other worker takes the pipeline over (its file sink waiting
+// for the frozen one's data-directory lock, while holding the lease), and
+// the frozen worker, resumed, finds its lease gone and stops the pipeline
+// without committing. The output stays exactly-once.
+func TestWorkerSIGSTOPPastLease(t *testing.T) {
+	const count, rate = 3000, 500
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "pipelines"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	url := testenv.NATS(t).ClientURL()
+	writeGroupPipelines(t, dir, url, 1, 1, count, rate, 1)
+	js := connectTest(t, url)
+	pdir := filepath.Join(dir, "pipelines")
+	workers := map[string]*groupWorker{
+		"w1": startWorker(t, dir, url, pdir, "w1", "--replicas", "1"),
+		"w2": startWorker(t, dir, url, pdir, "w2", "--replicas", "1"),
+	}
+	var owner string
+	waitFor(t, "one pipeline per worker", 20*time.Second, func() bool {
+		h := leaseHolders(t, js)
+		owner = h["file0"]
+		return len(h) == 2 && h["file0"] != h["js0"] && h["file0"] != ""
+	})
+	other := "w1"
+	if owner == "w1" {
+		other = "w2"
+	}
+	time.Sleep(500 * time.Millisecond) // let it commit a little
+	frozen := workers[owner]
+	if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	waitFor(t, other+" to take file0 over", 20*time.Second, func() bool {
+		return leaseHolders(t, js)["file0"] == other
+	})
+	time.Sleep(time.Second) // past the lease by a margin: the new owner waits for the lock
+	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s frozen for %s", owner, time.Since(stopped).Round(time.Millisecond))
+	waitFor(t, "both pipelines done", 40*time.Second, func() bool {
+		st := statusOf(t, js)
+		return st["file0"].State == "done" && st["js0"].State == "done"
+	})
+	b, _ := os.ReadFile(frozen.log)
+	if !strings.Contains(string(b), `"msg":"lease renewal failed: stopping the pipeline","worker":"`+owner+`","pipeline":"file0"`) {
+		t.Errorf("the frozen worker did not log that it lost file0's lease:\n%s", b)
+	}
+	checkOwnership(t, leaseEvents(t, workers["w1"].log, workers["w2"].log))
+	checkSeqFile(t, filepath.Join(dir, "file0.jsonl"), count)
+	checkStreamSeqs(t, js, "OUT_js0", count)
+}
+
+// TestPipelinePutRunsOnWorker stores a pipeline with tide pipeline put and
+// runs it on a worker that has no pipeline directory: no shared disk.
+// tide cluster status shows the worker and the pipeline; tide pipeline rm
+// makes the worker give it up.
+func TestPipelinePutRunsOnWorker(t *testing.T) {
+	const count = 500
+	dir := t.TempDir()
+	url := testenv.NATS(t).ClientURL()
+	cfg := writePipeline(t, dir, fmt.Sprintf(`name: stored
+source: {generate: {count: %d}}
+sink: {file: {path: %s}}
+data_dir: %s
+checkpoint: {nats_kv: {servers: [%q], bucket: tide_checkpoints}}
+batch: {commit_interval: 20ms}
+`, count, filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "data"), url))
+	if out, err := runTide(t, dir, "pipeline", "put", "-f", cfg, "--nats", url); err != nil || !strings.Contains(out, "stored pipeline stored") {
+		t.Fatalf("pipeline put: %v\n%s", err, out)
+	}
+	if out, err := runTide(t, dir, "pipeline", "list", "--nats", url); err != nil || strings.TrimSpace(out) != "stored" {
+		t.Fatalf("pipeline list: %v\n%q", err, out)
+	}
+	logPath := filepath.Join(dir, "w.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := tideCmd(t, dir, "worker", "--nats", url, "--id", "solo", "--lease-ttl", "2s", "--log-format", "json")
+	w.Stdout, w.Stderr = f, f
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wait := sync.OnceValue(w.Wait)
+	t.Cleanup(func() { _ = w.Process.Kill(); _ = wait() })
+	js := connectTest(t, url)
+	waitFor(t, "the stored pipeline done", 30*time.Second, func() bool { return statusOf(t, js)["stored"].State == "done" })
+	checkSeqFile(t, filepath.Join(dir, "out.jsonl"), count)
+
+	out, err := runTide(t, dir, "cluster", "status", "--nats", url)
+	if err != nil {
+		t.Fatalf("cluster status: %v\n%s", err, out)
+	}
+	for _, want := range []string{"WORKER", "solo", "PIPELINE", "stored", "done", fmt.Sprint(count)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cluster status lacks %q:\n%s", want, out)
+		}
+	}
+	if out, err := runTide(t, dir, "pipeline", "rm", "stored", "--nats", url); err != nil {
+		t.Fatalf("pipeline rm: %v\n%s", err, out)
+	}
+	waitFor(t, "the lease released", 10*time.Second, func() bool { return leaseHolders(t, js)["stored"] == "" })
+	if out, err := runTide(t, dir, "pipeline", "rm", "stored", "--nats", url); err == nil || !strings.Contains(out, `pipeline "stored" is not stored`) {
+		t.Errorf("second pipeline rm: %v\n%s", err, out)
+	}
+	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Errorf("worker after SIGTERM: %v", err)
+	}
+}
+
+// TestWorkerErrors: bad flags and an unreachable NATS fail at once with a
+// message naming what is wrong.
+func TestWorkerErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := writePipeline(t, dir, "name: bad\nsource: {generate: {count: -1}}\nsink: {stdout: {}}\n")
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"no nats":          {[]string{"worker"}, `required flag(s) "nats" not set`},
+		"short ttl":        {[]string{"worker", "--nats", "nats://127.0.0.1:1", "--lease-ttl", "10ms"}, "--lease-ttl 10ms: want between 1s and 1h"},
+		"bad id":           {[]string{"worker", "--nats", "nats://127.0.0.1:1", "--id", "a b"}, `--id "a b"`},
+		"no such dir":      {[]string{"worker", "--nats", "nats://127.0.0.1:1", "--pipelines", filepath.Join(dir, "nope")}, "--pipelines"},
+		"unreachable":      {[]string{"worker", "--nats", "nats://127.0.0.1:1"}, "connect to NATS at nats://127.0.0.1:1"},
+		"status no nats":   {[]string{"cluster", "status", "--nats", "nats://127.0.0.1:1"}, "connect to NATS at nats://127.0.0.1:1"},
+		"put invalid file": {[]string{"pipeline", "put", "-f", bad, "--nats", "nats://127.0.0.1:1"}, "count: must not be negative"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out, err := runTide(t, dir, c.args...)
+			if err == nil || !strings.Contains(out, c.want) {
+				t.Errorf("tide %s: err %v, want an error containing %q:\n%s", strings.Join(c.args, " "), err, c.want, out)
+			}
+		})
 	}
 }
