@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -509,7 +511,7 @@ batch: {commit_interval: 20ms}
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w := tideCmd(t, dir, "worker", "--nats", url, "--id", "solo", "--lease-ttl", "2s", "--log-format", "json")
+	w := tideCmd(t, dir, "worker", "--nats", url, "--id", "solo", "--lease-ttl", "2s", "--log-format", "json", "--http-addr", "127.0.0.1:0")
 	w.Stdout, w.Stderr = f, f
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -519,6 +521,31 @@ batch: {commit_interval: 20ms}
 	js := connectTest(t, url)
 	waitFor(t, "the stored pipeline done", 30*time.Second, func() bool { return statusOf(t, js)["stored"].State == "done" })
 	checkSeqFile(t, filepath.Join(dir, "out.jsonl"), count)
+
+	// The worker's /metrics has the pipeline's own metrics and its lease.
+	var addr string
+	waitFor(t, "the metrics address in the log", 5*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		for line := range strings.Lines(string(b)) {
+			var e struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "serving metrics" {
+				addr = e.Addr
+			}
+		}
+		return addr != ""
+	})
+	resp, err := http.Get(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tide_worker_pipeline_owned{pipeline="stored",state="done"} 1`,
+		`tide_events_out_total{namespace="gen.events",pipeline="stored"} ` + fmt.Sprint(count), `tide_worker_lease_changes_total{change="acquired"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
+	}
 
 	out, err := runTide(t, dir, "cluster", "status", "--nats", url)
 	if err != nil {
