@@ -156,9 +156,16 @@ func runWorker(ctx context.Context, f workerFlags, stderr io.Writer, secrets *re
 				return nil, (*redact.Set)(nil).Error(err)
 			}
 			if cfg.CheckpointStore.NATSKV != nil {
-				// New fences the checkpoint for this lease before the
-				// sink opens: a former owner's next save fails. Other
-				// stores cannot be fenced; see README, Workers.
+				// Fence first, before the data directory is locked: a
+				// former owner that was paused past its lease and
+				// still holds the directory fails its next save, while
+				// this one waits for the directory. New fences again
+				// for the same owner, so that its Load refuses a key
+				// another owner fenced in between. Other stores cannot
+				// be fenced; see README, Workers.
+				if err := tide.FenceCheckpoint(ctx, def.Text, tide.Options{File: def.Origin}, lease.Owner()); err != nil {
+					return nil, err
+				}
 				opts.CheckpointOwner = lease.Owner()
 			}
 			return tide.New(ctx, def.Text, opts)

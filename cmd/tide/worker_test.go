@@ -466,7 +466,18 @@ func TestWorkerSIGSTOPPastLease(t *testing.T) {
 	waitFor(t, other+" to take file0 over", 20*time.Second, func() bool {
 		return leaseHolders(t, js)["file0"] == other
 	})
-	time.Sleep(time.Second) // past the lease by a margin: the new owner waits for the lock
+	// The new owner has fenced the checkpoint (that comes first) and now
+	// waits, holding the lease, for the data directory the frozen one
+	// still locks: from here on, no save of the frozen one can succeed.
+	waitFor(t, other+" to wait for the frozen worker's data directory", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(workers[other].log)
+		for line := range strings.Lines(string(b)) {
+			if strings.Contains(line, `"pipeline":"file0"`) && strings.Contains(line, "is in use by another tide process") {
+				return true
+			}
+		}
+		return false
+	})
 	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
