@@ -23,7 +23,10 @@ const StatusEvery = 2 * time.Second
 // directory is still locked by a former owner that is paused, not dead.
 const (
 	minRetry = 200 * time.Millisecond
-	maxRetry = 2 * time.Second
+	// BuildTimeout bounds one attempt to build a pipeline (connect,
+	// fence), after which it is retried.
+	BuildTimeout = 15 * time.Second
+	maxRetry     = 2 * time.Second
 )
 
 // slot is one leased pipeline: it renews the lease, builds and runs the
@@ -187,7 +190,9 @@ func (s *slot) run(ctx context.Context) {
 			// it connects and fences.
 			buildDone = make(chan built, 1)
 			go func(reg prometheus.Registerer) { // owned by run: every return path waits for buildDone
-				r, err := w.cfg.Build(pctx, s.def, s.lease, reg)
+				bctx, cancel := context.WithTimeout(pctx, BuildTimeout)
+				defer cancel()
+				r, err := w.cfg.Build(bctx, s.def, s.lease, reg)
 				buildDone <- built{r, err}
 			}(s.reg)
 
@@ -264,7 +269,8 @@ func (s *slot) run(ctx context.Context) {
 			stop = nil
 			releasing = true
 			if buildDone != nil {
-				continue // given back once built
+				pcancel() // nothing runs yet: cut the build short, give back once it returns
+				continue
 			}
 			if runDone == nil {
 				giveBack()
