@@ -243,7 +243,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-draining:
 			draining = nil
 			w.leave()
-			continue
 		case <-ctx.Done():
 			return nil
 		}
