@@ -80,6 +80,9 @@ records progress that a sink has not made durable.`,
 		newDemoCmd(),
 		newServeCmd(),
 		newVersionCmd(),
+		newWorkerCmd(secrets),
+		newClusterCmd(),
+		newPipelineCmd(secrets),
 	)
 	return root
 }

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/tide-cdc/tide"
+	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide/internal/redact"
+	"github.com/tide-cdc/tide/internal/worker"
+	mongosource "github.com/tide-cdc/tide/source/mongo"
+	natssource "github.com/tide-cdc/tide/source/nats"
+)
+
+type workerFlags struct {
+	nats       string
+	pipelines  string
+	id         string
+	leaseTTL   time.Duration
+	replicas   int
+	httpAddr   string
+	logLevel   string
+	logFormat  string
+	drainGrace time.Duration
+}
+
+func newWorkerCmd(secrets *redact.Set) *cobra.Command {
+	var f workerFlags
+	cmd := &cobra.Command{
+		Use:   "worker --nats URL [--pipelines DIR] [--id NAME] [--lease-ttl 10s]",
+		Short: "Run a share of a group's pipelines, coordinated through NATS JetStream",
+		Long: `Join a group of workers that share the pipelines of DIR (every worker reads
+the same files) and those stored with tide pipeline put. Each pipeline runs on
+exactly one worker at a time, under a lease in the tide_leases bucket; the
+pipelines are spread evenly over the live workers, and move when one joins or
+leaves: drained first, then released. A worker that dies loses its leases
+after --lease-ttl, and the others resume its pipelines from their checkpoints.
+
+SIGINT or SIGTERM hands every pipeline over (drain, release) and exits; a
+second signal exits at once, leaving the leases to expire.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWorker(cmd.Context(), f, cmd.ErrOrStderr(), secrets)
+		},
+	}
+	host, _ := os.Hostname()
+	cmd.Flags().StringVar(&f.nats, "nats", "", "NATS server URL(s), comma-separated (required)")
+	cmd.Flags().StringVar(&f.pipelines, "pipelines", "", "directory of pipeline files (*.yaml) that every worker of the group reads")
+	cmd.Flags().StringVar(&f.id, "id", host+"-"+strconv.Itoa(os.Getpid()), "this worker's name in the group; unique among live workers")
+	cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "how long a lease outlives its last renewal (renewed every third of it)")
+	cmd.Flags().IntVar(&f.replicas, "replicas", 1, "replicas of the group's buckets, when this worker creates them")
+	cmd.Flags().StringVar(&f.httpAddr, "http-addr", "", "serve Prometheus metrics on this address, at /metrics")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	cmd.Flags().DurationVar(&f.drainGrace, "drain-timeout", 30*time.Second, "how long handing the pipelines over may take before the worker stops hard")
+	_ = cmd.MarkFlagRequired("nats")
+	return cmd
+}
+
+func (f workerFlags) validate() error {
+	var errs []error
+	if f.leaseTTL < time.Second || f.leaseTTL > time.Hour {
+		errs = append(errs, fmt.Errorf("--lease-ttl %s: want between 1s and 1h", f.leaseTTL))
+	}
+	if !worker.ValidKey(f.id) {
+		errs = append(errs, fmt.Errorf("--id %q: want letters, digits, '-', '_', '=' and inner '.'", f.id))
+	}
+	if f.replicas < 1 || f.replicas > 5 {
+		errs = append(errs, fmt.Errorf("--replicas %d: want 1 to 5", f.replicas))
+	}
+	if f.drainGrace <= 0 {
+		errs = append(errs, fmt.Errorf("--drain-timeout %s: want a positive duration", f.drainGrace))
+	}
+	if f.pipelines != "" {
+		if st, err := os.Stat(f.pipelines); err != nil {
+			errs = append(errs, fmt.Errorf("--pipelines: %w", err))
+		} else if !st.IsDir() {
+			errs = append(errs, fmt.Errorf("--pipelines %s: not a directory", f.pipelines))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// connectNATS connects to the group's NATS servers, failing at once when
+// none answers, and reconnecting forever afterwards.
+func connectNATS(urls, name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(urls, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(500*time.Millisecond))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", redact.String(urls), err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("JetStream at %s: %w", redact.String(urls), err)
+	}
+	return nc, js, nil
+}
+
+func runWorker(ctx context.Context, f workerFlags, stderr io.Writer, secrets *redact.Set) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	log = redact.Logger(log, secrets)
+	nc, js, err := connectNATS(f.nats, "tide worker "+f.id)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	buckets, err := worker.OpenBuckets(octx, js, f.leaseTTL, f.replicas)
+	cancel()
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	w := worker.New(worker.Config{
+		ID:           f.id,
+		Host:         host,
+		LeaseTTL:     f.leaseTTL,
+		DrainTimeout: f.drainGrace,
+		Dir:          f.pipelines,
+		Buckets:      buckets,
+		Logger:       log,
+		Parse: func(origin string, text []byte) (string, error) {
+			cfg, err := config.ParseNamed(origin, text, os.LookupEnv)
+			if err != nil {
+				return "", (*redact.Set)(nil).Error(err)
+			}
+			secrets.Add(cfg.Secrets()...)
+			return cfg.Name, nil
+		},
+		Build: func(ctx context.Context, def worker.Definition, lease worker.Lease, reg prometheus.Registerer) (worker.Runner, error) {
+			opts := tide.Options{File: def.Origin, Logger: log, Metrics: reg}
+			cfg, err := config.ParseNamed(def.Origin, def.Text, os.LookupEnv)
+			if err != nil {
+				return nil, (*redact.Set)(nil).Error(err)
+			}
+			if cfg.CheckpointStore.NATSKV != nil {
+				// Fence first, before the data directory is locked: a
+				// former owner that was paused past its lease and
+				// still holds the directory fails its next save, while
+				// this one waits for the directory. New fences again
+				// for the same owner, so that its Load refuses a key
+				// another owner fenced in between. Other stores cannot
+				// be fenced; see README, Workers.
+				if err := tide.FenceCheckpoint(ctx, def.Text, tide.Options{File: def.Origin}, lease.Owner()); err != nil {
+					return nil, err
+				}
+				opts.CheckpointOwner = lease.Owner()
+			}
+			return tide.New(ctx, def.Text, opts)
+		},
+		Lag: lagOf,
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), w)
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	runCtx, abort := context.WithCancel(ctx)
+	defer abort()
+
+	if f.httpAddr != "" {
+		ln, err := net.Listen("tcp", f.httpAddr)
+		if err != nil {
+			return fmt.Errorf("--http-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(w.Gatherer(reg), promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		served := make(chan struct{})
+		go func() { // stopped and waited for below
+			defer close(served)
+			_ = srv.Serve(ln)
+		}()
+		defer func() {
+			_ = srv.Close()
+			<-served
+		}()
+		log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }() // waited for on every path below
+	log.Info("worker started", "worker", f.id, "lease_ttl", f.leaseTTL.String(), "pipelines", f.pipelines)
+	select {
+	case err := <-done:
+		return err
+	case sig := <-sigs:
+		log.Info("handing pipelines over", "signal", sig.String(), "timeout", f.drainGrace.String())
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), f.drainGrace)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- w.Drain(dctx) }() // returns when Run does or dctx ends
+	select {
+	case err := <-drained:
+		if err != nil {
+			log.Warn("hand-over did not finish; stopping", "err", err)
+			abort()
+		}
+	case sig := <-sigs:
+		log.Warn("second signal: stopping at once; leases expire after --lease-ttl", "signal", sig.String())
+		abort()
+		<-drained
+	}
+	if err := <-done; err != nil {
+		return err
+	}
+	log.Info("worker stopped")
+	return nil
+}
+
+// lagOf reports how far a pipeline is behind its source, as the source
+// measures it.
+func lagOf(r worker.Runner) string {
+	p, ok := r.(*tide.Pipeline)
+	if !ok {
+		return ""
+	}
+	switch s := p.Source.(type) {
+	case *mongosource.Source:
+		return s.Stats().Lag(time.Now()).Round(time.Millisecond).String()
+	case *natssource.Source:
+		return strconv.FormatUint(s.Stats().Lag, 10) + " msgs"
+	}
+	return ""
+}
