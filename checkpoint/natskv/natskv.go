@@ -135,10 +135,45 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		js: js, bucket: cfg.Bucket, stream: "KV_" + cfg.Bucket, retryFor: cfg.RetryFor,
 		now: time.Now, keys: make(map[string]*keyState),
 	}
+	// Several workers may open the bucket at once: one creates it, the
+	// others see it exist, or, while the replicated stream is being set
+	// up, not found yet. Those answers are retried for a while.
+	var st jetstream.Stream
+	deadline := time.Now().Add(cfg.RetryFor)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		var err error
+		st, err = s.openBucket(ctx, cfg)
+		if err == nil {
+			break
+		}
+		racing := errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
+			errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) ||
+			// A request's own timeout (not the caller's), as when the
+			// meta leader is busy placing the stream.
+			(ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)))
+		if !racing || time.Now().After(deadline) {
+			return nil, fmt.Errorf("natskv: open bucket %q: %w", cfg.Bucket, err)
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("natskv: open bucket %q: %w (after %v)", cfg.Bucket, ctx.Err(), err)
+		}
+	}
+	if have := st.CachedInfo().Config.Replicas; have < cfg.Replicas {
+		return nil, fmt.Errorf("natskv: bucket %q has %d replicas, the configuration asks for %d: "+
+			"raise them (nats kv edit %s --replicas %d) or configure %d", cfg.Bucket, have, cfg.Replicas, cfg.Bucket, cfg.Replicas, have)
+	}
+	return s, nil
+}
+
+// openBucket binds s to the bucket, creating it if absent, and returns
+// its stream.
+func (s *Store) openBucket(ctx context.Context, cfg Config) (jetstream.Stream, error) {
 	var err error
-	s.kv, err = js.KeyValue(ctx, cfg.Bucket)
+	s.kv, err = s.js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		s.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		s.kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      cfg.Bucket,
 			Description: "tide pipeline checkpoints",
 			History:     1,
@@ -146,21 +181,13 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 			Replicas:    cfg.Replicas,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			s.kv, err = js.KeyValue(ctx, cfg.Bucket) // another worker created it first
+			s.kv, err = s.js.KeyValue(ctx, cfg.Bucket) // another worker created it first
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natskv: open bucket %q: %w", cfg.Bucket, err)
+		return nil, err
 	}
-	st, err := js.Stream(ctx, s.stream)
-	if err != nil {
-		return nil, fmt.Errorf("natskv: open bucket %q: %w", cfg.Bucket, err)
-	}
-	if have := st.CachedInfo().Config.Replicas; have < cfg.Replicas {
-		return nil, fmt.Errorf("natskv: bucket %q has %d replicas, the configuration asks for %d: "+
-			"raise them (nats kv edit %s --replicas %d) or configure %d", cfg.Bucket, have, cfg.Replicas, cfg.Bucket, cfg.Replicas, have)
-	}
-	return s, nil
+	return s.js.Stream(ctx, s.stream)
 }
 
 // Bucket returns the store's bucket name.

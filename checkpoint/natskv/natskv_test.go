@@ -382,3 +382,40 @@ func TestReplicatedSaveWithNodeDown(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenConcurrently: workers starting together each open the missing
+// R3 bucket, connected to different nodes; every Open succeeds and all
+// of them share one bucket.
+func TestOpenConcurrently(t *testing.T) {
+	c := testenv.NATSCluster(t, 3)
+	const n = 6
+	errs := make(chan error, n)
+	stores := make(chan *natskv.Store, n)
+	for i := range n {
+		js := connect(t, c.URLs()[i%3])
+		go func() {
+			s, err := natskv.Open(t.Context(), js, natskv.Config{Bucket: "race", Replicas: 3})
+			errs <- err
+			stores <- s
+		}()
+	}
+	var all []*natskv.Store
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("Open: %v", err)
+		}
+		all = append(all, <-stores)
+	}
+	if t.Failed() {
+		return
+	}
+	if err := all[0].Save(t.Context(), "p", cp(1)); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range all[1:] {
+		got, err := s.Load(t.Context(), "p")
+		if err != nil || got == nil || string(got.Source) != `{"seq":1}` {
+			t.Errorf("store %d: Load = %v, %v; want the checkpoint store 0 saved", i+1, got, err)
+		}
+	}
+}
