@@ -138,7 +138,7 @@ func New(ctx context.Context, yamlText []byte, opts Options) (*Pipeline, error) 
 	// Every log line of the pipeline, its connectors and the embedded
 	// server goes through the redaction of the file's secrets.
 	log = redact.Logger(log, secrets).With("pipeline", cfg.Name)
-	parts, err := build(cfg, opts, log)
+	parts, err := build(ctx, cfg, opts, log)
 	if err != nil {
 		return nil, secrets.Error(err)
 	}

@@ -53,7 +53,7 @@ func (p *parts) close() error {
 // build turns a validated configuration into parts. The checkpoint store
 // is opened first: it takes the data directory's single-owner lock, so a
 // second pipeline on the same directory stops before touching anything.
-func build(cfg *config.Pipeline, opts Options, log *slog.Logger) (_ *parts, err error) {
+func build(ctx context.Context, cfg *config.Pipeline, opts Options, log *slog.Logger) (_ *parts, err error) {
 	obs := opts.Observer
 	if opts.Metrics != nil {
 		m := metrics.New(opts.Metrics, cfg.Name)
@@ -113,7 +113,7 @@ func build(cfg *config.Pipeline, opts Options, log *slog.Logger) (_ *parts, err 
 		return nil, err
 	}
 	if cfg.Checkpoint == "nats_kv" {
-		if p.store, err = p.natsKVStore(cfg, opts, log); err != nil {
+		if p.store, err = p.natsKVStore(ctx, cfg, opts, log); err != nil {
 			return nil, err
 		}
 	} else if opts.CheckpointOwner != "" {
@@ -141,10 +141,10 @@ func sinkStore(cfg *config.Pipeline, sink cdc.Sink, store pipeline.Checkpointer)
 // With opts.CheckpointOwner it fences the pipeline's key for that owner
 // first, so that the pipeline's Load refuses a key fenced by another
 // owner since.
-func (p *parts) natsKVStore(cfg *config.Pipeline, opts Options, log *slog.Logger) (pipeline.Checkpointer, error) {
+func (p *parts) natsKVStore(ctx context.Context, cfg *config.Pipeline, opts Options, log *slog.Logger) (pipeline.Checkpointer, error) {
 	store := opts.NATSKV
 	if store == nil {
-		s, closeConn, err := openNATSKV(context.Background(), cfg, log)
+		s, closeConn, err := openNATSKV(ctx, cfg, log)
 		if err != nil {
 			return nil, err
 		}
@@ -152,7 +152,7 @@ func (p *parts) natsKVStore(cfg *config.Pipeline, opts Options, log *slog.Logger
 		store = s
 	}
 	if opts.CheckpointOwner != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+		ctx, cancel := context.WithTimeout(ctx, openTimeout)
 		defer cancel()
 		if err := store.Fence(ctx, cfg.Name, opts.CheckpointOwner); err != nil {
 			return nil, err
