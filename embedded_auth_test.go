@@ -1,14 +1,13 @@
 package tide
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,23 +42,6 @@ func requireAuth(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestEmbeddedAuth: uri: embedded with embedded.auth starts the embedded
 // server with authentication, creates the user on a fresh data directory,
 // and the source authenticates with the configured password; a wrong one
@@ -81,7 +63,7 @@ data_dir: %q
 batch: {commit_interval: 10ms}
 `, out, filepath.Join(dir, "data"))
 	const password = "emb-Secret/pw@1"
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	opts := func(pw string) Options {
 		return Options{
 			Getenv: func(k string) (string, bool) { return pw, k == "EMB_PW" },

@@ -1,7 +1,6 @@
 package mongowire_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,27 +23,9 @@ import (
 	"github.com/tide-cdc/tide/mongowire"
 )
 
-// syncBuffer is a log destination the server's goroutines share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // tlsServer starts a TLS-only server from certs, logging into the
 // returned buffer.
-func tlsServer(t *testing.T, certs testenv.Certs, requireClientCert bool, opts ...func(*mongowire.Config)) (*mongowire.Server, *syncBuffer) {
+func tlsServer(t *testing.T, certs testenv.Certs, requireClientCert bool, opts ...func(*mongowire.Config)) (*mongowire.Server, *testenv.Buffer) {
 	t.Helper()
 	cfg, err := mongowire.TLSFiles{
 		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile,
@@ -54,7 +34,7 @@ func tlsServer(t *testing.T, certs testenv.Certs, requireClientCert bool, opts .
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	s := testenv.MongoWire(t, append([]func(*mongowire.Config){func(c *mongowire.Config) {
 		c.TLS = cfg
 		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, t.Output()), nil))

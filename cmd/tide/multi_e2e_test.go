@@ -333,14 +333,14 @@ type e2eRun struct {
 	t      *testing.T
 	name   string
 	cmd    *exec.Cmd
-	stderr *e2eBuffer
+	stderr *testenv.Buffer
 	exited chan struct{}
 	err    error
 }
 
 func startRun(t *testing.T, name, dir, cfg string, env ...string) *e2eRun {
 	t.Helper()
-	r := &e2eRun{t: t, name: name, stderr: &e2eBuffer{}, exited: make(chan struct{})}
+	r := &e2eRun{t: t, name: name, stderr: &testenv.Buffer{}, exited: make(chan struct{})}
 	r.cmd = tideCmd(t, dir, "run", "-f", cfg, "--progress", "never")
 	r.cmd.Env = append(r.cmd.Env, env...)
 	r.cmd.Stderr = r.stderr
@@ -393,24 +393,6 @@ func (r *e2eRun) stop() {
 	if r.err != nil {
 		r.t.Fatalf("%s: tide run after SIGTERM: %v; stderr:\n%s", r.name, r.err, r.stderr)
 	}
-}
-
-// e2eBuffer collects a child's stderr for failure messages.
-type e2eBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *e2eBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *e2eBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitFor polls another process's output until ok, failing after limit.

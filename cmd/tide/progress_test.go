@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -134,24 +133,6 @@ func TestScreenRedrawsInPlace(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the status loop and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestStatusLoopMongo runs a MongoDB pipeline (embedded server, a
 // snapshot of 300 documents, then a change) under the status loop, and
 // reads what a terminal would show: the collection's bar, finished, then
@@ -182,7 +163,7 @@ func TestStatusLoopMongo(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	var out syncBuffer
+	var out testenv.Buffer
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	loopDone := make(chan struct{})
 	go func() {

@@ -119,7 +119,7 @@ func runUntil(t *testing.T, dir, cfg, out string, until func([]outLine) bool) st
 // it with SIGTERM and returns its stderr.
 func runWhile(t *testing.T, cmd *exec.Cmd, done func() bool) string {
 	t.Helper()
-	var stderr syncBuffer
+	var stderr testenv.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

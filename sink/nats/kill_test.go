@@ -1,7 +1,6 @@
 package nats
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,31 +17,12 @@ import (
 	"github.com/tide-cdc/tide/internal/testenv"
 )
 
-// lockedBuffer is a bytes.Buffer that the process's output copier and the
-// test may use at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runTide runs `tide run -f pipeline`; with kill > 0 it sends SIGKILL
 // after that long unless tide ended first. It returns tide's error and
 // whether it was killed.
 func runTide(t *testing.T, bin, pipeline string, kill time.Duration) (error, bool, string) {
 	t.Helper()
-	var stderr lockedBuffer
+	var stderr testenv.Buffer
 	cmd := exec.Command(bin, "run", "-f", pipeline, "--log-level", "warn", "--progress", "never")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

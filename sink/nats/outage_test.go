@@ -83,7 +83,7 @@ func startNATSAfter(t *testing.T, a natsAddr, d time.Duration) <-chan struct{} {
 }
 
 // warnLogger returns a logger of warnings and above into buf.
-func warnLogger(buf *lockedBuffer) *slog.Logger {
+func warnLogger(buf *testenv.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
@@ -131,7 +131,7 @@ func checkStream(t *testing.T, url, name string, n int) {
 func TestCommitRidesOutOutage(t *testing.T) {
 	srv := testenv.NATS(t)
 	url := srv.ClientURL()
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	s := openSink(t, Config{
 		Pipeline: "orders", Servers: []string{url}, Stream: "CDC", CreateStream: &StreamSpec{},
 		MaxInFlight: 500, Logger: warnLogger(&logs),
@@ -183,7 +183,7 @@ func TestCommitRidesOutOutage(t *testing.T) {
 // starts 2s later, and Open succeeds, having logged that it waits.
 func TestOpenWaitsForNATS(t *testing.T) {
 	a := freeNATSAddr(t)
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	start := time.Now()
 	back := startNATSAfter(t, a, 2*time.Second)
 	s := openSink(t, Config{
@@ -343,7 +343,7 @@ func TestCommitKeepsOrderAcrossLostPublishes(t *testing.T) {
 	srv := testenv.NATS(t)
 	proxy := testenv.StartProxy(t, srv.Addr().String())
 	proxy.DropAfter(1<<20, 300*time.Millisecond)
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	s := openSink(t, Config{
 		Pipeline: "orders", Servers: []string{"nats://" + proxy.Addr()}, Stream: "CDC", CreateStream: &StreamSpec{},
 		MaxInFlight: 500, Logger: warnLogger(&logs),

@@ -202,7 +202,7 @@ func TestConnectionCutAroundCommit(t *testing.T) {
 			via := *u
 			via.Host = proxy.addr()
 
-			var logs syncBuffer
+			var logs testenv.Buffer
 			cfg := postgres.Config{DSN: via.String(), Table: "events", Mode: mode, CreateTable: true, SoftDelete: true,
 				Pipeline: "cut",
 				Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelInfo}))}
@@ -234,22 +234,4 @@ func TestConnectionCutAroundCommit(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -1,7 +1,6 @@
 package mongo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,9 +49,9 @@ sink:
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	start := func() (*exec.Cmd, *syncBuffer) {
+	start := func() (*exec.Cmd, *testenv.Buffer) {
 		cmd := exec.Command(bin, "run", "-f", file, "--log-level", "warn", "--progress", "never")
-		stderr := &syncBuffer{}
+		stderr := &testenv.Buffer{}
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -175,22 +173,4 @@ func isClosed(c chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a child's stderr copier and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

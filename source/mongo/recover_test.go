@@ -272,7 +272,7 @@ func TestOplogHeadroom(t *testing.T) {
 	cfg := e.config(t)
 	cfg.OplogPoll = 100 * time.Millisecond
 	cfg.HeadroomWarn = time.Hour
-	var logs syncBuffer
+	var logs testenv.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	src := openSource(t, cfg, nil)
 	first, err := pollUntil(t, src, func(evs []cdc.Event) bool { return len(evs) > 0 })
@@ -361,7 +361,7 @@ func TestOplogHeadroomRefused(t *testing.T) {
 		{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "read"}, {Key: "db", Value: "shop"}}, "clusterMonitor"}}}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testenv.Buffer
 	cfg := (&env{srv: srv}).config(t)
 	cfg.URI = "mongodb://" + url.UserPassword("app", "app-pw").String() + "@" + srv.Addr() + "/?replicaSet=rs0&authSource=admin"
 	cfg.OplogPoll = 100 * time.Millisecond

@@ -1,13 +1,11 @@
 package nats
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,32 +16,13 @@ import (
 // tideProc is a running `tide run`.
 type tideProc struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *testenv.Buffer
 	done   chan error
-}
-
-// lockedBuffer is a bytes.Buffer that the process's output copier and the
-// test may use at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func startTide(t *testing.T, bin, pipeline string) *tideProc {
 	t.Helper()
-	p := &tideProc{stderr: new(lockedBuffer), done: make(chan error, 1)}
+	p := &tideProc{stderr: new(testenv.Buffer), done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, "run", "-f", pipeline, "--log-level", "info", "--progress", "never")
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
