@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -255,23 +256,34 @@ func checkStreamSeqs(t *testing.T, js jetstream.JetStream, stream string, n int)
 		t.Fatal(err)
 	}
 	seen := make(map[int64]bool, n)
-	batch, err := c.Fetch(int(info.State.Msgs), jetstream.FetchMaxWait(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for m := range batch.Messages() {
-		var rec struct {
-			Doc struct {
-				Seq int64 `json:"seq"`
-			} `json:"_full_document"`
+	// A fetch may end early (fewer messages than asked, or none while a
+	// restarted node catches up): read until every message came.
+	for read := 0; read < int(info.State.Msgs); {
+		if ctx.Err() != nil {
+			t.Fatalf("stream %s: read %d of %d messages within 20s", stream, read, info.State.Msgs)
 		}
-		if err := json.Unmarshal(m.Data(), &rec); err != nil {
-			t.Fatalf("stream %s: %v", stream, err)
+		batch, err := c.Fetch(int(info.State.Msgs)-read, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatalf("stream %s: fetch: %v", stream, err)
 		}
-		if seen[rec.Doc.Seq] {
-			t.Fatalf("stream %s: seq %d twice", stream, rec.Doc.Seq)
+		for m := range batch.Messages() {
+			read++
+			var rec struct {
+				Doc struct {
+					Seq int64 `json:"seq"`
+				} `json:"_full_document"`
+			}
+			if err := json.Unmarshal(m.Data(), &rec); err != nil {
+				t.Fatalf("stream %s: %v", stream, err)
+			}
+			if seen[rec.Doc.Seq] {
+				t.Fatalf("stream %s: seq %d twice", stream, rec.Doc.Seq)
+			}
+			seen[rec.Doc.Seq] = true
 		}
-		seen[rec.Doc.Seq] = true
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			t.Fatalf("stream %s: fetch: %v", stream, err)
+		}
 	}
 	for i := int64(1); i <= int64(n); i++ {
 		if !seen[i] {
