@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tide-cdc/tide/internal/testenv"
 )
@@ -441,7 +443,7 @@ func TestPostgresTablePerCollection(t *testing.T) {
 	cfg := writePipeline(t, dir, fmt.Sprintf(`
 name: pg-routed
 source:
-  generate: {count: %d, rate: 3000, collections: %d}
+  generate: {count: %d, rate: 1500, collections: %d}
 sink:
   postgres: {dsn: "${PG_DSN}", table: "{coll}", mode: mirror}
 checkpoint: sink
@@ -452,23 +454,42 @@ batch: {max_records: 100, commit_interval: 5ms}
 		c.Env = append(c.Env, "PG_DSN="+dsn)
 		return c
 	}
-	for kill := range 2 {
-		c := cmd("run", "-f", cfg)
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(300+150*kill) * time.Millisecond) // spreads the kill over the run, not a synchronisation
-		c.Process.Kill()
-		c.Wait()
-	}
 	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
+	// checkpointSeq reads the committed position; 0 before the first.
+	checkpointSeq := func() int64 {
+		var seq int64
+		err := conn.QueryRow(t.Context(), `SELECT (checkpoint->'source'->>'seq')::bigint FROM tide_checkpoints WHERE pipeline = 'pg-routed'`).Scan(&seq)
+		var pgErr *pgconn.PgError
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) && !(errors.As(err, &pgErr) && pgErr.Code == "42P01") { // no row, or no table yet
+			t.Fatalf("read the checkpoint: %v", err)
+		}
+		return seq
+	}
 	var seq int64
-	if err := conn.QueryRow(t.Context(), `SELECT (checkpoint->'source'->>'seq')::bigint FROM tide_checkpoints WHERE pipeline = 'pg-routed'`).Scan(&seq); err != nil || seq <= 0 || seq >= total {
-		t.Fatalf("checkpoint after the kills at seq %d (%v): want one inside the run, or the kills tested nothing", seq, err)
+	for range 2 {
+		c := cmd("run", "-f", cfg)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Kill once this run committed something of its own.
+		deadline := time.Now().Add(time.Minute)
+		for before := seq; seq <= before; seq = checkpointSeq() {
+			if time.Now().After(deadline) {
+				c.Process.Kill()
+				c.Wait()
+				t.Fatalf("tide run committed nothing past seq %d within a minute", before)
+			}
+			time.Sleep(10 * time.Millisecond) // polls another process's commits
+		}
+		c.Process.Kill()
+		c.Wait()
+	}
+	if seq = checkpointSeq(); seq <= 0 || seq >= total {
+		t.Fatalf("checkpoint after the kills at seq %d: want one inside the run, or the kills tested nothing", seq)
 	}
 	if out, err := cmd("run", "-f", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("final run: %v\n%s", err, out)
