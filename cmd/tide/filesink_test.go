@@ -212,14 +212,32 @@ sink:
   file: {path: "./out/{db}/{coll}.jsonl"}
 batch: {commit_interval: 5ms, max_records: 100}
 `, total, colls))
-	for kill := range 3 {
+	// outBytes sums the sizes of the per-namespace files.
+	outBytes := func() int64 {
+		var n int64
+		for k := range colls {
+			if fi, err := os.Stat(filepath.Join(dir, "out", "gen", fmt.Sprintf("events_%d.jsonl", k))); err == nil {
+				n += fi.Size()
+			}
+		}
+		return n
+	}
+	for range 3 {
 		cmd := tideCmd(t, dir, "run", "-f", cfg)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// A random moment is not needed: at 4000 events a second the
-		// kill lands inside a run of 5 ms batches whatever it hits.
-		time.Sleep(time.Duration(300+100*kill) * time.Millisecond)
+		// Kill once this run wrote something of its own: at 4000 events a
+		// second the kill then lands inside a run of 5 ms batches.
+		before, deadline := outBytes(), time.Now().Add(time.Minute)
+		for outBytes() <= before {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("tide run wrote nothing past %d bytes within a minute", before)
+			}
+			time.Sleep(10 * time.Millisecond) // polls another process's output
+		}
 		cmd.Process.Kill()
 		cmd.Wait()
 	}
