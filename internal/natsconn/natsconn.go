@@ -8,9 +8,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -145,17 +148,42 @@ func Options(c Config) ([]nats.Option, error) {
 	return opts, nil
 }
 
-// Connect dials c's servers with Options(c) followed by extra.
+// connectRetryFor bounds the retries of a first connection that reached
+// a server and was then broken.
+const connectRetryFor = 10 * time.Second
+
+// Connect dials c's servers with Options(c) followed by extra. A first
+// connection that reached a server and broke before the handshake ended
+// (EOF, a reset, a timeout: a network fault or a server restarting) is
+// tried again for up to 10s; a refusal or a bad credential fails at once.
 func Connect(c Config, extra ...nats.Option) (*nats.Conn, error) {
 	opts, err := Options(c)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(strings.Join(c.Servers, ","), append(opts, extra...)...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", RedactServers(c.Servers), err)
+	deadline := time.Now().Add(connectRetryFor)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		nc, err := nats.Connect(strings.Join(c.Servers, ","), append(opts, extra...)...)
+		if err == nil {
+			return nc, nil
+		}
+		if !brokenHandshake(err) || time.Now().Add(pause).After(deadline) {
+			return nil, fmt.Errorf("connect to nats %s: %w", RedactServers(c.Servers), err)
+		}
+		time.Sleep(pause)
 	}
-	return nc, nil
+}
+
+// brokenHandshake reports whether a failed first connection reached a
+// server and lost the connection, as opposed to being refused or turned
+// away.
+func brokenHandshake(err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, nats.ErrTimeout) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // RedactServers joins the server URLs with any credentials in them
