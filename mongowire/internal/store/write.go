@@ -209,7 +209,7 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledU
 // upsert inserts the document an update builds when nothing matched: the
 // filter's equality fields, then the update applied with $setOnInsert.
 func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate) (bson.Raw, error) {
-	var seed bson.D
+	seed := bson.D{} // a nil D does not marshal: a filter without equalities seeds nothing
 	for _, e := range f.EqualityFields() {
 		if strings.HasPrefix(e.Key, "$") {
 			continue
