@@ -45,6 +45,13 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 	if _, err := r.cmd.LookupErr("pipeline"); err != nil {
 		return nil, missingField("aggregate.pipeline")
 	}
+	let, err := commandLet(r)
+	if err != nil {
+		return nil, err
+	}
+	if stages, err = letPipeline(stages, let); err != nil {
+		return nil, err
+	}
 	if explain { // aggregate's explain: true is the queryPlanner verbosity
 		return s.explainAggregate(r, r.cmd, "queryPlanner")
 	}

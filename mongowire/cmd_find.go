@@ -44,6 +44,9 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		return nil, mongoerr.New(mongoerr.BadValue, "error processing query: tailable cursor requested on non capped collection %s", ns)
 	}
 	spec.Skip, spec.Limit = skip, limit
+	if err := letFind(r, &spec); err != nil {
+		return nil, err
+	}
 	var docs []bson.Raw
 	if ns == oplogNS {
 		docs, err = findOplog(s.store.Oplog(), spec)
