@@ -92,6 +92,14 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
 	}
+	if at, ok := s.snapshotAt(r); ok {
+		docs, err := s.store.AggregateAt(ns, stages, at)
+		if err != nil {
+			return nil, err
+		}
+		reply, err := s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
+		return withAtClusterTime(reply, at), err
+	}
 	docs, err := s.store.Aggregate(ns, stages)
 	if err != nil {
 		return nil, err

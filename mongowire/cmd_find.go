@@ -48,13 +48,21 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		return nil, err
 	}
 	var docs []bson.Raw
-	if ns == oplogNS {
+	at, snapshot := s.snapshotAt(r)
+	switch {
+	case ns == oplogNS:
 		docs, err = findOplog(s.store.Oplog(), spec)
-	} else {
+	case snapshot:
+		docs, err = s.store.FindAt(ns, spec, at)
+	default:
 		docs, err = s.store.Find(ns, spec)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return s.openCursor(ctx, ns.String(), &sliceSource{docs: docs}, cursorOptions{batchSize: batch, singleBatch: single})
+	reply, err := s.openCursor(ctx, ns.String(), &sliceSource{docs: docs}, cursorOptions{batchSize: batch, singleBatch: single})
+	if err == nil && snapshot {
+		reply = withAtClusterTime(reply, at)
+	}
+	return reply, err
 }

@@ -185,6 +185,9 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := refuseCollation(r.cmd); err != nil {
 		return s.errorReply(err), nil
 	}
+	if err := s.checkReadConcern(r); err != nil {
+		return s.errorReply(err), nil
+	}
 	if cmd.retryable {
 		if sess, txn, ok := s.sessions.forWrite(r.cmd); ok {
 			return s.runRetryable(ctx, c, r, cmd, sess, txn)
