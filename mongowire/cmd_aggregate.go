@@ -45,6 +45,9 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 	if _, err := r.cmd.LookupErr("pipeline"); err != nil {
 		return nil, missingField("aggregate.pipeline")
 	}
+	if err := refuseSearchStage(stages); err != nil {
+		return nil, err
+	}
 	let, err := commandLet(r)
 	if err != nil {
 		return nil, err
