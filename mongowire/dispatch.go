@@ -128,8 +128,11 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 				if err != nil {
 					return nil, err
 				}
-				return appendDocField(reply, "writeConcernError", act.writeConcernErr), nil
+				return withWriteConcernError(reply, act), nil
 			}
+		}
+		if reply, err, handled := s.onPrimaryTransactionalWrite(ctx, c, r); handled {
+			return reply, err
 		}
 	}
 	reply, err := s.runCommand(ctx, c, r)
