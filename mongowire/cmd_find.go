@@ -26,6 +26,7 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 	limit, _ := a.int64("limit")
 	single := a.bool("singleBatch")
 	tailable := a.bool("tailable")
+	returnKey, showRecordID := a.bool("returnKey"), a.bool("showRecordId")
 	if a.err != nil {
 		return nil, a.err
 	}
@@ -54,6 +55,8 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		docs, err = findOplog(s.store.Oplog(), spec)
 	case snapshot:
 		docs, err = s.store.FindAt(ns, spec, at)
+	case returnKey || showRecordID:
+		docs, err = s.findRecords(ns, spec, returnKey, showRecordID)
 	default:
 		docs, err = s.store.Find(ns, spec)
 	}
