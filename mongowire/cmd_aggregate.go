@@ -65,6 +65,14 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 	if err != nil {
 		return nil, err
 	}
+	if docs, ok, err := documentsStage(ns.Coll, stages); err != nil {
+		return nil, err
+	} else if ok {
+		if docs, err = s.store.AggregateDocs(r.db, stages[1:], docs); err != nil {
+			return nil, err
+		}
+		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
+	}
 	if changestream.IsChangeStream(stages) {
 		return s.aggregateChangeStream(ctx, r, ns.Coll, cursorNS, batch)
 	}
