@@ -15,7 +15,7 @@ import (
 // or not: a misplaced one gets its error there) goes to the change-stream
 // engine; $collStats, $currentOp, $out and $merge are served here; the
 // rest is the store's.
-func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D, error) {
 	if err := validDB(r.db); err != nil {
 		return nil, err
 	}
@@ -64,6 +64,14 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 	batch, err := cursorArg(r)
 	if err != nil {
 		return nil, err
+	}
+	if docs, ok, err := s.listLocalSessionsStage(c, r, ns.Coll, stages); err != nil {
+		return nil, err
+	} else if ok {
+		if docs, err = s.store.AggregateDocs(r.db, stages[1:], docs); err != nil {
+			return nil, err
+		}
+		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 	}
 	if docs, ok, err := documentsStage(ns.Coll, stages); err != nil {
 		return nil, err

@@ -162,6 +162,7 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := s.authorize(c, r); err != nil {
 		return s.errorReply(err), nil
 	}
+	s.local.touch(c, r)
 	if s.cfg.Auth && c.auth.user != nil { // cursors opened now belong to this user
 		ctx = context.WithValue(ctx, cursorOwnerKey{}, c.auth.user.ID)
 	}
