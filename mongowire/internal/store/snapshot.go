@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -20,7 +21,7 @@ import (
 // current documents and undoes, newest first, every write after ts. The
 // history covers SnapshotHistory (300 s by default, mongod's
 // minSnapshotHistoryWindowInSeconds) and at most snapshotHistoryBytes of
-// replaced documents; a read older than what is kept, or older than the
+// replaced documents and bookkeeping (so a burst of writes shortens it); a read older than what is kept, or older than the
 // store's opening (the journal keeps no pre-images), fails with
 // SnapshotTooOld, and a read across a DDL change of its collection with
 // SnapshotUnavailable, as mongod's do. The versions are shared slices of
@@ -31,43 +32,49 @@ const (
 	snapshotHistoryBytes  = 64 << 20
 )
 
-// version is one write as the snapshot history keeps it.
+// version is one write as the snapshot history keeps it: 48 bytes.
 type version struct {
 	ts   bson.Timestamp
-	wall time.Time
-	ns   Namespace
-	to   Namespace // rename: the target, also changed
-	rid  uint64    // 0 for a DDL write
-	pre  bson.Raw  // the document before the write; nil for an insert
+	wall int64       // Unix nanoseconds
+	c    *collection // a document write: its collection; nil for DDL
+	rid  uint64      // a document write: its record
+	pre  bson.Raw    // the document before the write; nil for an insert
+	ddl  *ddlMark    // a DDL write: the namespaces it changed
 }
+
+type ddlMark struct{ ns, to Namespace }
 
 // history is the snapshot history; it is guarded by Store.mu.
 type history struct {
-	versions []version // in cluster-time order
-	bytes    int
+	versions []version // versions[head:] are kept, in cluster-time order
+	head     int
+	bytes    int            // replaced documents plus versionSize per version
 	floor    bson.Timestamp // reads at or after floor are complete
 }
 
+// versionSize is what a version costs beyond its document.
+const versionSize = int(unsafe.Sizeof(version{}))
+
 // keep records that the write just emitted on t replaced pre (nil: the
-// record rid did not exist) in record rid.
-func (t *tx) keep(rid uint64, pre bson.Raw) {
+// record did not exist) in record rid of c.
+func (t *tx) keep(c *collection, rid uint64, pre bson.Raw) {
 	e := &t.entries[len(t.entries)-1]
-	t.s.hist.add(version{ts: e.TS, wall: t.wall, ns: e.NS, rid: rid, pre: pre})
+	t.s.hist.add(version{ts: e.TS, wall: t.wall.UnixNano(), c: c, rid: rid, pre: pre})
 }
 
 // keepDDL records a DDL entry: a read across it is refused.
 func (h *history) keepDDL(e *OplogEntry) {
-	v := version{ts: e.TS, wall: e.Wall, ns: e.NS}
+	m := &ddlMark{ns: e.NS}
 	if e.Op == "rename" {
 		for _, x := range e.Extra {
 			if s, ok := x.Value.(string); ok && x.Key == "to" {
 				if db, coll, ok := cutNS(s); ok {
-					v.to = Namespace{DB: db, Coll: coll}
+					m.to = Namespace{DB: db, Coll: coll}
 				}
 			}
 		}
 	}
-	h.add(v)
+	h.add(version{ts: e.TS, wall: e.Wall.UnixNano(), ddl: m})
 }
 
 func cutNS(s string) (string, string, bool) {
@@ -81,23 +88,29 @@ func cutNS(s string) (string, string, bool) {
 
 func (h *history) add(v version) {
 	h.versions = append(h.versions, v)
-	h.bytes += len(v.pre)
-	// Drop what is past the window or the byte bound, a batch at a time.
-	drop := 0
-	for drop < len(h.versions) && (h.bytes > snapshotHistoryBytes || v.wall.Sub(h.versions[drop].wall) > snapshotHistoryWindow) {
-		h.bytes -= len(h.versions[drop].pre)
-		drop++
+	h.bytes += len(v.pre) + versionSize
+	// Forget what is past the window or the byte bound.
+	for h.head < len(h.versions) && (h.bytes > snapshotHistoryBytes || v.wall-h.versions[h.head].wall > int64(snapshotHistoryWindow)) {
+		old := &h.versions[h.head]
+		h.bytes -= len(old.pre) + versionSize
+		h.floor = old.ts
+		*old = version{} // let the document go
+		h.head++
 	}
-	if drop > 0 {
-		h.floor = h.versions[drop-1].ts
-		h.versions = slices.Delete(h.versions, 0, drop)
+	if h.head > 1024 && h.head > len(h.versions)/2 { // reclaim the front
+		n := copy(h.versions, h.versions[h.head:])
+		clear(h.versions[n:])
+		h.versions, h.head = h.versions[:n], 0
 	}
 }
+
+// kept returns the versions kept, oldest first.
+func (h *history) kept() []version { return h.versions[h.head:] }
 
 // affects reports whether a DDL version changes ns.
 func (v *version) affects(ns Namespace) bool {
 	hit := func(n Namespace) bool { return n.DB == ns.DB && (n.Coll == "" || n.Coll == ns.Coll) }
-	return v.rid == 0 && (hit(v.ns) || v.to != Namespace{} && hit(v.to))
+	return v.ddl != nil && (hit(v.ddl.ns) || v.ddl.to != Namespace{} && hit(v.ddl.to))
 }
 
 // SnapshotFloor returns the oldest cluster time a snapshot read may ask for.
@@ -115,7 +128,8 @@ func (s *Store) readAt(ns Namespace, ts bson.Timestamp) ([]bson.Raw, error) {
 			return mongoerr.New(mongoerr.SnapshotTooOld, "Read timestamp %s is older than the oldest available timestamp.", tsString(ts))
 		}
 		undo := map[uint64]bson.Raw{}
-		vs := s.hist.versions
+		c := s.collLocked(ns)
+		vs := s.hist.kept()
 		for i := len(vs) - 1; i >= 0 && tsLess(ts, vs[i].ts); i-- {
 			v := &vs[i]
 			switch {
@@ -123,7 +137,7 @@ func (s *Store) readAt(ns Namespace, ts bson.Timestamp) ([]bson.Raw, error) {
 				return mongoerr.New(mongoerr.SnapshotUnavailable,
 					"Unable to read from a snapshot due to pending collection catalog changes; please retry the operation. Snapshot timestamp is %s. Collection minimum is %s.",
 					tsString(ts), tsString(v.ts))
-			case v.rid != 0 && v.ns == ns:
+			case c != nil && v.c == c:
 				undo[v.rid] = v.pre // the oldest write after ts comes last and wins
 			}
 		}
@@ -132,7 +146,7 @@ func (s *Store) readAt(ns Namespace, ts bson.Timestamp) ([]bson.Raw, error) {
 			doc bson.Raw
 		}
 		var all []ridDoc
-		if c := s.collLocked(ns); c != nil {
+		if c != nil {
 			all = make([]ridDoc, 0, c.live)
 			for _, r := range c.recs {
 				doc := r.doc

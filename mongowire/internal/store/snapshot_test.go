@@ -108,13 +108,20 @@ func TestReadAtRefusals(t *testing.T) {
 func TestHistoryWindow(t *testing.T) {
 	var h history
 	start := time.Now()
-	h.add(version{ts: bson.Timestamp{T: 1}, wall: start, rid: 1, pre: bson.Raw("xxxxx")})
-	h.add(version{ts: bson.Timestamp{T: 2}, wall: start.Add(time.Second), rid: 1})
-	if h.floor != (bson.Timestamp{}) || len(h.versions) != 2 {
-		t.Fatalf("within the window: floor %v, %d versions", h.floor, len(h.versions))
+	h.add(version{ts: bson.Timestamp{T: 1}, wall: start.UnixNano(), rid: 1, pre: bson.Raw("xxxxx")})
+	h.add(version{ts: bson.Timestamp{T: 2}, wall: start.Add(time.Second).UnixNano(), rid: 1})
+	if h.floor != (bson.Timestamp{}) || len(h.kept()) != 2 {
+		t.Fatalf("within the window: floor %v, %d versions", h.floor, len(h.kept()))
 	}
-	h.add(version{ts: bson.Timestamp{T: 400}, wall: start.Add(snapshotHistoryWindow + 2*time.Second), rid: 1})
-	if h.floor != (bson.Timestamp{T: 2}) || len(h.versions) != 1 || h.bytes != 0 {
-		t.Fatalf("past the window: floor %v, %d versions, %d bytes", h.floor, len(h.versions), h.bytes)
+	h.add(version{ts: bson.Timestamp{T: 400}, wall: start.Add(snapshotHistoryWindow + 2*time.Second).UnixNano(), rid: 1})
+	if h.floor != (bson.Timestamp{T: 2}) || len(h.kept()) != 1 || h.bytes != versionSize {
+		t.Fatalf("past the window: floor %v, %d versions, %d bytes", h.floor, len(h.kept()), h.bytes)
+	}
+	// The byte bound: the oldest go first, and the front is reclaimed.
+	for i := range snapshotHistoryBytes/versionSize + 2000 {
+		h.add(version{ts: bson.Timestamp{T: 500, I: uint32(i)}, wall: start.Add(snapshotHistoryWindow + 3*time.Second).UnixNano(), rid: 1})
+	}
+	if h.bytes > snapshotHistoryBytes || h.floor.T != 500 || len(h.versions) > 2*len(h.kept())+1024 {
+		t.Fatalf("past the byte bound: %d bytes, floor %v, %d slots for %d versions", h.bytes, h.floor, len(h.versions), len(h.kept()))
 	}
 }

@@ -132,7 +132,7 @@ func (s *Store) Insert(ns Namespace, docs []bson.Raw, ordered bool) (n int, errs
 			}
 			n++
 			t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
-			t.keep(c.nextRID-1, nil)
+			t.keep(c, c.nextRID-1, nil)
 		}
 		return nil
 	})
@@ -204,7 +204,7 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledU
 		e.Pre = old
 	}
 	t.emit(e)
-	t.keep(c.recs[p].rid, old)
+	t.keep(c, c.recs[p].rid, old)
 	return nd, nil
 }
 
@@ -243,7 +243,7 @@ func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate) (bson.R
 		return nil, werr
 	}
 	t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
-	t.keep(c.nextRID-1, nil)
+	t.keep(c, c.nextRID-1, nil)
 	return doc, nil
 }
 
@@ -362,7 +362,7 @@ func (s *Store) deleteAt(t *tx, ns Namespace, c *collection, p int) {
 		e.Pre = old
 	}
 	t.emit(e)
-	t.keep(rid, old)
+	t.keep(c, rid, old)
 }
 
 // FindAndModify updates or removes the first document matching Filter in
