@@ -94,7 +94,7 @@ func (s *Server) checkReadConcern(r *request) error {
 		return nil
 	}
 	rc, err := parseReadConcern(r)
-	if err != nil {
+	if err != nil || rc == (readConcern{}) {
 		return err
 	}
 	now := s.store.ClusterTime()
