@@ -60,6 +60,10 @@ var collCommands = map[string]action{
 	"collStats":     actCollStats,
 	"listIndexes":   actListIndexes,
 	"validate":      actValidate,
+
+	"createSearchIndexes": actCreateIndex, // mongod has actions of their own, in the same built-in roles
+	"updateSearchIndex":   actCreateIndex,
+	"dropSearchIndex":     actDropIndex,
 }
 
 // dbCommands need actions on the database.
@@ -158,7 +162,7 @@ func (s *Server) permits(p *privileges, r *request) bool {
 		if err != nil || first.Key() == "explain" {
 			return true
 		}
-		return s.permits(p, &request{name: first.Key(), db: r.db, cmd: inner})
+		return s.permits(p, &request{name: canonicalCommand(first.Key()), db: r.db, cmd: inner})
 	case "renameCollection":
 		from, _ := r.cmd.Index(0).Value().StringValueOK()
 		to, _ := r.cmd.Lookup("to").StringValueOK()

@@ -15,7 +15,7 @@ import (
 // or not: a misplaced one gets its error there) goes to the change-stream
 // engine; $collStats, $currentOp, $out and $merge are served here; the
 // rest is the store's.
-func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D, error) {
 	if err := validDB(r.db); err != nil {
 		return nil, err
 	}
@@ -45,6 +45,16 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 	if _, err := r.cmd.LookupErr("pipeline"); err != nil {
 		return nil, missingField("aggregate.pipeline")
 	}
+	if err := refuseSearchStage(stages); err != nil {
+		return nil, err
+	}
+	let, err := commandLet(r)
+	if err != nil {
+		return nil, err
+	}
+	if stages, err = letPipeline(stages, let); err != nil {
+		return nil, err
+	}
 	if explain { // aggregate's explain: true is the queryPlanner verbosity
 		return s.explainAggregate(r, r.cmd, "queryPlanner")
 	}
@@ -54,6 +64,22 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 	batch, err := cursorArg(r)
 	if err != nil {
 		return nil, err
+	}
+	if docs, ok, err := s.listLocalSessionsStage(c, r, ns.Coll, stages); err != nil {
+		return nil, err
+	} else if ok {
+		if docs, err = s.store.AggregateDocs(r.db, stages[1:], docs); err != nil {
+			return nil, err
+		}
+		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
+	}
+	if docs, ok, err := documentsStage(ns.Coll, stages); err != nil {
+		return nil, err
+	} else if ok {
+		if docs, err = s.store.AggregateDocs(r.db, stages[1:], docs); err != nil {
+			return nil, err
+		}
+		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 	}
 	if changestream.IsChangeStream(stages) {
 		return s.aggregateChangeStream(ctx, r, ns.Coll, cursorNS, batch)
@@ -84,6 +110,14 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 			return nil, err
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
+	}
+	if at, ok := s.snapshotAt(r); ok {
+		docs, err := s.store.AggregateAt(ns, stages, at)
+		if err != nil {
+			return nil, err
+		}
+		reply, err := s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
+		return withAtClusterTime(reply, at), err
 	}
 	docs, err := s.store.Aggregate(ns, stages)
 	if err != nil {

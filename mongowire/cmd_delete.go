@@ -24,6 +24,10 @@ func (s *Server) cmdDelete(_ context.Context, _ *conn, r *request) (bson.D, erro
 		q     bson.Raw
 		limit int
 	}
+	let, err := commandLet(r)
+	if err != nil {
+		return nil, err
+	}
 	parsed := make([]deleteStmt, len(stmts))
 	for i, stmt := range stmts {
 		if err := deleteStatementFields.check("delete.deletes", stmt, false); err != nil {
@@ -41,6 +45,9 @@ func (s *Server) cmdDelete(_ context.Context, _ *conn, r *request) (bson.D, erro
 			return nil, missingField("delete.deletes.limit")
 		case limit != 0 && limit != 1:
 			return nil, mongoerr.New(mongoerr.FailedToParse, "The limit field in delete objects must be 0 or 1. Got %d", limit)
+		}
+		if q, err = letFilter(q, let); err != nil {
+			return nil, err
 		}
 		parsed[i] = deleteStmt{q: q, limit: int(limit)}
 	}

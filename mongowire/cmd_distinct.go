@@ -21,7 +21,13 @@ func (s *Server) cmdDistinct(_ context.Context, _ *conn, r *request) (bson.D, er
 	if !ok {
 		return nil, missingField("distinct.key")
 	}
-	vals, err := s.store.Distinct(ns, key, q)
+	at, snapshot := s.snapshotAt(r)
+	var vals []bson.RawValue
+	if snapshot {
+		vals, err = s.store.DistinctAt(ns, key, q, at)
+	} else {
+		vals, err = s.store.Distinct(ns, key, q)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -29,5 +35,9 @@ func (s *Server) cmdDistinct(_ context.Context, _ *conn, r *request) (bson.D, er
 	for i, v := range vals {
 		out[i] = v
 	}
-	return bson.D{{Key: "values", Value: out}}, nil
+	reply := bson.D{{Key: "values", Value: out}}
+	if snapshot { // a snapshot session's driver takes its time from here
+		reply = append(reply, bson.E{Key: "atClusterTime", Value: at})
+	}
+	return reply, nil
 }

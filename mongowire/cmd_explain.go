@@ -37,7 +37,7 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 	if err != nil {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "explain command requires a nested object")
 	}
-	sub := &request{name: first.Key(), db: r.db, cmd: inner}
+	sub := &request{name: canonicalCommand(first.Key()), db: r.db, cmd: inner}
 	if dbv, err := inner.LookupErr("$db"); err == nil {
 		if db, ok := dbv.StringValueOK(); ok {
 			sub.db = db

@@ -26,6 +26,7 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 	limit, _ := a.int64("limit")
 	single := a.bool("singleBatch")
 	tailable := a.bool("tailable")
+	returnKey, showRecordID := a.bool("returnKey"), a.bool("showRecordId")
 	if a.err != nil {
 		return nil, a.err
 	}
@@ -44,14 +45,27 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		return nil, mongoerr.New(mongoerr.BadValue, "error processing query: tailable cursor requested on non capped collection %s", ns)
 	}
 	spec.Skip, spec.Limit = skip, limit
+	if err := letFind(r, &spec); err != nil {
+		return nil, err
+	}
 	var docs []bson.Raw
-	if ns == oplogNS {
+	at, snapshot := s.snapshotAt(r)
+	switch {
+	case ns == oplogNS:
 		docs, err = findOplog(s.store.Oplog(), spec)
-	} else {
+	case snapshot:
+		docs, err = s.store.FindAt(ns, spec, at)
+	case returnKey || showRecordID:
+		docs, err = s.findRecords(ns, spec, returnKey, showRecordID)
+	default:
 		docs, err = s.store.Find(ns, spec)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return s.openCursor(ctx, ns.String(), &sliceSource{docs: docs}, cursorOptions{batchSize: batch, singleBatch: single})
+	reply, err := s.openCursor(ctx, ns.String(), &sliceSource{docs: docs}, cursorOptions{batchSize: batch, singleBatch: single})
+	if err == nil && snapshot {
+		reply = withAtClusterTime(reply, at)
+	}
+	return reply, err
 }

@@ -44,6 +44,9 @@ func (s *Server) cmdFindAndModify(_ context.Context, _ *conn, r *request) (bson.
 		return nil, mongoerr.New(mongoerr.FailedToParse, "Update argument must be either an object or an array")
 	}
 	spec.Update = u
+	if err := letFindAndModify(r, &spec); err != nil {
+		return nil, err
+	}
 	res, err := s.store.FindAndModify(ns, spec)
 	if err != nil {
 		return nil, err

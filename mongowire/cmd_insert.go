@@ -20,6 +20,12 @@ func (s *Server) cmdInsert(_ context.Context, _ *conn, r *request) (bson.D, erro
 	if err != nil {
 		return nil, err
 	}
+	a := newArgs(r)
+	if bypass := a.bool("bypassEmptyTsReplacement"); a.err != nil {
+		return nil, a.err
+	} else if !bypass {
+		docs = fillEmptyTimestamps(docs, s.store.Now)
+	}
 	n, errs := s.insert(ns, docs, ordered)
 	reply := bson.D{{Key: "n", Value: int32(n)}}
 	if len(errs) > 0 {

@@ -23,9 +23,16 @@ func (s *Server) cmdUpdate(_ context.Context, _ *conn, r *request) (bson.D, erro
 	// The statements are parsed before any runs: a malformed one fails
 	// the whole command, as mongod's IDL parser does; execution failures
 	// are per-statement write errors.
+	let, err := commandLet(r)
+	if err != nil {
+		return nil, err
+	}
 	specs := make([]store.UpdateSpec, len(stmts))
 	for i, stmt := range stmts {
 		if specs[i], err = parseUpdateStatement(stmt); err != nil {
+			return nil, err
+		}
+		if err = letUpdateSpec(&specs[i], let); err != nil {
 			return nil, err
 		}
 	}

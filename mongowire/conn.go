@@ -238,7 +238,7 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 		return c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(mongoerr.New(mongoerr.UnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", name)))
 	}
-	reply, err := c.s.runCommand(ctx, c, &request{name: name, db: "admin", cmd: cmd, legacy: true})
+	reply, err := c.s.runCommand(ctx, c, &request{name: canonicalCommand(name), db: "admin", cmd: cmd, legacy: true})
 	if err != nil {
 		return err
 	}

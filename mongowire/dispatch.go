@@ -34,60 +34,63 @@ type command struct {
 func (s *Server) commandTable() map[string]command {
 	return map[string]command{
 		// Sorted. One file per command (or per family of trivial ones).
-		"aggregate":          {run: s.cmdAggregate},
-		"authenticate":       {run: s.cmdAuthenticate},
-		"buildInfo":          {run: s.cmdBuildInfo},
-		"collMod":            {run: s.cmdCollMod},
-		"collStats":          {run: s.cmdCollStats},
-		"configureFailPoint": {run: s.cmdConfigureFailPoint, adminOnly: true, testOnly: true},
-		"connectionStatus":   {run: s.cmdConnectionStatus},
-		"count":              {run: s.cmdCount},
-		"currentOp":          {run: s.cmdCurrentOp, adminOnly: true},
-		"create":             {run: s.cmdCreate},
-		"createIndexes":      {run: s.cmdCreateIndexes},
-		"createUser":         {run: s.cmdCreateUser},
-		"dbStats":            {run: s.cmdDBStats},
-		"delete":             {run: s.cmdDelete, retryable: true},
-		"distinct":           {run: s.cmdDistinct},
-		"drop":               {run: s.cmdDrop},
-		"dropDatabase":       {run: s.cmdDropDatabase},
-		"dropIndexes":        {run: s.cmdDropIndexes},
-		"dropUser":           {run: s.cmdDropUser},
-		"endSessions":        {run: s.cmdEndSessions},
-		"explain":            {run: s.cmdExplain},
-		"find":               {run: s.cmdFind},
-		"findAndModify":      {run: s.cmdFindAndModify, retryable: true},
-		"getCmdLineOpts":     {run: s.cmdGetCmdLineOpts, adminOnly: true},
-		"getLog":             {run: s.cmdGetLog, adminOnly: true},
-		"getMore":            {run: s.cmdGetMore},
-		"getParameter":       {run: s.cmdGetParameter, adminOnly: true},
-		"grantRolesToUser":   {run: s.cmdGrantRolesToUser},
-		"hello":              {run: s.cmdHello},
-		"hostInfo":           {run: s.cmdHostInfo},
-		"insert":             {run: s.cmdInsert, retryable: true},
-		"isMaster":           {run: s.cmdHello},
-		"killAllSessions":    {run: s.cmdKillAllSessions},
-		"killCursors":        {run: s.cmdKillCursors},
-		"killSessions":       {run: s.cmdKillSessions},
-		"listCollections":    {run: s.cmdListCollections},
-		"listCommands":       {run: s.cmdListCommands},
-		"listDatabases":      {run: s.cmdListDatabases, adminOnly: true},
-		"listIndexes":        {run: s.cmdListIndexes},
-		"logout":             {run: s.cmdLogout},
-		"ping":               {run: s.cmdPing},
-		"profile":            {run: s.cmdProfile},
-		"renameCollection":   {run: s.cmdRenameCollection, adminOnly: true},
-		"replSetGetConfig":   {run: s.cmdReplSetGetConfig, adminOnly: true},
-		"replSetGetStatus":   {run: s.cmdReplSetGetStatus, adminOnly: true},
-		"rolesInfo":          {run: s.cmdRolesInfo},
-		"saslContinue":       {run: s.cmdSaslContinue},
-		"saslStart":          {run: s.cmdSaslStart},
-		"serverStatus":       {run: s.cmdServerStatus},
-		"update":             {run: s.cmdUpdate, retryable: true},
-		"updateUser":         {run: s.cmdUpdateUser},
-		"usersInfo":          {run: s.cmdUsersInfo},
-		"validate":           {run: s.cmdValidate},
-		"whatsmyuri":         {run: s.cmdWhatsMyURI},
+		"aggregate":           {run: s.cmdAggregate},
+		"authenticate":        {run: s.cmdAuthenticate},
+		"buildInfo":           {run: s.cmdBuildInfo},
+		"collMod":             {run: s.cmdCollMod},
+		"collStats":           {run: s.cmdCollStats},
+		"configureFailPoint":  {run: s.cmdConfigureFailPoint, adminOnly: true, testOnly: true},
+		"connectionStatus":    {run: s.cmdConnectionStatus},
+		"count":               {run: s.cmdCount},
+		"currentOp":           {run: s.cmdCurrentOp, adminOnly: true},
+		"create":              {run: s.cmdCreate},
+		"createIndexes":       {run: s.cmdCreateIndexes},
+		"createSearchIndexes": {run: s.cmdSearchIndex},
+		"dropSearchIndex":     {run: s.cmdSearchIndex},
+		"createUser":          {run: s.cmdCreateUser},
+		"dbStats":             {run: s.cmdDBStats},
+		"delete":              {run: s.cmdDelete, retryable: true},
+		"distinct":            {run: s.cmdDistinct},
+		"drop":                {run: s.cmdDrop},
+		"dropDatabase":        {run: s.cmdDropDatabase},
+		"dropIndexes":         {run: s.cmdDropIndexes},
+		"dropUser":            {run: s.cmdDropUser},
+		"endSessions":         {run: s.cmdEndSessions},
+		"explain":             {run: s.cmdExplain},
+		"find":                {run: s.cmdFind},
+		"findAndModify":       {run: s.cmdFindAndModify, retryable: true},
+		"getCmdLineOpts":      {run: s.cmdGetCmdLineOpts, adminOnly: true},
+		"getLog":              {run: s.cmdGetLog, adminOnly: true},
+		"getMore":             {run: s.cmdGetMore},
+		"getParameter":        {run: s.cmdGetParameter, adminOnly: true},
+		"grantRolesToUser":    {run: s.cmdGrantRolesToUser},
+		"hello":               {run: s.cmdHello},
+		"hostInfo":            {run: s.cmdHostInfo},
+		"insert":              {run: s.cmdInsert, retryable: true},
+		"isMaster":            {run: s.cmdHello},
+		"killAllSessions":     {run: s.cmdKillAllSessions},
+		"killCursors":         {run: s.cmdKillCursors},
+		"killSessions":        {run: s.cmdKillSessions},
+		"listCollections":     {run: s.cmdListCollections},
+		"listCommands":        {run: s.cmdListCommands},
+		"listDatabases":       {run: s.cmdListDatabases, adminOnly: true},
+		"listIndexes":         {run: s.cmdListIndexes},
+		"logout":              {run: s.cmdLogout},
+		"ping":                {run: s.cmdPing},
+		"profile":             {run: s.cmdProfile},
+		"renameCollection":    {run: s.cmdRenameCollection, adminOnly: true},
+		"replSetGetConfig":    {run: s.cmdReplSetGetConfig, adminOnly: true},
+		"replSetGetStatus":    {run: s.cmdReplSetGetStatus, adminOnly: true},
+		"rolesInfo":           {run: s.cmdRolesInfo},
+		"saslContinue":        {run: s.cmdSaslContinue},
+		"saslStart":           {run: s.cmdSaslStart},
+		"serverStatus":        {run: s.cmdServerStatus},
+		"update":              {run: s.cmdUpdate, retryable: true},
+		"updateSearchIndex":   {run: s.cmdSearchIndex},
+		"updateUser":          {run: s.cmdUpdateUser},
+		"usersInfo":           {run: s.cmdUsersInfo},
+		"validate":            {run: s.cmdValidate},
+		"whatsmyuri":          {run: s.cmdWhatsMyURI},
 
 		// Apart, so that the long name leaves the alignment above alone.
 		"getDefaultRWConcern": {run: s.cmdGetDefaultRWConcern, adminOnly: true},
@@ -104,7 +107,7 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 	if err != nil {
 		return s.errorReply(mongoerr.New(mongoerr.FailedToParse, "command document is empty")), nil
 	}
-	r := &request{name: first.Key(), cmd: cmd}
+	r := &request{name: canonicalCommand(first.Key()), cmd: cmd}
 	dbv, err := cmd.LookupErr("$db")
 	if err != nil {
 		return s.errorReply(mongoerr.New(40571, "OP_MSG requests require a $db argument")), nil
@@ -125,8 +128,11 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 				if err != nil {
 					return nil, err
 				}
-				return appendDocField(reply, "writeConcernError", act.writeConcernErr), nil
+				return withWriteConcernError(reply, act), nil
 			}
+		}
+		if reply, err, handled := s.onPrimaryTransactionalWrite(ctx, c, r); handled {
+			return reply, err
 		}
 	}
 	reply, err := s.runCommand(ctx, c, r)
@@ -143,12 +149,12 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 // without a reply (a fail point's closeConnection).
 func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, error) {
 	name := r.name
-	if name == "ismaster" {
-		name = "isMaster"
-	}
 	cmd, ok := s.commands[name]
 	if !ok || (cmd.testOnly && !s.cfg.EnableTestCommands) {
 		return s.errorReply(mongoerr.New(mongoerr.CommandNotFound, "no such command: '%s'", r.name)), nil
+	}
+	if err := checkAPIParameters(name, r.cmd); err != nil {
+		return s.errorReply(err), nil
 	}
 	if cmd.adminOnly && r.db != "admin" {
 		return s.errorReply(mongoerr.New(mongoerr.Unauthorized, "%s may only be run against the admin database.", name)), nil
@@ -156,6 +162,7 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := s.authorize(c, r); err != nil {
 		return s.errorReply(err), nil
 	}
+	s.local.touch(c, r)
 	if s.cfg.Auth && c.auth.user != nil { // cursors opened now belong to this user
 		ctx = context.WithValue(ctx, cursorOwnerKey{}, c.auth.user.ID)
 	}
@@ -183,6 +190,9 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 		return s.errorReply(err), nil
 	}
 	if err := refuseCollation(r.cmd); err != nil {
+		return s.errorReply(err), nil
+	}
+	if err := s.checkReadConcern(r); err != nil {
 		return s.errorReply(err), nil
 	}
 	if cmd.retryable {

@@ -18,15 +18,16 @@ type failPoint struct {
 	remaining int64  // times: activations left; skip: matches to let pass
 	entered   int64  // activations so far
 
-	commands        []string
-	errorCode       int32
-	errorLabels     []string
-	hasLabels       bool
-	closeConnection bool
-	blockTime       time.Duration
-	appName         string
-	namespace       string
-	writeConcernErr bson.Raw // replied after running the command
+	commands         []string
+	errorCode        int32
+	errorLabels      []string
+	hasLabels        bool
+	closeConnection  bool
+	blockTime        time.Duration
+	appName          string
+	namespace        string
+	writeConcernErr  bson.Raw // replied after running the command
+	failBeforeCommit int32    // onPrimaryTransactionalWrite: fail the write with this code, unapplied
 }
 
 // failPoints holds the fail points (test commands only).
@@ -37,14 +38,15 @@ type failPoints struct {
 
 // failAction is what a matched fail point does to one command.
 type failAction struct {
-	name            string // the command failed
-	errorCode       int32
-	errorLabels     []string
-	hasLabels       bool
-	closeConnection bool
-	blockTime       time.Duration
-	retryableWrite  bool
-	writeConcernErr bson.Raw
+	name             string // the command failed
+	errorCode        int32
+	errorLabels      []string
+	hasLabels        bool
+	closeConnection  bool
+	blockTime        time.Duration
+	retryableWrite   bool
+	writeConcernErr  bson.Raw
+	failBeforeCommit int32
 }
 
 // match reports whether failCommand applies to r, and consumes one
@@ -90,14 +92,15 @@ func (f *failPoints) matchPoint(point string, r *request, appName string) (failA
 	fp.entered++
 	_, hasTxn := r.cmd.Lookup("txnNumber").Int64OK()
 	return failAction{
-		name:            r.name,
-		errorCode:       fp.errorCode,
-		errorLabels:     fp.errorLabels,
-		hasLabels:       fp.hasLabels,
-		closeConnection: fp.closeConnection,
-		blockTime:       fp.blockTime,
-		writeConcernErr: fp.writeConcernErr,
-		retryableWrite:  hasTxn && (r.name == "insert" || r.name == "update" || r.name == "delete" || r.name == "findAndModify"),
+		name:             r.name,
+		errorCode:        fp.errorCode,
+		errorLabels:      fp.errorLabels,
+		hasLabels:        fp.hasLabels,
+		closeConnection:  fp.closeConnection,
+		blockTime:        fp.blockTime,
+		writeConcernErr:  fp.writeConcernErr,
+		failBeforeCommit: fp.failBeforeCommit,
+		retryableWrite:   hasTxn && (r.name == "insert" || r.name == "update" || r.name == "delete" || r.name == "findAndModify"),
 	}, true
 }
 
@@ -142,8 +145,8 @@ func (s *Server) failCommand(ctx context.Context, act failAction) (reply []byte,
 // of the previous configuration>}.
 func (s *Server) cmdConfigureFailPoint(_ context.Context, _ *conn, r *request) (bson.D, error) {
 	name, ok := r.cmd.Index(0).Value().StringValueOK()
-	if !ok || (name != "failCommand" && name != "failGetMoreAfterCursorCheckout") {
-		return nil, mongoerr.New(mongoerr.BadValue, "unknown fail point %s (supported: failCommand, failGetMoreAfterCursorCheckout)", r.cmd.Index(0).Value())
+	if !ok || (name != "failCommand" && name != "failGetMoreAfterCursorCheckout" && name != "onPrimaryTransactionalWrite") {
+		return nil, mongoerr.New(mongoerr.BadValue, "unknown fail point %s (supported: failCommand, failGetMoreAfterCursorCheckout, onPrimaryTransactionalWrite)", r.cmd.Index(0).Value())
 	}
 	fp := &failPoint{}
 	mode, err := r.cmd.LookupErr("mode")
@@ -216,6 +219,9 @@ func (s *Server) cmdConfigureFailPoint(_ context.Context, _ *conn, r *request) (
 			fp.blockTime = time.Duration(ms) * time.Millisecond
 		}
 		fp.writeConcernErr = a.doc("writeConcernError")
+		if n, ok := a.int64("failBeforeCommitExceptionCode"); ok {
+			fp.failBeforeCommit = int32(n)
+		}
 		fp.appName, _ = a.string("appName")
 		fp.namespace, _ = a.string("namespace")
 		if a.err != nil {

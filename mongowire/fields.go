@@ -55,7 +55,7 @@ func (s fieldSet) check(path string, doc bson.Raw, top bool) error {
 // so that nothing a real client may send is refused).
 var (
 	writeCommandFields = []string{"ordered", "bypassDocumentValidation", "stmtId", "stmtIds",
-		"isTimeseriesNamespace", "collectionUUID", "encryptionInformation"}
+		"isTimeseriesNamespace", "collectionUUID", "encryptionInformation", "bypassEmptyTsReplacement"}
 	commandFields = map[string]fieldSet{
 		"find": newFieldSet("filter", "projection", "sort", "hint", "skip", "limit", "batchSize",
 			"singleBatch", "max", "min", "returnKey", "showRecordId", "tailable", "oplogReplay",

@@ -124,6 +124,7 @@ type Server struct {
 
 	cursors    cursorTable
 	sessions   sessionTable
+	local      localSessions // $listLocalSessions (stage_listlocalsessions.go)
 	failpoints failPoints
 	auth       authState // users and authentication counters (auth_users.go)
 }

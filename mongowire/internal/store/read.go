@@ -342,6 +342,11 @@ func (s *Store) Distinct(ns Namespace, key string, filter bson.Raw) ([]bson.RawV
 	if err != nil {
 		return nil, err
 	}
+	return distinctOf(docs, key), nil
+}
+
+// distinctOf returns the distinct values of key among docs.
+func distinctOf(docs []bson.Raw, key string) []bson.RawValue {
 	path := strings.Split(key, ".")
 	var vals []bson.RawValue
 	for _, d := range docs {
@@ -353,7 +358,7 @@ func (s *Store) Distinct(ns Namespace, key string, filter bson.Raw) ([]bson.RawV
 		}
 	}
 	sort.SliceStable(vals, func(i, j int) bool { return mql.Compare(vals[i], vals[j]) < 0 })
-	return slices.CompactFunc(vals, func(a, b bson.RawValue) bool { return mql.Compare(a, b) == 0 }), nil
+	return slices.CompactFunc(vals, func(a, b bson.RawValue) bool { return mql.Compare(a, b) == 0 })
 }
 
 // hasNull reports whether the document holds an explicit null at path (a

@@ -33,6 +33,7 @@ type Store struct {
 	mu     sync.RWMutex // guards the fields below
 	dbs    map[string]map[string]*collection
 	broken error    // a journal write failed: writes are refused from then on
+	hist   history  // what snapshot reads undo (snapshot.go)
 	jr     *journal // nil in memory
 	closed bool
 
@@ -71,6 +72,7 @@ func Open(cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
+	s.hist.floor = s.ClusterTime() // no history before the opening
 	s.stop = make(chan struct{})
 	s.done = make(chan struct{})
 	go s.background()
@@ -185,6 +187,9 @@ func (t *tx) emit(e OplogEntry) {
 	e.Wall = t.wall
 	e.Size = entrySize(&e)
 	t.entries = append(t.entries, e)
+	if e.DocKey == nil {
+		t.s.hist.keepDDL(&t.entries[len(t.entries)-1])
+	}
 }
 
 // write runs fn as one atomic write command: under the write lock, its

@@ -132,6 +132,7 @@ func (s *Store) Insert(ns Namespace, docs []bson.Raw, ordered bool) (n int, errs
 			}
 			n++
 			t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
+			t.keep(c, c.nextRID-1, nil)
 		}
 		return nil
 	})
@@ -203,13 +204,14 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledU
 		e.Pre = old
 	}
 	t.emit(e)
+	t.keep(c, c.recs[p].rid, old)
 	return nd, nil
 }
 
 // upsert inserts the document an update builds when nothing matched: the
 // filter's equality fields, then the update applied with $setOnInsert.
 func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate) (bson.Raw, error) {
-	var seed bson.D
+	seed := bson.D{} // a nil D does not marshal: a filter without equalities seeds nothing
 	for _, e := range f.EqualityFields() {
 		if strings.HasPrefix(e.Key, "$") {
 			continue
@@ -241,6 +243,7 @@ func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate) (bson.R
 		return nil, werr
 	}
 	t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
+	t.keep(c, c.nextRID-1, nil)
 	return doc, nil
 }
 
@@ -352,13 +355,14 @@ func (s *Store) Delete(ns Namespace, filter bson.Raw, limit int) (int, error) {
 }
 
 func (s *Store) deleteAt(t *tx, ns Namespace, c *collection, p int) {
-	old := c.recs[p].doc
+	old, rid := c.recs[p].doc, c.recs[p].rid
 	c.remove(p)
 	e := OplogEntry{Op: "delete", NS: ns, UUID: c.info.UUID, DocKey: docKey(old)}
 	if c.info.PreAndPostImages {
 		e.Pre = old
 	}
 	t.emit(e)
+	t.keep(c, rid, old)
 }
 
 // FindAndModify updates or removes the first document matching Filter in

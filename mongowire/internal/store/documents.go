@@ -1,0 +1,18 @@
+package store
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
+)
+
+// AggregateDocs runs a pipeline over the given documents instead of a
+// collection's ($documents); $lookup and $unionWith read the collections
+// of db.
+func (s *Store) AggregateDocs(db string, stages []bson.Raw, input []bson.Raw) ([]bson.Raw, error) {
+	p, err := mql.CompilePipeline(stages)
+	if err != nil {
+		return nil, err
+	}
+	return p.Run(env{s: s, db: db}, input)
+}
