@@ -23,11 +23,17 @@ func (s *Server) cmdUpdate(_ context.Context, _ *conn, r *request) (bson.D, erro
 	// The statements are parsed before any runs: a malformed one fails
 	// the whole command, as mongod's IDL parser does; execution failures
 	// are per-statement write errors.
+	a := newArgs(r)
+	bypass := a.bool("bypassDocumentValidation")
+	if a.err != nil {
+		return nil, a.err
+	}
 	specs := make([]store.UpdateSpec, len(stmts))
 	for i, stmt := range stmts {
 		if specs[i], err = parseUpdateStatement(stmt); err != nil {
 			return nil, err
 		}
+		specs[i].BypassValidation = bypass
 	}
 	var (
 		n, modified int

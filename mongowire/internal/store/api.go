@@ -73,6 +73,8 @@ type UpdateSpec struct {
 	Update        bson.RawValue
 	ArrayFilters  []bson.Raw
 	Upsert, Multi bool
+	// BypassValidation skips the collection's validator (bypassDocumentValidation).
+	BypassValidation bool
 }
 
 // UpdateResult is the outcome of one update statement.
@@ -87,6 +89,7 @@ type FindAndModifySpec struct {
 	Update               bson.RawValue
 	Remove, New, Upsert  bool
 	ArrayFilters         []bson.Raw
+	BypassValidation     bool // bypassDocumentValidation
 }
 
 // FindAndModifyResult is the outcome of a findAndModify.

@@ -29,6 +29,7 @@ func createExtra(options bson.D) bson.D {
 func (s *Store) createLocked(ns Namespace, uuid bson.Binary, options bson.D) *collection {
 	info := CollectionInfo{Name: ns.Coll, UUID: uuid, Options: options, PreAndPostImages: prePostEnabled(options)}
 	c := newCollection(info)
+	c.validator = newValidator(options)
 	db := s.dbs[ns.DB]
 	if db == nil {
 		db = make(map[string]*collection)
@@ -154,6 +155,9 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 				return err
 			}
 		}
+	}
+	if err := checkValidatorOptions(options); err != nil {
+		return err
 	}
 	return s.write(func(t *tx) error {
 		if s.collLocked(ns) != nil {
@@ -303,7 +307,7 @@ func (s *Store) renameLocked(from, to Namespace) {
 }
 
 // CollMod changes collection options: changeStreamPreAndPostImages, and the
-// validator options, which are kept and echoed but not enforced.
+// validator options (enforced by validator.go).
 func (s *Store) CollMod(ns Namespace, options bson.D) error {
 	for _, o := range options {
 		switch o.Key {
@@ -315,6 +319,9 @@ func (s *Store) CollMod(ns Namespace, options bson.D) error {
 		default:
 			return mongoerr.New(mongoerr.InvalidOptions, "collMod option %q is not supported by this server", o.Key)
 		}
+	}
+	if err := checkValidatorOptions(options); err != nil {
+		return err
 	}
 	return s.write(func(t *tx) error {
 		c := s.collLocked(ns)
@@ -349,6 +356,7 @@ func collModLocked(c *collection, options bson.D) {
 	}
 	c.info.Options = opts
 	c.info.PreAndPostImages = prePostEnabled(opts)
+	c.validator = newValidator(opts)
 }
 
 // indexDoc is how an index is described in listIndexes and in the oplog.
