@@ -31,7 +31,11 @@ type Config struct {
 	// (only with Dir). 0 means 100 ms, MongoDB's journal commit interval;
 	// negative disables it, leaving WaitDurable and Close to sync.
 	SyncInterval time.Duration
-	Logger       *slog.Logger
+	// TTLInterval is how often the TTL monitor deletes expired documents
+	// (ttl.go). 0 means 60 s, mongod's ttlMonitorSleepSecs; negative
+	// disables it (ExpireTTL still runs a pass).
+	TTLInterval time.Duration
+	Logger      *slog.Logger
 	// FS writes the files of Dir; nil is the real file system. Tests pass
 	// a *faultfs.Disk to cut the power under the store.
 	FS faultfs.FS

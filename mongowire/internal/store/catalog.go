@@ -402,6 +402,9 @@ func (s *Store) CreateIndexes(ns Namespace, specs []IndexSpec) (createdCollectio
 		if _, err := newIndex(specs[i]); err != nil {
 			return false, 0, 0, err
 		}
+		if err := checkTTL(specs[i]); err != nil {
+			return false, 0, 0, err
+		}
 	}
 	err = s.write(func(t *tx) error {
 		c, created, err := s.ensureLocked(t, ns)
