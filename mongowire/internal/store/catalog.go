@@ -30,6 +30,7 @@ func (s *Store) createLocked(ns Namespace, uuid bson.Binary, options bson.D) *co
 	info := CollectionInfo{Name: ns.Coll, UUID: uuid, Options: options, PreAndPostImages: prePostEnabled(options)}
 	c := newCollection(info)
 	c.validator = newValidator(options)
+	setCappedLocked(c, options)
 	db := s.dbs[ns.DB]
 	if db == nil {
 		db = make(map[string]*collection)
@@ -133,8 +134,8 @@ func checkPrePost(v any) error {
 	return nil
 }
 
-// Create creates a collection. Capped collections, views and time-series
-// collections are refused; changeStreamPreAndPostImages: {enabled: bool}
+// Create creates a collection (capped.go: capped ones). Views and
+// time-series collections are refused; changeStreamPreAndPostImages: {enabled: bool}
 // turns pre-images on; other options are kept and echoed.
 func (s *Store) Create(ns Namespace, options bson.D) error {
 	if err := validNamespace(ns); err != nil {
@@ -142,10 +143,6 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 	}
 	for _, o := range options {
 		switch o.Key {
-		case "capped":
-			if truthy(o.Value) {
-				return mongoerr.New(mongoerr.CommandNotSupported, "capped collections are not supported by this server")
-			}
 		case "viewOn", "pipeline":
 			return mongoerr.New(mongoerr.CommandNotSupported, "views are not supported by this server")
 		case "timeseries":
@@ -157,6 +154,9 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 		}
 	}
 	if err := checkValidatorOptions(options); err != nil {
+		return err
+	}
+	if err := checkCapped(options); err != nil {
 		return err
 	}
 	return s.write(func(t *tx) error {

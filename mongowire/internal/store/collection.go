@@ -25,6 +25,10 @@ type collection struct {
 	size      int64      // bytes of live documents
 	indexes   []*index   // indexes[0] is _id_
 	validator *validator // nil: none (validator.go)
+	// capped collections (capped.go)
+	capped          bool
+	capSize, capMax int64
+	capHead         int
 }
 
 var idIndexSpec = IndexSpec{Name: "_id_", Key: bson.D{{Key: "_id", Value: int32(1)}}}

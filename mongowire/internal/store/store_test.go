@@ -101,9 +101,9 @@ func TestCatalogErrors(t *testing.T) {
 		code int32
 	}{
 		"create existing": {func(s *Store) error { return s.Create(nsA, nil) }, mongoerr.NamespaceExists},
-		"create capped": {func(s *Store) error {
-			return s.Create(Namespace{"db", "c"}, bson.D{{Key: "capped", Value: true}, {Key: "size", Value: 100}})
-		}, mongoerr.CommandNotSupported},
+		"create capped without size": {func(s *Store) error {
+			return s.Create(Namespace{"db", "c"}, bson.D{{Key: "capped", Value: true}})
+		}, mongoerr.InvalidOptions},
 		"create view": {func(s *Store) error {
 			return s.Create(Namespace{"db", "v"}, bson.D{{Key: "viewOn", Value: "a"}})
 		}, mongoerr.CommandNotSupported},
