@@ -176,6 +176,9 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := refuseOplogWrite(r); err != nil {
 		return s.errorReply(err), nil
 	}
+	if err := s.refuseViewWrite(r); err != nil {
+		return s.errorReply(err), nil
+	}
 	if err := s.commandHint(r); err != nil {
 		return s.errorReply(err), nil
 	}

@@ -47,6 +47,7 @@ type CollectionInfo struct {
 	UUID             bson.Binary // subtype 4
 	Options          bson.D      // as given to create, e.g. changeStreamPreAndPostImages
 	PreAndPostImages bool
+	View             bool // a view: Options hold viewOn and pipeline; no UUID
 }
 
 // DatabaseInfo describes a database.

@@ -31,6 +31,9 @@ func (s *Store) createLocked(ns Namespace, uuid bson.Binary, options bson.D) *co
 	c := newCollection(info)
 	c.validator = newValidator(options)
 	setCappedLocked(c, options)
+	if v, err := parseView(options); err == nil && v != nil {
+		c.view, c.info.View, c.info.UUID = v, true, bson.Binary{}
+	}
 	db := s.dbs[ns.DB]
 	if db == nil {
 		db = make(map[string]*collection)
@@ -134,8 +137,8 @@ func checkPrePost(v any) error {
 	return nil
 }
 
-// Create creates a collection (capped.go: capped ones). Views and
-// time-series collections are refused; changeStreamPreAndPostImages: {enabled: bool}
+// Create creates a collection (capped.go: capped ones; view.go: views).
+// Time-series collections are refused; changeStreamPreAndPostImages: {enabled: bool}
 // turns pre-images on; other options are kept and echoed.
 func (s *Store) Create(ns Namespace, options bson.D) error {
 	if err := validNamespace(ns); err != nil {
@@ -143,8 +146,6 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 	}
 	for _, o := range options {
 		switch o.Key {
-		case "viewOn", "pipeline":
-			return mongoerr.New(mongoerr.CommandNotSupported, "views are not supported by this server")
 		case "timeseries":
 			return mongoerr.New(mongoerr.CommandNotSupported, "time-series collections are not supported by this server")
 		case "changeStreamPreAndPostImages":
@@ -159,9 +160,18 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 	if err := checkCapped(options); err != nil {
 		return err
 	}
+	view, err := parseView(options)
+	if err != nil {
+		return err
+	}
 	return s.write(func(t *tx) error {
 		if s.collLocked(ns) != nil {
 			return mongoerr.New(mongoerr.NamespaceExists, "Collection %s already exists.", ns)
+		}
+		if view != nil {
+			if err := s.checkViewGraphLocked(ns, view); err != nil {
+				return err
+			}
 		}
 		c := s.createLocked(ns, newUUID(), options)
 		t.emit(OplogEntry{Op: "create", NS: ns, UUID: c.info.UUID, Extra: createExtra(options)})
@@ -473,6 +483,9 @@ func (s *Store) ListIndexes(ns Namespace) ([]IndexSpec, error) {
 		c := s.collLocked(ns)
 		if c == nil {
 			return mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist: %s", ns)
+		}
+		if err := refuseViewLocked(ns, c); err != nil {
+			return err
 		}
 		out = c.specs()
 		return nil

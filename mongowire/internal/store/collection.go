@@ -29,6 +29,7 @@ type collection struct {
 	capped          bool
 	capSize, capMax int64
 	capHead         int
+	view            *viewDef // a view (view.go): no documents of its own
 }
 
 var idIndexSpec = IndexSpec{Name: "_id_", Key: bson.D{{Key: "_id", Value: int32(1)}}}

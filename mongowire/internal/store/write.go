@@ -98,7 +98,7 @@ func idOf(doc bson.Raw) bson.RawValue {
 // create) when it does not exist.
 func (s *Store) ensureLocked(t *tx, ns Namespace) (*collection, bool, error) {
 	if c := s.collLocked(ns); c != nil {
-		return c, false, nil
+		return c, false, refuseViewLocked(ns, c)
 	}
 	if err := validNamespace(ns); err != nil {
 		return nil, false, err
