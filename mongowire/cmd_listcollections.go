@@ -46,6 +46,8 @@ func (s *Server) cmdListCollections(ctx context.Context, _ *conn, r *request) (b
 		}
 		if info.View {
 			full = viewListing(info.Name, options) // views.go
+		} else if info.Clustered() {
+			full = full[:4] // mongod lists the clusteredIndex option, no idIndex
 		}
 		raw, err := bson.Marshal(full)
 		if err != nil {

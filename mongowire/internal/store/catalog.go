@@ -164,6 +164,9 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 	if err != nil {
 		return err
 	}
+	if options, err = normaliseClustered(options); err != nil {
+		return err
+	}
 	return s.write(func(t *tx) error {
 		if s.collLocked(ns) != nil {
 			return mongoerr.New(mongoerr.NamespaceExists, "Collection %s already exists.", ns)
@@ -487,7 +490,7 @@ func (s *Store) ListIndexes(ns Namespace) ([]IndexSpec, error) {
 		if err := refuseViewLocked(ns, c); err != nil {
 			return err
 		}
-		out = c.specs()
+		out = clusteredSpecs(c, c.specs())
 		return nil
 	})
 	return out, err

@@ -88,6 +88,14 @@ func (s *Store) ExpireTTL(now time.Time) (int, error) {
 	err := s.read(func() error {
 		for db, colls := range s.dbs {
 			for name, c := range colls {
+				if secs, ok := clusteredTTL(c); ok {
+					f := bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: bson.NewDateTimeFromTime(now.Add(-time.Duration(secs * float64(time.Second))))}}}}
+					raw, err := bson.Marshal(f)
+					if err != nil {
+						return err
+					}
+					targets = append(targets, ttlTarget{ns: Namespace{DB: db, Coll: name}, uuid: c.info.UUID, index: "_id_", filter: raw})
+				}
 				for _, ix := range c.indexes {
 					secs, ok := ttlSeconds(ix.spec)
 					if !ok || len(ix.spec.Key) != 1 {
