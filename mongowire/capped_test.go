@@ -43,6 +43,14 @@ func TestCappedCollectionKeepsNewest(t *testing.T) {
 	if got := ids(t, cur); len(got) != 3 || got[0] != 2 || got[2] != 4 {
 		t.Fatalf("capped max 3 holds %v, want [2 3 4]", got)
 	}
+	// As on mongod 5.0+, the capped deletes are explicit oplog deletes.
+	del, err := c.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{{Key: "op", Value: "d"}, {Key: "ns", Value: "cap.log"}}).Raw()
+	if err != nil {
+		t.Fatalf("no oplog delete for the capped removal: %v", err)
+	}
+	if id := del.Lookup("o", "_id").AsInt64(); id != 0 {
+		t.Fatalf("first capped delete removed %d, want 0", id)
+	}
 	// The size bound: 100 documents of ~1 KB in 4096 bytes keep the last 3.
 	if err := db.CreateCollection(ctx, "big", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096)); err != nil {
 		t.Fatal(err)

@@ -13,9 +13,8 @@ import (
 
 // Capped collections: {capped: true, size, max}. After an insert, the
 // oldest documents (natural order) go until the collection fits in size
-// bytes and max documents, as mongod's capped deletes. Like mongod's, they
-// are not replicated: they are not in the oplog nor in change streams;
-// replaying the journal redoes them, so the journal stays consistent.
+// bytes and max documents. As mongod's since 5.0, each such delete is an
+// explicit delete in the oplog (so in change streams and the journal).
 
 // maxCappedSize is mongod's limit on size (1 PB).
 const maxCappedSize = int64(1) << 50
@@ -69,7 +68,7 @@ func checkCapped(options bson.D) error {
 // fits its limits; the newest document always stays. c.capHead remembers
 // where the oldest live document may be, so that capping does not rescan
 // the holes of earlier deletes.
-func capLocked(c *collection) {
+func (s *Store) capLocked(t *tx, ns Namespace, c *collection) {
 	if !c.capped {
 		return
 	}
@@ -82,7 +81,7 @@ func capLocked(c *collection) {
 			p++
 		}
 		n := len(c.recs)
-		c.remove(p)
+		s.deleteAt(t, ns, c, p)
 		c.capHead = p + 1
 		if len(c.recs) != n {
 			c.capHead = 0

@@ -341,6 +341,9 @@ func (s *Store) CollMod(ns Namespace, options bson.D) error {
 		if c == nil {
 			return mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist: %s", ns)
 		}
+		if c.view != nil && len(options) > 0 {
+			return mongoerr.New(mongoerr.InvalidOptions, "option not supported on a view: %s", options[0].Key)
+		}
 		before := c.info.Options
 		if before == nil {
 			before = bson.D{}

@@ -481,7 +481,6 @@ func (s *Store) apply(e *OplogEntry) error {
 		if werr := c.insert(e.NS, e.Doc); werr != nil {
 			return werr
 		}
-		capLocked(c) // capped deletes are not journaled: redo them
 	case "update", "replace":
 		if err := needColl(); err != nil {
 			return err

@@ -147,7 +147,7 @@ func (s *Store) InsertWith(ns Namespace, docs []bson.Raw, opts InsertOptions) (n
 			}
 			n++
 			t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
-			capLocked(c)
+			s.capLocked(t, ns, c)
 		}
 		return nil
 	})
@@ -263,7 +263,7 @@ func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate, bypass 
 		return nil, werr
 	}
 	t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
-	capLocked(c)
+	s.capLocked(t, ns, c)
 	return doc, nil
 }
 
