@@ -101,3 +101,38 @@ func TestTTLIndexSpecRefused(t *testing.T) {
 		})
 	}
 }
+
+func TestCollModIndexExpireAfterSeconds(t *testing.T) {
+	_, c := setup(t, func(cfg *mongowire.Config) { cfg.TTLMonitorInterval = 50 * time.Millisecond })
+	ctx := t.Context()
+	db := c.Database("ttl")
+	coll := db.Collection("m")
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(7200)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "at", Value: time.Now().Add(-time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if n, _ := coll.CountDocuments(ctx, bson.D{}); n != 1 {
+		t.Fatalf("expired before its time: %d left", n)
+	}
+	r := run(t, db, bson.D{{Key: "collMod", Value: "m"}, {Key: "index", Value: bson.D{{Key: "keyPattern", Value: bson.D{{Key: "at", Value: 1}}}, {Key: "expireAfterSeconds", Value: 60}}}})
+	if r.Lookup("expireAfterSeconds_old").AsInt64() != 7200 || r.Lookup("expireAfterSeconds_new").AsInt64() != 60 {
+		t.Fatalf("collMod reply = %v", r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n, _ := coll.CountDocuments(ctx, bson.D{}); n != 0; n, _ = coll.CountDocuments(ctx, bson.D{}) {
+		if time.Now().After(deadline) {
+			t.Fatal("not expired after collMod lowered expireAfterSeconds")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	specs, err := coll.Indexes().ListSpecifications(ctx)
+	if err != nil || len(specs) != 2 || specs[1].ExpireAfterSeconds == nil || *specs[1].ExpireAfterSeconds != 60 {
+		t.Fatalf("listIndexes after collMod: %+v %v", specs, err)
+	}
+	wantCode(t, db.RunCommand(ctx, bson.D{{Key: "collMod", Value: "m"}, {Key: "index", Value: bson.D{{Key: "name", Value: "nope"}, {Key: "expireAfterSeconds", Value: 1}}}}).Err(), 27, "cannot find index")
+	wantCode(t, db.RunCommand(ctx, bson.D{{Key: "collMod", Value: "m"}, {Key: "index", Value: bson.D{{Key: "name", Value: "at_1"}, {Key: "hidden", Value: true}}}}).Err(), 72, "hidden")
+	wantCode(t, db.RunCommand(ctx, bson.D{{Key: "collMod", Value: "m"}, {Key: "index", Value: bson.D{{Key: "name", Value: "at_1"}, {Key: "expireAfterSeconds", Value: -5}}}}).Err(), 72, "acceptable range")
+}

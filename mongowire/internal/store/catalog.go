@@ -363,6 +363,10 @@ func collModLocked(c *collection, options bson.D) {
 		if o.Key == "stateBeforeChange" {
 			continue
 		}
+		if o.Key == "index" { // a journaled CollModTTL (ttl.go)
+			applyIndexModLocked(c, o.Value)
+			continue
+		}
 		i := slices.IndexFunc(opts, func(e bson.E) bool { return e.Key == o.Key })
 		if i >= 0 {
 			opts[i] = o

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -196,4 +197,86 @@ func (s *Store) ttlPass(now time.Time) {
 	if n > 0 {
 		s.log.Debug("TTL monitor pass", "deleted", n)
 	}
+}
+
+// IndexRef names an index for collMod: by name or by key pattern.
+type IndexRef struct {
+	Name       string
+	KeyPattern bson.D
+}
+
+// CollModTTL sets expireAfterSeconds of an index, as collMod {index:
+// {name | keyPattern, expireAfterSeconds}} does, and returns the old value
+// (had reports whether there was one). The change is recorded as a modify
+// entry {index: {name, expireAfterSeconds}}.
+func (s *Store) CollModTTL(ns Namespace, ref IndexRef, secs int64) (old float64, had bool, err error) {
+	if secs < 0 || secs > math.MaxInt32 {
+		return 0, false, mongoerr.New(mongoerr.InvalidOptions, "TTL index 'expireAfterSeconds' option must be within an acceptable range, try a lower number")
+	}
+	err = s.write(func(t *tx) error {
+		c := s.collLocked(ns)
+		if c == nil {
+			return mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist: %s", ns)
+		}
+		if err := refuseViewLocked(ns, c); err != nil {
+			return err
+		}
+		var ix *index
+		for _, x := range c.indexes {
+			if (ref.Name != "" && x.spec.Name == ref.Name) || (ref.Name == "" && sameKey(x.spec.Key, ref.KeyPattern)) {
+				ix = x
+				break
+			}
+		}
+		if ix == nil {
+			return mongoerr.New(mongoerr.IndexNotFound, "cannot find index %v for ns %s", refString(ref), ns)
+		}
+		spec := ix.spec
+		spec.Options = append(bson.D{}, spec.Options...)
+		old, had = ttlSeconds(spec)
+		i := slices.IndexFunc(spec.Options, func(e bson.E) bool { return e.Key == "expireAfterSeconds" })
+		if i >= 0 {
+			spec.Options[i].Value = secs
+		} else {
+			spec.Options = append(spec.Options, bson.E{Key: "expireAfterSeconds", Value: secs})
+		}
+		if err := checkTTL(spec); err != nil {
+			return err
+		}
+		ix.spec = spec
+		t.emit(OplogEntry{Op: "modify", NS: ns, UUID: c.info.UUID, Extra: bson.D{
+			{Key: "index", Value: bson.D{{Key: "name", Value: spec.Name}, {Key: "expireAfterSeconds", Value: secs}}},
+		}})
+		return nil
+	})
+	return old, had, err
+}
+
+func refString(ref IndexRef) string {
+	if ref.Name != "" {
+		return ref.Name
+	}
+	return fmt.Sprint(ref.KeyPattern)
+}
+
+// applyIndexModLocked redoes a journaled {index: {name, expireAfterSeconds}}.
+func applyIndexModLocked(c *collection, v any) {
+	rv, _ := rawOption(v)
+	d, ok := rv.DocumentOK()
+	if !ok {
+		return
+	}
+	ix := c.index(d.Lookup("name").StringValue())
+	secs, err := d.LookupErr("expireAfterSeconds")
+	if ix == nil || err != nil {
+		return
+	}
+	spec := ix.spec
+	spec.Options = append(bson.D{}, spec.Options...)
+	if i := slices.IndexFunc(spec.Options, func(e bson.E) bool { return e.Key == "expireAfterSeconds" }); i >= 0 {
+		spec.Options[i].Value = secs
+	} else {
+		spec.Options = append(spec.Options, bson.E{Key: "expireAfterSeconds", Value: secs})
+	}
+	ix.spec = spec
 }

@@ -119,3 +119,39 @@ func BenchmarkTTLPassIdle(b *testing.B) {
 		}
 	}
 }
+
+// TestCollModTTLSurvivesRestart: a changed expireAfterSeconds is journaled.
+func TestCollModTTLSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir, TTLInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "at", Value: 1}}, Options: bson.D{{Key: "expireAfterSeconds", Value: int32(100)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if old, had, err := s.CollModTTL(nsA, IndexRef{Name: "at_1"}, 5); err != nil || !had || old != 100 {
+		t.Fatalf("CollModTTL = %v %v %v", old, had, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(Config{Dir: dir, TTLInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	specs, err := s.ListIndexes(nsA)
+	if err != nil || len(specs) != 2 {
+		t.Fatalf("ListIndexes: %v %v", specs, err)
+	}
+	if secs, ok := ttlSeconds(specs[1]); !ok || secs != 5 {
+		t.Fatalf("expireAfterSeconds after restart = %v %v, want 5", secs, ok)
+	}
+	opts := s.ListCollections(nsA.DB)[0].Options
+	for _, o := range opts {
+		if o.Key == "index" {
+			t.Fatalf("the index change leaked into the collection options: %v", opts)
+		}
+	}
+}
