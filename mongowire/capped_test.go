@@ -84,6 +84,14 @@ func TestTailableAwaitDataOnCappedCollection(t *testing.T) {
 		t.Fatal(err)
 	}
 	coll := db.Collection("q")
+	// As mongod, a tailable cursor on an empty collection is not kept.
+	empty, err := coll.Find(ctx, bson.D{}, options.Find().SetCursorType(options.TailableAwait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if empty.ID() != 0 {
+		t.Fatalf("tailable cursor on an empty capped collection has id %d, want 0", empty.ID())
+	}
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: "x"}}); err != nil {
 		t.Fatal(err)
 	}

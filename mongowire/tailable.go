@@ -187,6 +187,11 @@ func (s *Server) findTailable(ctx context.Context, ns store.Namespace, spec stor
 		if !exists || !capped {
 			return nil, mongoerr.New(mongoerr.BadValue, "error processing query: ns=%s tailable cursor requested on non capped collection", ns)
 		}
+		// As mongod's shouldSaveCursor: a tailable cursor on a collection
+		// with no records is not kept.
+		if n, err := s.store.Count(ns, nil, 0, 0); err != nil || n == 0 {
+			return s.openCursor(ctx, ns.String(), &sliceSource{}, cursorOptions{batchSize: batch})
+		}
 		src = &cappedTail{st: s.store, ns: ns, opt: opt}
 	}
 	return s.openCursor(ctx, ns.String(), src, cursorOptions{batchSize: batch, tailable: true, awaitData: awaitData})
