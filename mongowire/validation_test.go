@@ -258,3 +258,27 @@ func TestValidatorBadOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestBypassDocumentValidationPrivilege: bypassDocumentValidation needs
+// its own action, which dbAdmin grants and readWrite does not.
+func TestBypassDocumentValidationPrivilege(t *testing.T) {
+	s := startAuth(t)
+	root := mustConnectAs(t, s, "admin", adminPassword, "admin", "")
+	ctx := t.Context()
+	if err := root.Database("app").CreateCollection(ctx, "c", options.CreateCollection().SetValidator(bson.D{{Key: "a", Value: bson.D{{Key: "$gt", Value: 0}}}})); err != nil {
+		t.Fatal(err)
+	}
+	createUser(t, root, "app", "writer", "w-pw", bson.D{{Key: "role", Value: "readWrite"}, {Key: "db", Value: "app"}})
+	createUser(t, root, "app", "owner", "o-pw", bson.D{{Key: "role", Value: "readWrite"}, {Key: "db", Value: "app"}}, bson.D{{Key: "role", Value: "dbAdmin"}, {Key: "db", Value: "app"}})
+	bypass := options.InsertOne().SetBypassDocumentValidation(true)
+	writer := mustConnectAs(t, s, "writer", "w-pw", "app", "").Database("app").Collection("c")
+	_, err := writer.InsertOne(ctx, bson.D{{Key: "a", Value: -1}}, bypass)
+	wantCode(t, err, 13, "not authorized")
+	if _, err := writer.InsertOne(ctx, bson.D{{Key: "a", Value: 1}}); err != nil {
+		t.Fatalf("plain insert by readWrite: %v", err)
+	}
+	owner := mustConnectAs(t, s, "owner", "o-pw", "app", "").Database("app").Collection("c")
+	if _, err := owner.InsertOne(ctx, bson.D{{Key: "a", Value: -1}}, bypass); err != nil {
+		t.Fatalf("bypass by dbAdmin: %v", err)
+	}
+}
