@@ -282,3 +282,37 @@ func TestBypassDocumentValidationPrivilege(t *testing.T) {
 		t.Fatalf("bypass by dbAdmin: %v", err)
 	}
 }
+
+// TestValidatorOutAndMerge: $out keeps the target's validator and checks
+// what it writes, as $merge does, unless the aggregate bypasses it.
+func TestValidatorOutAndMerge(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("v")
+	ctx := t.Context()
+	if _, err := db.Collection("src").InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: -1}}}); err != nil {
+		t.Fatal(err)
+	}
+	for target, stage := range map[string]bson.D{
+		"out":   {{Key: "$out", Value: "out"}},
+		"merge": {{Key: "$merge", Value: bson.D{{Key: "into", Value: "merge"}}}},
+	} {
+		if err := db.CreateCollection(ctx, target, options.CreateCollection().SetValidator(bson.D{{Key: "a", Value: bson.D{{Key: "$gt", Value: 0}}}})); err != nil {
+			t.Fatal(err)
+		}
+		_, err := db.Collection("src").Aggregate(ctx, bson.A{stage})
+		wantCode(t, err, 121, "Document failed validation")
+		if n, _ := db.Collection(target).CountDocuments(ctx, bson.D{}); n != 0 {
+			t.Fatalf("%s holds %d documents after a refused write", target, n)
+		}
+		if _, err := db.Collection("src").Aggregate(ctx, bson.A{stage}, options.Aggregate().SetBypassDocumentValidation(true)); err != nil {
+			t.Fatalf("%v with bypass: %v", stage, err)
+		}
+		if n, _ := db.Collection(target).CountDocuments(ctx, bson.D{}); n != 1 {
+			t.Fatalf("%s holds %d documents, want 1", target, n)
+		}
+		specs, err := db.ListCollectionSpecifications(ctx, bson.D{{Key: "name", Value: target}})
+		if err != nil || len(specs) != 1 || len(specs[0].Options.Lookup("validator").Value) == 0 {
+			t.Fatalf("%s lost its validator: %v %v", target, specs, err)
+		}
+	}
+}
