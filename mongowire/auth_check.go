@@ -109,7 +109,7 @@ func (s *Server) authorize(c *conn, r *request) error {
 	if p.all || anyUserCommands[r.name] {
 		return nil
 	}
-	if s.permits(p, r) {
+	if s.permits(p, r) && permitsBypass(p, r) {
 		return nil
 	}
 	return unauthorized(r)
@@ -420,4 +420,21 @@ func refuseUsersDDL(r *request) error {
 		return mongoerr.New(mongoerr.IllegalOperation, "Dropping the 'admin' database is prohibited.")
 	}
 	return nil
+}
+
+// permitsBypass: a write with bypassDocumentValidation: true needs the
+// bypassDocumentValidation action on its collection (dbAdmin and restore
+// grant it, readWrite does not), as on mongod.
+func permitsBypass(p *privileges, r *request) bool {
+	switch r.name {
+	case "insert", "update", "findAndModify", "aggregate":
+	default:
+		return true
+	}
+	v, err := r.cmd.LookupErr("bypassDocumentValidation")
+	if err != nil || !truthy(v) {
+		return true
+	}
+	coll, _ := r.cmd.Index(0).Value().StringValueOK()
+	return p.on(actBypassDocumentValidation, r.db, coll)
 }

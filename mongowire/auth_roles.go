@@ -44,6 +44,7 @@ const (
 	actViewRole
 	actChangePassword
 	actChangeCustomData
+	actBypassDocumentValidation
 	// cluster actions
 	actListDatabases
 	actServerStatus
@@ -65,7 +66,7 @@ var actionNames = [...]string{
 	"createIndex", "dropIndex", "collMod", "collStats", "dbStats", "listCollections", "listIndexes",
 	"dropDatabase", "renameCollectionSameDB", "enableProfiler", "validate", "killAnyCursor",
 	"createUser", "dropUser", "grantRole", "revokeRole", "viewUser", "viewRole", "changePassword",
-	"changeCustomData", "listDatabases", "serverStatus", "replSetGetConfig", "replSetGetStatus",
+	"changeCustomData", "bypassDocumentValidation", "listDatabases", "serverStatus", "replSetGetConfig", "replSetGetStatus",
 	"getCmdLineOpts", "getLog", "getParameter", "hostInfo", "inprog", "getDefaultRWConcern",
 	"killAnySession", "configureFailPoint",
 }
@@ -87,7 +88,7 @@ const (
 		actCreateIndex | actDropIndex | actRenameCollectionSameDB
 	dbAdminActions = actCollMod | actCollStats | actCreateCollection | actCreateIndex | actDBStats | actDropCollection |
 		actDropDatabase | actDropIndex | actEnableProfiler | actListCollections | actListIndexes |
-		actRenameCollectionSameDB | actValidate
+		actRenameCollectionSameDB | actValidate | actBypassDocumentValidation
 	userAdminActions = actCreateUser | actDropUser | actGrantRole | actRevokeRole | actViewUser | actViewRole |
 		actChangePassword | actChangeCustomData
 	clusterMonitorActions = actListDatabases | actServerStatus | actReplSetGetConfig | actReplSetGetStatus |

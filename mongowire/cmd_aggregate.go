@@ -106,7 +106,11 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 		if stage == "$merge" {
 			run = s.runMerge
 		}
-		if err := run(ns, stages); err != nil {
+		bypass := false
+		if v, err := r.cmd.LookupErr("bypassDocumentValidation"); err == nil {
+			bypass = truthy(v)
+		}
+		if err := run(ns, stages, bypass); err != nil {
 			return nil, err
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})

@@ -27,6 +27,7 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 	single := a.bool("singleBatch")
 	tailable := a.bool("tailable")
 	returnKey, showRecordID := a.bool("returnKey"), a.bool("showRecordId")
+	awaitData := a.bool("awaitData")
 	if a.err != nil {
 		return nil, a.err
 	}
@@ -39,14 +40,17 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		return nil, mongoerr.New(mongoerr.BadValue, "Skip value must be non-negative, but received: %d", skip)
 	case limit < 0:
 		return nil, mongoerr.New(mongoerr.BadValue, "Limit value must be non-negative, but received: %d", limit)
-	case tailable && ns == oplogNS:
-		return nil, mongoerr.New(mongoerr.BadValue, "tailable cursors on %s are not supported by this server: read changes with a change stream", ns)
-	case tailable:
-		return nil, mongoerr.New(mongoerr.BadValue, "error processing query: tailable cursor requested on non capped collection %s", ns)
+	case awaitData && !tailable:
+		return nil, mongoerr.New(mongoerr.FailedToParse, "Cannot set 'awaitData' without also setting 'tailable'")
+	case tailable && single:
+		return nil, mongoerr.New(mongoerr.FailedToParse, "cannot use tailable option with the 'singleBatch' option")
 	}
 	spec.Skip, spec.Limit = skip, limit
 	if err := letFind(r, &spec); err != nil {
 		return nil, err
+	}
+	if tailable {
+		return s.findTailable(ctx, ns, spec, batch, awaitData) // tailable.go
 	}
 	var docs []bson.Raw
 	at, snapshot := s.snapshotAt(r)

@@ -26,6 +26,8 @@ func (s *Server) cmdFindAndModify(_ context.Context, _ *conn, r *request) (bson.
 		New:          a.bool("new"),
 		Upsert:       a.bool("upsert"),
 		ArrayFilters: a.docs("arrayFilters"),
+
+		BypassValidation: a.bool("bypassDocumentValidation"),
 	}
 	if a.err != nil {
 		return nil, a.err

@@ -21,12 +21,15 @@ func (s *Server) cmdInsert(_ context.Context, _ *conn, r *request) (bson.D, erro
 		return nil, err
 	}
 	a := newArgs(r)
-	if bypass := a.bool("bypassEmptyTsReplacement"); a.err != nil {
+	bypassTs := a.bool("bypassEmptyTsReplacement")
+	opts := store.InsertOptions{Ordered: ordered, BypassValidation: a.bool("bypassDocumentValidation")}
+	if a.err != nil {
 		return nil, a.err
-	} else if !bypass {
+	}
+	if !bypassTs {
 		docs = fillEmptyTimestamps(docs, s.store.Now)
 	}
-	n, errs := s.insert(ns, docs, ordered)
+	n, errs := s.insert(ns, docs, opts)
 	reply := bson.D{{Key: "n", Value: int32(n)}}
 	if len(errs) > 0 {
 		we := make(bson.A, len(errs))
@@ -41,7 +44,8 @@ func (s *Server) cmdInsert(_ context.Context, _ *conn, r *request) (bson.D, erro
 // insert refuses documents over the 16 MiB BSON limit (a message may carry
 // up to 48 MB) and hands the rest to the store, keeping the statement
 // indexes and the ordered semantics of the whole batch.
-func (s *Server) insert(ns store.Namespace, docs []bson.Raw, ordered bool) (int, []store.WriteError) {
+func (s *Server) insert(ns store.Namespace, docs []bson.Raw, opts store.InsertOptions) (int, []store.WriteError) {
+	ordered := opts.Ordered
 	var (
 		ok      []bson.Raw
 		indexes []int
@@ -60,12 +64,12 @@ func (s *Server) insert(ns store.Namespace, docs []bson.Raw, ordered bool) (int,
 		indexes = append(indexes, i)
 	}
 	if len(errs) == 0 {
-		return s.store.Insert(ns, docs, ordered)
+		return s.store.InsertWith(ns, docs, opts)
 	}
 	if len(ok) == 0 {
 		return 0, errs
 	}
-	n, storeErrs := s.store.Insert(ns, ok, ordered)
+	n, storeErrs := s.store.InsertWith(ns, ok, opts)
 	if ordered && len(storeErrs) > 0 {
 		errs = nil // the store stopped before the oversized document
 	}

@@ -44,6 +44,11 @@ func (s *Server) cmdListCollections(ctx context.Context, _ *conn, r *request) (b
 			{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}, {Key: "uuid", Value: info.UUID}}},
 			{Key: "idIndex", Value: idIndex},
 		}
+		if info.View {
+			full = viewListing(info.Name, options) // views.go
+		} else if info.Clustered() {
+			full = full[:4] // mongod lists the clusteredIndex option, no idIndex
+		}
 		raw, err := bson.Marshal(full)
 		if err != nil {
 			return nil, fmt.Errorf("encode collection %s: %w", info.Name, err)

@@ -27,6 +27,11 @@ func (s *Server) cmdUpdate(_ context.Context, _ *conn, r *request) (bson.D, erro
 	if err != nil {
 		return nil, err
 	}
+	a := newArgs(r)
+	bypass := a.bool("bypassDocumentValidation")
+	if a.err != nil {
+		return nil, a.err
+	}
 	specs := make([]store.UpdateSpec, len(stmts))
 	for i, stmt := range stmts {
 		if specs[i], err = parseUpdateStatement(stmt); err != nil {
@@ -35,6 +40,7 @@ func (s *Server) cmdUpdate(_ context.Context, _ *conn, r *request) (bson.D, erro
 		if err = letUpdateSpec(&specs[i], let); err != nil {
 			return nil, err
 		}
+		specs[i].BypassValidation = bypass
 	}
 	var (
 		n, modified int

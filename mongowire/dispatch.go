@@ -183,6 +183,9 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := refuseOplogWrite(r); err != nil {
 		return s.errorReply(err), nil
 	}
+	if err := s.refuseViewWrite(r); err != nil {
+		return s.errorReply(err), nil
+	}
 	if err := s.commandHint(r); err != nil {
 		return s.errorReply(err), nil
 	}
@@ -255,7 +258,8 @@ func refuseTransaction(cmd bson.Raw) error {
 }
 
 // refuseCollation refuses a collation other than the simple (binary) one,
-// at the top of the command or in a write statement: comparisons here are
+// at the top of the command, in a write statement or in an index to create
+// (which could serve no query): comparisons here are
 // always binary, and silently ignoring a collation would return wrong
 // results.
 func refuseCollation(cmd bson.Raw) error {
@@ -274,7 +278,7 @@ func refuseCollation(cmd bson.Raw) error {
 	if err := check(cmd); err != nil {
 		return err
 	}
-	for _, field := range [...]string{"updates", "deletes"} {
+	for _, field := range [...]string{"updates", "deletes", "indexes"} { // indexes: createIndexes
 		arr, ok := cmd.Lookup(field).ArrayOK()
 		if !ok {
 			continue

@@ -113,8 +113,8 @@ func TestOplogReadOnly(t *testing.T) {
 	wantCode(t, err, mongoerr.IllegalOperation, "read the oplog with find")
 	_, err = oplog.Find(t.Context(), bson.D{}, options.Find().SetSort(bson.D{{Key: "op", Value: 1}}))
 	wantCode(t, err, mongoerr.BadValue, "sorted only by $natural or ts")
-	_, err = oplog.Find(t.Context(), bson.D{}, options.Find().SetCursorType(options.TailableAwait))
-	wantCode(t, err, mongoerr.BadValue, "tailable cursors on local.oplog.rs are not supported")
+	_, err = oplog.Find(t.Context(), bson.D{}, options.Find().SetCursorType(options.TailableAwait).SetSort(bson.D{{Key: "$natural", Value: -1}}))
+	wantCode(t, err, mongoerr.BadValue, "cannot use tailable option with a sort other than {$natural: 1}")
 }
 
 // TestOplogPrivilege: reading the oplog needs find on local, which read on

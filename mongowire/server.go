@@ -51,6 +51,10 @@ type Config struct {
 	// entries at least this long even past the bound.
 	OplogBytes        int64
 	OplogMinRetention time.Duration
+	// TTLMonitorInterval is how often expired documents of TTL indexes
+	// are deleted (default 60 s, mongod's ttlMonitorSleepSecs); negative
+	// disables the monitor.
+	TTLMonitorInterval time.Duration
 	// HeaderTimeout bounds the wait for the first message header after
 	// connect (default 30s), IdleTimeout the wait between messages (10m),
 	// BodyTimeout the time to read a message once its header arrived (30s).
@@ -202,6 +206,7 @@ func (s *Server) Start() error {
 		Dir:               s.cfg.DataDir,
 		OplogBytes:        s.cfg.OplogBytes,
 		OplogMinRetention: s.cfg.OplogMinRetention,
+		TTLInterval:       s.cfg.TTLMonitorInterval,
 		Logger:            s.log,
 		FS:                s.fs,
 	})

@@ -85,7 +85,7 @@ func parseMerge(db string, v bson.RawValue) (mergeSpec, error) {
 // runMerge runs a pipeline ending in $merge, writing each result into the
 // target as its whenMatched/whenNotMatched say. Like mongod's, it is not
 // atomic: the documents written before a failure stay.
-func (s *Server) runMerge(ns store.Namespace, stages []bson.Raw) error {
+func (s *Server) runMerge(ns store.Namespace, stages []bson.Raw, bypass bool) error {
 	m, err := parseMerge(ns.DB, stages[len(stages)-1].Index(0).Value())
 	if err != nil {
 		return err
@@ -119,7 +119,7 @@ func (s *Server) runMerge(ns store.Namespace, stages []bson.Raw) error {
 		if len(found) == 0 {
 			switch m.whenNotMatched {
 			case "insert":
-				if _, errs := s.store.Insert(m.into, []bson.Raw{doc}, true); len(errs) > 0 {
+				if _, errs := s.store.InsertWith(m.into, []bson.Raw{doc}, store.InsertOptions{Ordered: true, BypassValidation: bypass}); len(errs) > 0 {
 					return errs[0].Err
 				}
 			case "fail":
@@ -152,7 +152,7 @@ func (s *Server) runMerge(ns store.Namespace, stages []bson.Raw) error {
 				return err
 			}
 		}
-		if _, err := s.store.Update(m.into, store.UpdateSpec{Filter: byID, Update: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: update}}); err != nil {
+		if _, err := s.store.Update(m.into, store.UpdateSpec{Filter: byID, Update: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: update}, BypassValidation: bypass}); err != nil {
 			return err
 		}
 	}

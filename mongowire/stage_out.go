@@ -56,7 +56,7 @@ func outTarget(db string, v bson.RawValue) (store.Namespace, error) {
 // secondary indexes and then replaces it in one rename, so that readers
 // see the old contents or the new ones, never a mix, and a failure (a
 // duplicate _id, an index violation) leaves the target as it was.
-func (s *Server) runOut(ns store.Namespace, stages []bson.Raw) error {
+func (s *Server) runOut(ns store.Namespace, stages []bson.Raw, bypass bool) error {
 	last := stages[len(stages)-1]
 	to, err := outTarget(ns.DB, last.Index(0).Value())
 	if err != nil {
@@ -69,7 +69,20 @@ func (s *Server) runOut(ns store.Namespace, stages []bson.Raw) error {
 	var suffix [8]byte
 	rand.Read(suffix[:])
 	tmp := store.Namespace{DB: to.DB, Coll: "tmp.agg_out." + hex.EncodeToString(suffix[:])}
-	if err := s.store.Create(tmp, nil); err != nil {
+	// The target's validator carries over, and checks what $out writes
+	// unless the aggregate bypasses it, as mongod's $out does.
+	var keep bson.D
+	for _, info := range s.store.ListCollections(to.DB) {
+		if info.Name != to.Coll {
+			continue
+		}
+		for _, o := range info.Options {
+			if o.Key == "validator" || o.Key == "validationLevel" || o.Key == "validationAction" {
+				keep = append(keep, o)
+			}
+		}
+	}
+	if err := s.store.Create(tmp, keep); err != nil {
 		return err
 	}
 	fail := func(err error) error {
@@ -77,7 +90,7 @@ func (s *Server) runOut(ns store.Namespace, stages []bson.Raw) error {
 		return err
 	}
 	if len(docs) > 0 {
-		if _, errs := s.store.Insert(tmp, docs, true); len(errs) > 0 {
+		if _, errs := s.store.InsertWith(tmp, docs, store.InsertOptions{Ordered: true, BypassValidation: bypass}); len(errs) > 0 {
 			return fail(errs[0].Err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -85,6 +86,7 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 	f.BoolVar(&cfg.EnableTestCommands, "enable-test-commands", false, "enable test-only commands such as configureFailPoint")
 	f.StringVar(&oplogSize, "oplog-size", "256MiB", "oplog bound in bytes (units such as 64MiB)")
 	f.DurationVar(&cfg.OplogMinRetention, "oplog-min-retention", 0, "keep oplog entries at least this long, even past --oplog-size")
+	f.DurationVar(&cfg.TTLMonitorInterval, "ttl-monitor-interval", 60*time.Second, "how often documents past a TTL index's expireAfterSeconds are deleted (negative: never)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&tlsFiles.CertFile, "tls-cert-file", "", "serve TLS only, with this PEM certificate (chain)")

@@ -180,6 +180,9 @@ func operationDescription(e *store.OplogEntry) ([]byte, error) {
 				return nil, err
 			}
 		}
+		if len(e.UUID.Data) == 0 { // a view: {viewOn, pipeline}, no _id index
+			return bd.done(), nil
+		}
 		bd.doc("idIndex", bsoncore.NewDocumentBuilder().
 			AppendInt32("v", 2).
 			AppendDocument("key", bsoncore.NewDocumentBuilder().AppendInt32("_id", 1).Build()).

@@ -113,9 +113,13 @@ const (
 	RoleNotFound                   int32 = 31
 	MechanismUnavailable           int32 = 334
 	UserAlreadyExists              int32 = 51003
+	DocumentValidationFailure      int32 = 121
+	QueryFeatureNotAllowed         int32 = 224
 )
 
 var names = map[int32]string{
+	DocumentValidationFailure:      "DocumentValidationFailure",
+	QueryFeatureNotAllowed:         "QueryFeatureNotAllowed",
 	InternalError:                  "InternalError",
 	OutOfDiskSpace:                 "OutOfDiskSpace",
 	UserNotFound:                   "UserNotFound",

@@ -212,7 +212,7 @@ func init() {
 		{name: "$db", parse: parseDBRefField},
 		{name: "$expr", parse: parseExprMatch},
 		{name: "$id", parse: parseDBRefField},
-		{name: "$jsonSchema", parse: refuseTopLevel},
+		{name: "$jsonSchema", parse: parseJSONSchema},
 		{name: "$nor", parse: parseLogical},
 		{name: "$or", parse: parseLogical},
 		{name: "$ref", parse: parseDBRefField},

@@ -157,8 +157,8 @@ func TestQueryOperatorsReachable(t *testing.T) {
 		"$where": `"true"`,
 	}
 	refusedTop := map[string]string{
-		"$jsonSchema": "not supported by this server", "$sampleRate": "not supported by this server",
-		"$where": "not supported by this server", "$text": "text index required",
+		"$sampleRate": "not supported by this server",
+		"$where":      "not supported by this server", "$text": "text index required",
 	}
 	checkExamples(t, opNames(topLevelOperators), top)
 	for name, arg := range top {

@@ -31,7 +31,11 @@ type Config struct {
 	// (only with Dir). 0 means 100 ms, MongoDB's journal commit interval;
 	// negative disables it, leaving WaitDurable and Close to sync.
 	SyncInterval time.Duration
-	Logger       *slog.Logger
+	// TTLInterval is how often the TTL monitor deletes expired documents
+	// (ttl.go). 0 means 60 s, mongod's ttlMonitorSleepSecs; negative
+	// disables it (ExpireTTL still runs a pass).
+	TTLInterval time.Duration
+	Logger      *slog.Logger
 	// FS writes the files of Dir; nil is the real file system. Tests pass
 	// a *faultfs.Disk to cut the power under the store.
 	FS faultfs.FS
@@ -43,6 +47,7 @@ type CollectionInfo struct {
 	UUID             bson.Binary // subtype 4
 	Options          bson.D      // as given to create, e.g. changeStreamPreAndPostImages
 	PreAndPostImages bool
+	View             bool // a view: Options hold viewOn and pipeline; no UUID
 }
 
 // DatabaseInfo describes a database.
@@ -73,6 +78,8 @@ type UpdateSpec struct {
 	Update        bson.RawValue
 	ArrayFilters  []bson.Raw
 	Upsert, Multi bool
+	// BypassValidation skips the collection's validator (bypassDocumentValidation).
+	BypassValidation bool
 }
 
 // UpdateResult is the outcome of one update statement.
@@ -87,6 +94,7 @@ type FindAndModifySpec struct {
 	Update               bson.RawValue
 	Remove, New, Upsert  bool
 	ArrayFilters         []bson.Raw
+	BypassValidation     bool // bypassDocumentValidation
 }
 
 // FindAndModifyResult is the outcome of a findAndModify.

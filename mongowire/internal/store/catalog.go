@@ -29,6 +29,11 @@ func createExtra(options bson.D) bson.D {
 func (s *Store) createLocked(ns Namespace, uuid bson.Binary, options bson.D) *collection {
 	info := CollectionInfo{Name: ns.Coll, UUID: uuid, Options: options, PreAndPostImages: prePostEnabled(options)}
 	c := newCollection(info)
+	c.validator = newValidator(options)
+	setCappedLocked(c, options)
+	if v, err := parseView(options); err == nil && v != nil {
+		c.view, c.info.View, c.info.UUID = v, true, bson.Binary{}
+	}
 	db := s.dbs[ns.DB]
 	if db == nil {
 		db = make(map[string]*collection)
@@ -132,8 +137,8 @@ func checkPrePost(v any) error {
 	return nil
 }
 
-// Create creates a collection. Capped collections, views and time-series
-// collections are refused; changeStreamPreAndPostImages: {enabled: bool}
+// Create creates a collection (capped.go: capped ones; view.go: views).
+// Time-series collections are refused; changeStreamPreAndPostImages: {enabled: bool}
 // turns pre-images on; other options are kept and echoed.
 func (s *Store) Create(ns Namespace, options bson.D) error {
 	if err := validNamespace(ns); err != nil {
@@ -141,12 +146,6 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 	}
 	for _, o := range options {
 		switch o.Key {
-		case "capped":
-			if truthy(o.Value) {
-				return mongoerr.New(mongoerr.CommandNotSupported, "capped collections are not supported by this server")
-			}
-		case "viewOn", "pipeline":
-			return mongoerr.New(mongoerr.CommandNotSupported, "views are not supported by this server")
 		case "timeseries":
 			return mongoerr.New(mongoerr.CommandNotSupported, "time-series collections are not supported by this server")
 		case "changeStreamPreAndPostImages":
@@ -155,9 +154,27 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 			}
 		}
 	}
+	if err := checkValidatorOptions(options); err != nil {
+		return err
+	}
+	if err := checkCapped(options); err != nil {
+		return err
+	}
+	view, err := parseView(options)
+	if err != nil {
+		return err
+	}
+	if options, err = normaliseClustered(options); err != nil {
+		return err
+	}
 	return s.write(func(t *tx) error {
 		if s.collLocked(ns) != nil {
 			return mongoerr.New(mongoerr.NamespaceExists, "Collection %s already exists.", ns)
+		}
+		if view != nil {
+			if err := s.checkViewGraphLocked(ns, view); err != nil {
+				return err
+			}
 		}
 		c := s.createLocked(ns, newUUID(), options)
 		t.emit(OplogEntry{Op: "create", NS: ns, UUID: c.info.UUID, Extra: createExtra(options)})
@@ -303,7 +320,7 @@ func (s *Store) renameLocked(from, to Namespace) {
 }
 
 // CollMod changes collection options: changeStreamPreAndPostImages, and the
-// validator options, which are kept and echoed but not enforced.
+// validator options (enforced by validator.go).
 func (s *Store) CollMod(ns Namespace, options bson.D) error {
 	for _, o := range options {
 		switch o.Key {
@@ -316,10 +333,16 @@ func (s *Store) CollMod(ns Namespace, options bson.D) error {
 			return mongoerr.New(mongoerr.InvalidOptions, "collMod option %q is not supported by this server", o.Key)
 		}
 	}
+	if err := checkValidatorOptions(options); err != nil {
+		return err
+	}
 	return s.write(func(t *tx) error {
 		c := s.collLocked(ns)
 		if c == nil {
 			return mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist: %s", ns)
+		}
+		if c.view != nil && len(options) > 0 {
+			return mongoerr.New(mongoerr.InvalidOptions, "option not supported on a view: %s", options[0].Key)
 		}
 		before := c.info.Options
 		if before == nil {
@@ -340,6 +363,10 @@ func collModLocked(c *collection, options bson.D) {
 		if o.Key == "stateBeforeChange" {
 			continue
 		}
+		if o.Key == "index" { // a journaled CollModTTL (ttl.go)
+			applyIndexModLocked(c, o.Value)
+			continue
+		}
 		i := slices.IndexFunc(opts, func(e bson.E) bool { return e.Key == o.Key })
 		if i >= 0 {
 			opts[i] = o
@@ -349,6 +376,7 @@ func collModLocked(c *collection, options bson.D) {
 	}
 	c.info.Options = opts
 	c.info.PreAndPostImages = prePostEnabled(opts)
+	c.validator = newValidator(opts)
 }
 
 // indexDoc is how an index is described in listIndexes and in the oplog.
@@ -392,6 +420,9 @@ func (s *Store) CreateIndexes(ns Namespace, specs []IndexSpec) (createdCollectio
 			specs[i].Name = IndexName(specs[i].Key)
 		}
 		if _, err := newIndex(specs[i]); err != nil {
+			return false, 0, 0, err
+		}
+		if err := checkTTL(specs[i]); err != nil {
 			return false, 0, 0, err
 		}
 	}
@@ -463,7 +494,10 @@ func (s *Store) ListIndexes(ns Namespace) ([]IndexSpec, error) {
 		if c == nil {
 			return mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist: %s", ns)
 		}
-		out = c.specs()
+		if err := refuseViewLocked(ns, c); err != nil {
+			return err
+		}
+		out = clusteredSpecs(c, c.specs())
 		return nil
 	})
 	return out, err

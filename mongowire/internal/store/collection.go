@@ -18,12 +18,18 @@ type record struct {
 
 // collection holds the documents and indexes of one collection.
 type collection struct {
-	info    CollectionInfo
-	recs    []record // sorted by rid, with holes (doc == nil) for deletions
-	live    int
-	nextRID uint64
-	size    int64    // bytes of live documents
-	indexes []*index // indexes[0] is _id_
+	info      CollectionInfo
+	recs      []record // sorted by rid, with holes (doc == nil) for deletions
+	live      int
+	nextRID   uint64
+	size      int64      // bytes of live documents
+	indexes   []*index   // indexes[0] is _id_
+	validator *validator // nil: none (validator.go)
+	// capped collections (capped.go)
+	capped          bool
+	capSize, capMax int64
+	capHead         int
+	view            *viewDef // a view (view.go): no documents of its own
 }
 
 var idIndexSpec = IndexSpec{Name: "_id_", Key: bson.D{{Key: "_id", Value: int32(1)}}}

@@ -564,10 +564,18 @@ func (s *Store) background() {
 		defer t.Stop()
 		noopC = t.C
 	}
+	var ttlC <-chan time.Time
+	if ttlIv := s.ttlInterval(); ttlIv > 0 {
+		t := time.NewTicker(ttlIv)
+		defer t.Stop()
+		ttlC = t.C
+	}
 	for {
 		select {
 		case <-s.stop:
 			return
+		case now := <-ttlC:
+			s.ttlPass(now)
 		case now := <-noopC:
 			s.noop(now, noopIv)
 		case <-syncC:

@@ -222,6 +222,12 @@ func (s *Store) Explain(ns Namespace, spec FindSpec) (Plan, error) {
 }
 
 func (s *Store) find(ns Namespace, spec FindSpec) ([]bson.Raw, Plan, error) {
+	if docs, ok, err := s.viewDocs(ns); ok || err != nil {
+		if err == nil {
+			docs, err = findInView(docs, spec)
+		}
+		return docs, Plan{}, err
+	}
 	f, err := compileQuery(spec.Filter)
 	if err != nil {
 		return nil, Plan{}, err
@@ -294,6 +300,12 @@ func window[T any](s []T, skip, limit int64) []T {
 
 // Count counts the matching documents after skip, up to limit (0 = all).
 func (s *Store) Count(ns Namespace, filter bson.Raw, skip, limit int64) (int64, error) {
+	if docs, ok, err := s.viewDocs(ns); ok || err != nil {
+		if err == nil {
+			docs, err = findInView(docs, FindSpec{Filter: filter, Skip: skip, Limit: limit})
+		}
+		return int64(len(docs)), err
+	}
 	f, err := compileQuery(filter)
 	if err != nil {
 		return 0, err
@@ -338,7 +350,12 @@ func (s *Store) Distinct(ns Namespace, key string, filter bson.Raw) ([]bson.RawV
 	if err != nil {
 		return nil, err
 	}
-	docs, _, err := s.match(ns, f, 0)
+	docs, isView, err := s.viewDocs(ns)
+	if isView && err == nil {
+		docs, err = findInView(docs, FindSpec{Filter: filter})
+	} else if err == nil {
+		docs, _, err = s.match(ns, f, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -376,6 +393,12 @@ func (s *Store) Aggregate(ns Namespace, stages []bson.Raw) ([]bson.Raw, error) {
 	if err != nil {
 		return nil, err
 	}
+	if docs, ok, err := s.viewDocs(ns); ok || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return p.Run(env{s: s, db: ns.DB}, docs)
+	}
 	var f *query
 	if len(stages) > 0 {
 		if m, err := stages[0].LookupErr("$match"); err == nil && m.Type == bson.TypeEmbeddedDocument {
@@ -401,6 +424,9 @@ type env struct {
 }
 
 func (e env) Collection(name string) ([]bson.Raw, error) {
+	if docs, ok, err := e.s.viewDocs(Namespace{DB: e.db, Coll: name}); ok || err != nil {
+		return docs, err
+	}
 	var docs []bson.Raw
 	err := e.s.read(func() error {
 		if c := e.s.collLocked(Namespace{DB: e.db, Coll: name}); c != nil {

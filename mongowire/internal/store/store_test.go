@@ -101,12 +101,15 @@ func TestCatalogErrors(t *testing.T) {
 		code int32
 	}{
 		"create existing": {func(s *Store) error { return s.Create(nsA, nil) }, mongoerr.NamespaceExists},
-		"create capped": {func(s *Store) error {
-			return s.Create(Namespace{"db", "c"}, bson.D{{Key: "capped", Value: true}, {Key: "size", Value: 100}})
-		}, mongoerr.CommandNotSupported},
-		"create view": {func(s *Store) error {
-			return s.Create(Namespace{"db", "v"}, bson.D{{Key: "viewOn", Value: "a"}})
-		}, mongoerr.CommandNotSupported},
+		"create capped without size": {func(s *Store) error {
+			return s.Create(Namespace{"db", "c"}, bson.D{{Key: "capped", Value: true}})
+		}, mongoerr.InvalidOptions},
+		"create view writing": {func(s *Store) error {
+			return s.Create(Namespace{"db", "v"}, bson.D{{Key: "viewOn", Value: "a"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$out", Value: "x"}}}}})
+		}, codeOptionNotSupportedOnView},
+		"create view cycle": {func(s *Store) error {
+			return s.Create(Namespace{"db", "v"}, bson.D{{Key: "viewOn", Value: "v"}})
+		}, codeGraphContainsCycle},
 		"create timeseries": {func(s *Store) error {
 			return s.Create(Namespace{"db", "t"}, bson.D{{Key: "timeseries", Value: bson.D{{Key: "timeField", Value: "t"}}}})
 		}, mongoerr.CommandNotSupported},

@@ -98,7 +98,7 @@ func idOf(doc bson.Raw) bson.RawValue {
 // create) when it does not exist.
 func (s *Store) ensureLocked(t *tx, ns Namespace) (*collection, bool, error) {
 	if c := s.collLocked(ns); c != nil {
-		return c, false, nil
+		return c, false, refuseViewLocked(ns, c)
 	}
 	if err := validNamespace(ns); err != nil {
 		return nil, false, err
@@ -113,6 +113,18 @@ func (s *Store) ensureLocked(t *tx, ns Namespace) (*collection, bool, error) {
 // first failure; otherwise every document is tried. n counts the documents
 // inserted; errs describes each failure by its index in docs.
 func (s *Store) Insert(ns Namespace, docs []bson.Raw, ordered bool) (n int, errs []WriteError) {
+	return s.InsertWith(ns, docs, InsertOptions{Ordered: ordered})
+}
+
+// InsertOptions are the options of an insert command.
+type InsertOptions struct {
+	Ordered          bool
+	BypassValidation bool // bypassDocumentValidation
+}
+
+// InsertWith is Insert with all of an insert command's options.
+func (s *Store) InsertWith(ns Namespace, docs []bson.Raw, opts InsertOptions) (n int, errs []WriteError) {
+	ordered := opts.Ordered
 	err := s.write(func(t *tx) error {
 		c, _, err := s.ensureLocked(t, ns)
 		if err != nil {
@@ -120,6 +132,9 @@ func (s *Store) Insert(ns Namespace, docs []bson.Raw, ordered bool) (n int, errs
 		}
 		for i, d := range docs {
 			doc, werr := prepare(d)
+			if werr == nil {
+				werr = s.validate(ns, c, doc, nil, opts.BypassValidation)
+			}
 			if werr == nil {
 				werr = c.insert(ns, doc)
 			}
@@ -133,6 +148,7 @@ func (s *Store) Insert(ns Namespace, docs []bson.Raw, ordered bool) (n int, errs
 			n++
 			t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
 			t.keep(c, c.nextRID-1, nil)
+			s.capLocked(t, ns, c)
 		}
 		return nil
 	})
@@ -180,7 +196,7 @@ func fixUpdated(old, nd bson.Raw) (bson.Raw, error) {
 
 // updateAt applies u to the record at position p and records the write. It
 // returns the new document, or nil if the update changed nothing.
-func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledUpdate, positional int) (bson.Raw, error) {
+func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledUpdate, positional int, bypass bool) (bson.Raw, error) {
 	old := c.recs[p].doc
 	nd, err := u.Apply(old, mql.ApplyOptions{PositionalIndex: positional, Now: t.wall})
 	if err != nil {
@@ -194,6 +210,9 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledU
 	}
 	if bytes.Equal(nd, old) {
 		return nil, nil
+	}
+	if werr := s.validate(ns, c, nd, old, bypass); werr != nil {
+		return nil, werr
 	}
 	if werr := c.replace(ns, p, nd); werr != nil {
 		return nil, werr
@@ -210,7 +229,7 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledU
 
 // upsert inserts the document an update builds when nothing matched: the
 // filter's equality fields, then the update applied with $setOnInsert.
-func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate) (bson.Raw, error) {
+func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate, bypass bool) (bson.Raw, error) {
 	seed := bson.D{} // a nil D does not marshal: a filter without equalities seeds nothing
 	for _, e := range f.EqualityFields() {
 		if strings.HasPrefix(e.Key, "$") {
@@ -239,11 +258,15 @@ func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate) (bson.R
 	if err != nil {
 		return nil, err
 	}
+	if werr := s.validate(ns, c, doc, nil, bypass); werr != nil {
+		return nil, werr
+	}
 	if werr := c.insert(ns, doc); werr != nil {
 		return nil, werr
 	}
 	t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
 	t.keep(c, c.nextRID-1, nil)
+	s.capLocked(t, ns, c)
 	return doc, nil
 }
 
@@ -310,7 +333,7 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 			}
 			for _, h := range hits(c, f, limit) {
 				res.Matched++
-				nd, err := s.updateAt(t, ns, c, c.pos(h.rid), u, h.pos)
+				nd, err := s.updateAt(t, ns, c, c.pos(h.rid), u, h.pos, spec.BypassValidation)
 				if err != nil {
 					return err
 				}
@@ -322,7 +345,7 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 		if res.Matched > 0 || !spec.Upsert {
 			return nil
 		}
-		doc, err := s.upsert(t, ns, f, u)
+		doc, err := s.upsert(t, ns, f, u, spec.BypassValidation)
 		if err != nil {
 			return err
 		}
@@ -432,7 +455,7 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 			if !spec.Upsert {
 				return nil
 			}
-			doc, err := s.upsert(t, ns, f, u)
+			doc, err := s.upsert(t, ns, f, u, spec.BypassValidation)
 			if err != nil {
 				return err
 			}
@@ -451,7 +474,7 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 			return nil
 		}
 		res.UpdatedExisting = true
-		nd, err := s.updateAt(t, ns, c, p, u, target.pos)
+		nd, err := s.updateAt(t, ns, c, p, u, target.pos, spec.BypassValidation)
 		if err != nil {
 			return err
 		}
