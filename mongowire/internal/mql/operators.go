@@ -373,7 +373,7 @@ func init() {
 		{name: "$search"},     // not run here
 		{name: "$searchMeta"}, // not run here
 		{name: "$set", compile: compileAddFieldsStage, update: true},
-		{name: "$setWindowFields"}, // not run here
+		{name: "$setWindowFields", compile: unnamedStage(compileSetWindowFields)},
 		{name: "$skip", compile: compileSkipStage},
 		{name: "$sort", compile: compileSortStage},
 		{name: "$sortByCount", compile: compileSortByCountStage},

@@ -270,6 +270,7 @@ func TestStagesReachable(t *testing.T) {
 		"$match": `{}`, "$project": `{"a": 1}`, "$replaceRoot": `{"newRoot": "$$ROOT"}`, "$replaceWith": `"$$ROOT"`,
 		"$sample": `{"size": 1}`, "$set": `{"b": 1}`, "$skip": `0`, "$sort": `{"a": 1}`, "$sortByCount": `"$a"`,
 		"$unionWith": `"c"`, "$unset": `"a"`, "$unwind": `"$a"`,
+		"$setWindowFields": `{"output": {"n": {"$count": {}}}}`,
 	}
 	for _, op := range pipelineStages {
 		if op.compile == nil {
