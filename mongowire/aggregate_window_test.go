@@ -98,3 +98,26 @@ func aggregateJSON(t *testing.T, c *mongo.Collection, pipeline string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// An unknown stage in an update pipeline fails the whole update command,
+// as mongod's lite parse does, so no statement of the batch runs.
+func TestUpdatePipelineUnknownStageFailsCommand(t *testing.T) {
+	t.Parallel()
+	_, client := setup(t)
+	db := client.Database("agg")
+	if _, err := db.Collection("u").InsertOne(t.Context(), bson.D{{Key: "_id", Value: 1}, {Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	err := db.RunCommand(t.Context(), bson.D{{Key: "update", Value: "u"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 2}}}}}},
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.A{bson.D{{Key: "$invalidOperator", Value: true}}}}},
+	}}}).Err()
+	wantCode(t, err, 40324, "Unrecognized pipeline stage name: '$invalidOperator'")
+	var got bson.M
+	if err := db.Collection("u").FindOne(t.Context(), bson.D{}).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got["x"] != int32(1) {
+		t.Errorf("x = %v after a failed command, want 1 (no statement runs)", got["x"])
+	}
+}
