@@ -1,6 +1,7 @@
 package mql
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
 	"time"
@@ -466,20 +467,27 @@ func (s *windowStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 		return 0
 	}
 	if s.partitionBy != nil || s.sortBy != nil {
-		slices.SortStableFunc(idx, func(a, b int) int {
+		// Stable by position: pdqsort with ties broken by index is much
+		// faster than a stable merge sort.
+		slices.SortFunc(idx, func(a, b int) int {
 			if s.partitionBy != nil {
 				if c := Compare(parts[a], parts[b]); c != 0 {
 					return c
 				}
 			}
 			if s.sortBy != nil {
-				return cmpSort(a, b)
+				if c := cmpSort(a, b); c != 0 {
+					return c
+				}
 			}
-			return 0
+			return cmpInt(a, b)
 		})
 	}
-	roots := make([]*mnode, n)
-	out := make([]bson.Raw, 0, n)
+	// results[k][i] is output k of document i.
+	results := make([][]bson.RawValue, len(s.outputs))
+	for k := range results {
+		results[k] = make([]bson.RawValue, n)
+	}
 	for start := 0; start < n; {
 		end := start + 1
 		if s.partitionBy == nil {
@@ -489,29 +497,64 @@ func (s *windowStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 			end++
 		}
 		p := idx[start:end]
-		for _, o := range s.outputs {
+		for k, o := range s.outputs {
 			vals, err := s.compute(c, o, in, p, sortKeys, nk, cmpSort)
 			if err != nil {
 				return nil, err
 			}
 			for j, i := range p {
-				if roots[i] == nil {
-					roots[i] = rawNode(vDoc(in[i]))
-					roots[i].load()
-				}
-				setField(roots[i], o.path, vals[j])
+				results[k][i] = vals[j]
 			}
 		}
 		start = end
 	}
+	out := make([]bson.Raw, 0, n)
 	for _, i := range idx {
-		if roots[i] == nil {
-			out = append(out, in[i])
-			continue
-		}
-		out = append(out, roots[i].encodeDoc(make([]byte, 0, len(in[i])+32)))
+		out = append(out, s.setOutputs(in[i], results, i))
 	}
 	return out, nil
+}
+
+// setOutputs sets the output fields of document i. New top-level fields
+// are appended to the document's bytes; others go through setField.
+func (s *windowStage) setOutputs(d bson.Raw, results [][]bson.RawValue, i int) bson.Raw {
+	simple := true
+	for _, o := range s.outputs {
+		if len(o.path) != 1 || lookup(d, o.path[0]).Type != 0 {
+			simple = false
+			break
+		}
+	}
+	if simple && len(s.outputs) > 1 {
+		seen := map[string]bool{}
+		for _, o := range s.outputs {
+			if seen[o.path[0]] {
+				simple = false
+				break
+			}
+			seen[o.path[0]] = true
+		}
+	}
+	if simple {
+		size := len(d)
+		for k, o := range s.outputs {
+			size += len(o.path[0]) + 2 + len(results[k][i].Value)
+		}
+		b := make([]byte, 0, size)
+		b = append(b, d[:len(d)-1]...)
+		for k, o := range s.outputs {
+			b = appendElem(b, o.path[0], results[k][i])
+		}
+		b = append(b, 0)
+		binary.LittleEndian.PutUint32(b, uint32(len(b)))
+		return b
+	}
+	root := rawNode(vDoc(d))
+	root.load()
+	for k, o := range s.outputs {
+		setField(root, o.path, results[k][i])
+	}
+	return root.encodeDoc(make([]byte, 0, len(d)+32))
 }
 
 // compute returns the values of output o for the documents of one

@@ -87,3 +87,14 @@ func TestSetWindowFieldsErrors(t *testing.T) {
 	_, err = runPipeline(t, `[{"$setWindowFields": {"partitionBy": "$a", "output": {"s": {"$sum": 1}}}}]`, []string{`{"a": [1]}`})
 	wantCode(t, err, 5722400, "An expression used to partition cannot evaluate to value of type array")
 }
+
+// An output that exists is replaced in place; new ones come last.
+func TestSetWindowFieldsReplacesInPlace(t *testing.T) {
+	t.Parallel()
+	got, err := runPipeline(t, `[{"$setWindowFields": {"sortBy": {"_id": 1}, "output": {"a": {"$documentNumber": {}}, "z": {"$sum": "$a"}}}}]`,
+		[]string{`{"_id": 1, "a": 5, "b": 1}`, `{"_id": 2, "b": 2}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDocs(t, got, `{"_id": 1, "a": 1, "b": 1, "z": 5}`, `{"_id": 2, "b": 2, "a": 2, "z": 5}`)
+}
