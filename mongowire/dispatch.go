@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -104,6 +105,7 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 	if err != nil {
 		return s.errorReply(mongoerr.New(mongoerr.FailedToParse, "command document is empty")), nil
 	}
+	received := time.Now()
 	r := &request{name: first.Key(), cmd: cmd}
 	dbv, err := cmd.LookupErr("$db")
 	if err != nil {
@@ -128,6 +130,9 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 				return appendDocField(reply, "writeConcernError", act.writeConcernErr), nil
 			}
 		}
+	}
+	if err := maxTime(r, received); err != nil {
+		return s.errorReply(err), nil
 	}
 	reply, err := s.runCommand(ctx, c, r)
 	if berr := s.store.Broken(); err == nil && berr != nil && !answersWhenBroken[r.name] {
