@@ -423,10 +423,14 @@ func (s *windowStage) rangeWindow(v, unit bson.RawValue) (windowBounds, error) {
 }
 
 func (s *windowStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	// Partition keys, then one stable sort on (partition, sortBy).
+	// Each document's partition as a rank among the partitions' keys, then
+	// one sort on (partition, sortBy, position).
 	n := len(in)
-	parts := make([]bson.RawValue, n)
+	part := make([]int, n)
 	if s.partitionBy != nil {
+		groups := map[string]int{}
+		var keys []bson.RawValue
+		var key []byte
 		for i, d := range in {
 			v, err := c.eval(s.partitionBy, d)
 			if err != nil {
@@ -438,7 +442,26 @@ func (s *windowStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 			case bson.TypeArray:
 				return nil, mongoerr.New(5722400, "An expression used to partition cannot evaluate to value of type array")
 			}
-			parts[i] = v
+			key = appendKey(key[:0], v)
+			g, ok := groups[string(key)]
+			if !ok {
+				g = len(keys)
+				groups[string(key)] = g
+				keys = append(keys, v)
+			}
+			part[i] = g
+		}
+		order := make([]int, len(keys))
+		for g := range order {
+			order[g] = g
+		}
+		slices.SortFunc(order, func(a, b int) int { return Compare(keys[a], keys[b]) })
+		rank := make([]int, len(keys))
+		for r, g := range order {
+			rank[g] = r
+		}
+		for i := range part {
+			part[i] = rank[part[i]]
 		}
 	}
 	idx := make([]int, n)
@@ -470,10 +493,8 @@ func (s *windowStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 		// Stable by position: pdqsort with ties broken by index is much
 		// faster than a stable merge sort.
 		slices.SortFunc(idx, func(a, b int) int {
-			if s.partitionBy != nil {
-				if c := Compare(parts[a], parts[b]); c != 0 {
-					return c
-				}
+			if c := cmpInt(part[a], part[b]); c != 0 {
+				return c
 			}
 			if s.sortBy != nil {
 				if c := cmpSort(a, b); c != 0 {
@@ -493,7 +514,7 @@ func (s *windowStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 		if s.partitionBy == nil {
 			end = n
 		}
-		for end < n && Compare(parts[idx[start]], parts[idx[end]]) == 0 {
+		for end < n && part[idx[start]] == part[idx[end]] {
 			end++
 		}
 		p := idx[start:end]

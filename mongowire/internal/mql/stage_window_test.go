@@ -98,3 +98,15 @@ func TestSetWindowFieldsReplacesInPlace(t *testing.T) {
 	}
 	wantDocs(t, got, `{"_id": 1, "a": 1, "b": 1, "z": 5}`, `{"_id": 2, "b": 2, "a": 2, "z": 5}`)
 }
+
+// Partitions come out in the order of their keys; 1 and 1.0 are one
+// partition, and a missing key is the null partition.
+func TestSetWindowFieldsPartitionOrder(t *testing.T) {
+	t.Parallel()
+	got, err := runPipeline(t, `[{"$setWindowFields": {"partitionBy": "$k", "output": {"n": {"$count": {}}}}}, {"$project": {"k": 0}}]`,
+		[]string{`{"_id": 1, "k": "a"}`, `{"_id": 2, "k": 1}`, `{"_id": 3}`, `{"_id": 4, "k": 1.0}`, `{"_id": 5, "k": null}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDocs(t, got, `{"_id": 3, "n": 2}`, `{"_id": 5, "n": 2}`, `{"_id": 2, "n": 2}`, `{"_id": 4, "n": 2}`, `{"_id": 1, "n": 1}`)
+}
