@@ -1,6 +1,7 @@
 package mql
 
 import (
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -129,13 +130,17 @@ func (s *graphLookupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 		}
 		foreign = kept
 	}
+	var idx graphIndex
+	if !strings.Contains(s.connectTo, ".") && len(in) > 0 {
+		idx = newGraphIndex(foreign, s.connectTo)
+	}
 	out := make([]bson.Raw, len(in))
 	for i, d := range in {
 		start, err := c.eval(s.startWith, d)
 		if err != nil {
 			return nil, err
 		}
-		found, err := s.search(start, foreign)
+		found, err := s.search(start, foreign, idx)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +153,7 @@ func (s *graphLookupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 }
 
 // search runs the breadth-first search from the startWith value.
-func (s *graphLookupStage) search(start bson.RawValue, foreign []bson.Raw) ([]bson.RawValue, error) {
+func (s *graphLookupStage) search(start bson.RawValue, foreign []bson.Raw, idx graphIndex) ([]bson.RawValue, error) {
 	var frontier []bson.RawValue
 	queried := map[string]bool{}
 	var key []byte
@@ -181,17 +186,16 @@ func (s *graphLookupStage) search(start bson.RawValue, foreign []bson.Raw) ([]bs
 			return nil, err
 		}
 		n := newFieldNode(s.connectTo, op)
+		candidates := idx.lookup(frontier)
 		frontier = nil
-		for j, f := range foreign {
-			if taken[j] || !n.match(f, nil) {
-				continue
-			}
+		take := func(j int) {
+			f := foreign[j]
 			taken[j] = true
 			id := lookup(f, "_id")
 			if id.Type != 0 {
 				key = appendKey(key[:0], id)
 				if seen[string(key)] {
-					continue
+					return
 				}
 				seen[string(key)] = true
 			}
@@ -205,6 +209,69 @@ func (s *graphLookupStage) search(start bson.RawValue, foreign []bson.Raw) ([]bs
 			found = append(found, vDoc(doc))
 			addValue(evalPath(vDoc(f), s.connectFrom))
 		}
+		if candidates != nil {
+			for _, j := range candidates {
+				if !taken[j] && n.match(foreign[j], nil) {
+					take(j)
+				}
+			}
+			continue
+		}
+		for j, f := range foreign {
+			if !taken[j] && n.match(f, nil) {
+				take(j)
+			}
+		}
 	}
 	return found, nil
+}
+
+// graphIndex maps the keys of a top-level connectToField's values (each
+// element of an array; null for a missing field) to the positions of the
+// documents holding them, so a round looks up its values instead of
+// testing every document. Candidates are still tested with the query.
+type graphIndex map[string][]int
+
+func newGraphIndex(docs []bson.Raw, field string) graphIndex {
+	idx := graphIndex{}
+	var key []byte
+	add := func(v bson.RawValue, j int) {
+		key = appendKey(key[:0], v)
+		if l := idx[string(key)]; len(l) == 0 || l[len(l)-1] != j {
+			idx[string(key)] = append(l, j)
+		}
+	}
+	for j, d := range docs {
+		switch v := lookup(d, field); v.Type {
+		case 0:
+			add(nullValue, j)
+		case bson.TypeArray:
+			for _, e := range arrayValues(v.Value) {
+				add(e, j)
+			}
+		default:
+			add(v, j)
+		}
+	}
+	return idx
+}
+
+// lookup returns the positions, in collection order, of the documents
+// that may match one of vals, or nil when the index cannot answer (no
+// index, or an array or regex value, which match other than by equality).
+func (idx graphIndex) lookup(vals []bson.RawValue) []int {
+	if idx == nil {
+		return nil
+	}
+	var key []byte
+	out := []int{}
+	for _, v := range vals {
+		if v.Type == bson.TypeArray || v.Type == bson.TypeRegex {
+			return nil
+		}
+		key = appendKey(key[:0], v)
+		out = append(out, idx[string(key)]...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

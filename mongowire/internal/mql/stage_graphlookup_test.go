@@ -1,6 +1,7 @@
 package mql
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -100,5 +101,38 @@ func TestGraphLookupErrors(t *testing.T) {
 			_, err := runPipeline(t, `[{"$graphLookup": `+tt.stage+`}]`, nil)
 			wantCode(t, err, tt.code, tt.msg)
 		})
+	}
+}
+
+// A top-level connectToField is looked up in an index; a dotted one is
+// scanned with the query. Both must find the same documents: arrays by
+// element, 1 and 1.0 as equal, null as missing too.
+func TestGraphLookupIndexMatchesScan(t *testing.T) {
+	t.Parallel()
+	values := []string{`1`, `1.0`, `2`, `[2, 3]`, `[]`, `null`, `"a"`, `{"x": 1}`, `[null]`, `{"$numberLong": "3"}`}
+	var coll []string
+	for i, v := range values {
+		next := values[(i+3)%len(values)]
+		coll = append(coll, fmt.Sprintf(`{"_id": %d, "k": %s, "w": {"k": %s}, "next": %s}`, i, v, v, next))
+	}
+	coll = append(coll, `{"_id": 100, "next": 1}`) // k missing
+	env := mapEnv{"g": docs(t, coll...)}
+	for _, start := range append(values, `"none"`) {
+		in := docs(t, `{"_id": "s", "start": `+start+`}`)
+		var got [2]string
+		for i, to := range []string{"k", "w.k"} {
+			p, err := CompilePipeline(stages(t, `[{"$graphLookup": {"from": "g", "startWith": "$start", "connectFromField": "next", "connectToField": "`+to+`", "as": "r", "depthField": "d"}}, {"$project": {"r": {"$map": {"input": "$r", "in": ["$$this._id", "$$this.d"]}}}}]`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.Run(env, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = out[0].String()
+		}
+		if got[0] != got[1] {
+			t.Errorf("startWith %s:\nindexed %s\nscanned %s", start, got[0], got[1])
+		}
 	}
 }
