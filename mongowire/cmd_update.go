@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
@@ -101,7 +102,11 @@ func parseUpdateStatement(stmt bson.Raw) (store.UpdateSpec, error) {
 		return spec, missingField("update.updates.u")
 	}
 	switch u.Type {
-	case bson.TypeEmbeddedDocument, bson.TypeArray:
+	case bson.TypeEmbeddedDocument:
+	case bson.TypeArray:
+		if err := mql.CheckStageNames(u); err != nil {
+			return spec, err
+		}
 	default:
 		return spec, mongoerr.New(mongoerr.FailedToParse, "Update argument must be either an object or an array")
 	}

@@ -238,7 +238,19 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 		return c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(mongoerr.New(mongoerr.UnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", name)))
 	}
-	reply, err := c.s.runCommand(ctx, c, &request{name: canonicalCommand(name), db: "admin", cmd: cmd, legacy: true})
+	r := &request{name: canonicalCommand(name), db: "admin", cmd: cmd, legacy: true}
+	if c.s.cfg.EnableTestCommands {
+		// failCommand applies to the handshake too, as mongod's.
+		if act, ok := c.s.failpoints.match(r, c.appName); ok {
+			if reply, err, handled := c.s.failCommand(ctx, act); handled {
+				if err != nil {
+					return err
+				}
+				return c.writeReply(h.RequestID, 0, reply)
+			}
+		}
+	}
+	reply, err := c.s.runCommand(ctx, c, r)
 	if err != nil {
 		return err
 	}

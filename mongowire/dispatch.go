@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -107,6 +108,7 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 	if err != nil {
 		return s.errorReply(mongoerr.New(mongoerr.FailedToParse, "command document is empty")), nil
 	}
+	received := time.Now()
 	r := &request{name: canonicalCommand(first.Key()), cmd: cmd}
 	dbv, err := cmd.LookupErr("$db")
 	if err != nil {
@@ -134,6 +136,9 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 		if reply, err, handled := s.onPrimaryTransactionalWrite(ctx, c, r); handled {
 			return reply, err
 		}
+	}
+	if err := maxTime(r, received); err != nil {
+		return s.errorReply(err), nil
 	}
 	reply, err := s.runCommand(ctx, c, r)
 	if berr := s.store.Broken(); err == nil && berr != nil && !answersWhenBroken[r.name] {

@@ -65,6 +65,10 @@ func (f *failPoints) matchPoint(point string, r *request, appName string) (failA
 	if point == "failCommand" && !contains(fp.commands, r.name) {
 		return failAction{}, false
 	}
+	if appName == "" && (r.name == "hello" || r.name == "isMaster" || r.name == "ismaster") {
+		// A connection's first hello names the application it is for.
+		appName, _ = r.cmd.Lookup("client", "application", "name").StringValueOK()
+	}
 	if fp.appName != "" && fp.appName != appName {
 		return failAction{}, false
 	}

@@ -335,7 +335,8 @@ func (op stageOperator) opName() string { return op.name }
 // stage_shape.go ($project, $unset, $addFields/$set,
 // $replaceRoot/$replaceWith), stage_group.go ($group, $count,
 // $sortByCount, $bucket, $bucketAuto), stage_unwind.go, stage_lookup.go
-// ($lookup, $unionWith) and stage_facet.go. The server runs $out, $merge
+// ($lookup, $unionWith), stage_graphlookup.go, stage_window.go
+// ($setWindowFields) and stage_facet.go. The server runs $out, $merge
 // and $changeStream itself, around a pipeline.
 var pipelineStages []stageOperator
 
@@ -352,9 +353,9 @@ func init() {
 		{name: "$densify"},   // not run here
 		{name: "$documents"}, // not run here
 		{name: "$facet", compile: unnamedStage(compileFacet)},
-		{name: "$fill"},        // not run here
-		{name: "$geoNear"},     // not run here
-		{name: "$graphLookup"}, // not run here
+		{name: "$fill"},    // not run here
+		{name: "$geoNear"}, // not run here
+		{name: "$graphLookup", compile: unnamedStage(compileGraphLookup)},
 		{name: "$group", compile: unnamedStage(compileGroup)},
 		{name: "$indexStats"}, // not run here
 		{name: "$limit", compile: compileLimitStage},
@@ -373,7 +374,7 @@ func init() {
 		{name: "$search"},     // not run here
 		{name: "$searchMeta"}, // not run here
 		{name: "$set", compile: compileAddFieldsStage, update: true},
-		{name: "$setWindowFields"}, // not run here
+		{name: "$setWindowFields", compile: unnamedStage(compileSetWindowFields)},
 		{name: "$skip", compile: compileSkipStage},
 		{name: "$sort", compile: compileSortStage},
 		{name: "$sortByCount", compile: compileSortByCountStage},

@@ -270,6 +270,8 @@ func TestStagesReachable(t *testing.T) {
 		"$match": `{}`, "$project": `{"a": 1}`, "$replaceRoot": `{"newRoot": "$$ROOT"}`, "$replaceWith": `"$$ROOT"`,
 		"$sample": `{"size": 1}`, "$set": `{"b": 1}`, "$skip": `0`, "$sort": `{"a": 1}`, "$sortByCount": `"$a"`,
 		"$unionWith": `"c"`, "$unset": `"a"`, "$unwind": `"$a"`,
+		"$setWindowFields": `{"output": {"n": {"$count": {}}}}`,
+		"$graphLookup":     `{"from": "c", "startWith": "$a", "connectFromField": "a", "connectToField": "b", "as": "g"}`,
 	}
 	for _, op := range pipelineStages {
 		if op.compile == nil {
