@@ -75,6 +75,46 @@ func (h *history) keepDDL(e *OplogEntry) {
 		}
 	}
 	h.add(version{ts: e.TS, wall: e.Wall.UnixNano(), ddl: m})
+	// A dropped collection's versions can no longer be read (a read
+	// before the drop is refused by its mark, one after it finds another
+	// collection), and they would keep the whole collection alive.
+	switch e.Op {
+	case "drop":
+		h.release(e.UUID)
+	case "rename":
+		for _, x := range e.Extra {
+			if b, ok := x.Value.(bson.Binary); ok && x.Key == "dropTarget" {
+				h.release(b)
+			}
+		}
+	}
+}
+
+// release forgets the document versions of the collection with uuid.
+func (h *history) release(uuid bson.Binary) {
+	if len(uuid.Data) == 0 {
+		return
+	}
+	kept := h.versions[h.head:]
+	n := 0
+	for _, v := range kept {
+		if v.c != nil && string(v.c.info.UUID.Data) == string(uuid.Data) {
+			h.bytes -= len(v.pre) + versionSize
+			continue
+		}
+		n++
+	}
+	if n == len(kept) {
+		return
+	}
+	// A fresh array, so that the dropped collection's share is freed.
+	out := make([]version, 0, n)
+	for _, v := range kept {
+		if v.c == nil || string(v.c.info.UUID.Data) != string(uuid.Data) {
+			out = append(out, v)
+		}
+	}
+	h.versions, h.head = out, 0
 }
 
 func cutNS(s string) (string, string, bool) {

@@ -125,3 +125,46 @@ func TestHistoryWindow(t *testing.T) {
 		t.Fatalf("past the byte bound: %d bytes, floor %v, %d slots for %d versions", h.bytes, h.floor, len(h.versions), len(h.kept()))
 	}
 }
+
+// TestHistoryReleasesDroppedCollection: a dropped collection's versions
+// (which could never be read again) are forgotten at the drop, so the
+// history does not keep its documents alive; another collection's stay.
+func TestHistoryReleasesDroppedCollection(t *testing.T) {
+	s := openMem(t)
+	gone, kept := Namespace{DB: "d", Coll: "gone"}, Namespace{DB: "d", Coll: "kept"}
+	for i := range 50 {
+		for _, ns := range []Namespace{gone, kept} {
+			if _, errs := s.Insert(ns, []bson.Raw{raw(t, bson.D{{Key: "_id", Value: i}})}, true); len(errs) > 0 {
+				t.Fatal(errs[0].Err)
+			}
+		}
+	}
+	if _, err := s.Delete(gone, raw(t, bson.D{}), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Drop(gone); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var ofKept int
+	for _, v := range s.hist.kept() {
+		switch {
+		case v.c == nil:
+		case v.c.info.Name == gone.Coll:
+			t.Fatalf("a version of the dropped collection is still kept (record %d)", v.rid)
+		case v.c.info.Name == kept.Coll:
+			ofKept++
+		}
+	}
+	if ofKept != 50 {
+		t.Errorf("%d versions of the other collection kept, want its 50 inserts", ofKept)
+	}
+	want := 0
+	for _, v := range s.hist.kept() {
+		want += len(v.pre) + versionSize
+	}
+	if s.hist.bytes != want {
+		t.Errorf("history counts %d bytes, its versions hold %d", s.hist.bytes, want)
+	}
+}
