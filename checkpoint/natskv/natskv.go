@@ -148,6 +148,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		}
 		racing := errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
 			errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) ||
+			NoPeersYet(err) ||
 			// A request's own timeout (not the caller's), as when the
 			// meta leader is busy placing the stream.
 			(ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)))
@@ -165,6 +166,19 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 			"raise them (nats kv edit %s --replicas %d) or configure %d", cfg.Bucket, have, cfg.Replicas, cfg.Bucket, cfg.Replicas, have)
 	}
 	return s, nil
+}
+
+// jsErrNoPeers is JetStream's error code for a replicated stream that no
+// set of servers can hold yet ("no suitable peers for placement"), as in a
+// cluster whose servers have not all reported to its meta leader.
+const jsErrNoPeers = 10005
+
+// NoPeersYet reports whether err is JetStream refusing to place a
+// replicated stream for want of servers: while a cluster starts, a retry
+// succeeds.
+func NoPeersYet(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrNoPeers
 }
 
 // openBucket binds s to the bucket, creating it if absent, and returns

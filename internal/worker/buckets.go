@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tide-cdc/tide/checkpoint/natskv"
 )
 
 // The buckets of a worker group. Their names are part of the contract:
@@ -38,16 +40,7 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream, ttl time.Duration,
 	marker := max(ttl, time.Second)
 	open := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 		cfg.Replicas = replicas
-		kv, err := js.CreateKeyValue(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			// Another worker made it, maybe with another TTL: use it
-			// as it is, so that a group never fights over its config.
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("open bucket %s: %w", cfg.Bucket, err)
-		}
-		return kv, nil
+		return openBucket(ctx, js, cfg)
 	}
 	var b Buckets
 	var err error
@@ -73,15 +66,37 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream, ttl time.Duration,
 // OpenPipelines opens the tide_pipelines bucket, creating it with
 // replicas copies if it is absent.
 func OpenPipelines(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: PipelinesBucket, Replicas: max(replicas, 1),
+	return openBucket(ctx, js, jetstream.KeyValueConfig{Bucket: PipelinesBucket, Replicas: max(replicas, 1),
 		Description: "tide: pipeline files stored by tide pipeline put"})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = js.KeyValue(ctx, PipelinesBucket)
+}
+
+// bucketRetryFor bounds the retries of a bucket that a starting cluster
+// cannot place yet.
+const bucketRetryFor = 30 * time.Second
+
+// openBucket creates the bucket cfg names, or opens it if another worker
+// made it first (maybe with another TTL: it is used as it is, so that a
+// group never fights over its config). A cluster that cannot place it
+// yet (its servers have not all reported) is retried for a while.
+func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	deadline := time.Now().Add(bucketRetryFor)
+	for pause := 100 * time.Millisecond; ; pause = min(2*pause, 2*time.Second) {
+		kv, err := js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+		}
+		if err == nil {
+			return kv, nil
+		}
+		if !natskv.NoPeersYet(err) || time.Now().Add(pause).After(deadline) {
+			return nil, fmt.Errorf("open bucket %s: %w", cfg.Bucket, err)
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open bucket %s: %w (after %v)", cfg.Bucket, ctx.Err(), err)
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", PipelinesBucket, err)
-	}
-	return kv, nil
 }
 
 // ValidKey reports whether name can be a key of the group's buckets,
