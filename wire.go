@@ -60,7 +60,7 @@ func build(ctx context.Context, cfg *config.Pipeline, opts Options, log *slog.Lo
 		if obs == nil {
 			obs = m
 		} else {
-			obs = observers{obs, m}
+			obs = pipeline.Observers{obs, m}
 		}
 	}
 	p := &parts{
@@ -273,34 +273,5 @@ func registerSourceMetrics(reg prometheus.Registerer, pipeline string, src cdc.S
 		reg.MustRegister(s.Collector(pipeline))
 	case *natssource.Source:
 		reg.MustRegister(s.Collector(pipeline))
-	}
-}
-
-// observers sends every observation to each of its members.
-type observers []pipeline.Observer
-
-func (o observers) Polled(n, bytes int) {
-	for _, x := range o {
-		x.Polled(n, bytes)
-	}
-}
-
-func (o observers) Committed(n, bytes int, took time.Duration, cp cdc.Checkpoint) {
-	for _, x := range o {
-		x.Committed(n, bytes, took, cp)
-	}
-}
-
-func (o observers) CommittedNamespaces(counts []pipeline.NamespaceCount) {
-	for _, x := range o {
-		if n, ok := x.(pipeline.NamespaceObserver); ok {
-			n.CommittedNamespaces(counts)
-		}
-	}
-}
-
-func (o observers) Failed(stage string, err error) {
-	for _, x := range o {
-		x.Failed(stage, err)
 	}
 }

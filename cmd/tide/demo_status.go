@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -30,7 +29,7 @@ func newDemoStatus(name string) *demoStatus {
 }
 
 // observer is the pipeline's Observer: the page's tracker and the metrics.
-func (d *demoStatus) observer() pipeline.Observer { return demoObservers{d.tracker, d.metrics} }
+func (d *demoStatus) observer() pipeline.Observer { return pipeline.Observers{d.tracker, d.metrics} }
 
 // serve starts the page on f.httpAddr, unless it is empty, and prints its
 // URL. stop shuts it down and waits for its goroutine.
@@ -61,33 +60,4 @@ func (d *demoStatus) serve(f demoFlags, stdout io.Writer, log *slog.Logger, src 
 		}
 	}()
 	return func() { cancel(); <-done }, nil
-}
-
-// demoObservers sends every observation to each of its members.
-type demoObservers []pipeline.Observer
-
-func (o demoObservers) Polled(n, bytes int) {
-	for _, x := range o {
-		x.Polled(n, bytes)
-	}
-}
-
-func (o demoObservers) Committed(n, bytes int, took time.Duration, cp cdc.Checkpoint) {
-	for _, x := range o {
-		x.Committed(n, bytes, took, cp)
-	}
-}
-
-func (o demoObservers) CommittedNamespaces(counts []pipeline.NamespaceCount) {
-	for _, x := range o {
-		if n, ok := x.(pipeline.NamespaceObserver); ok {
-			n.CommittedNamespaces(counts)
-		}
-	}
-}
-
-func (o demoObservers) Failed(stage string, err error) {
-	for _, x := range o {
-		x.Failed(stage, err)
-	}
 }
