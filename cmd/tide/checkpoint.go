@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -54,15 +53,10 @@ func newCheckpointCmd(secrets *redact.Set) *cobra.Command {
 the pipeline runs; the next commit may overtake what it prints.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			text, err := config.ReadFile(file)
+			text, cfg, err := readPipeline(file, secrets)
 			if err != nil {
 				return err
 			}
-			cfg, err := config.ParseNamed(file, text, os.LookupEnv)
-			if err != nil {
-				return err
-			}
-			secrets.Add(cfg.Secrets()...)
 			cp, err := tide.LoadCheckpoint(cmd.Context(), text, tide.Options{File: file})
 			var corrupt *checkpoint.CorruptError
 			if errors.As(err, &corrupt) {
@@ -104,20 +98,15 @@ to append to it.`,
 			if !yes {
 				return errors.New("checkpoint reset deletes the pipeline's progress; run it again with --yes to confirm")
 			}
-			cfg, err := config.Load(resetFile)
+			text, cfg, err := readPipeline(resetFile, secrets)
 			if err != nil {
 				return err
 			}
-			secrets.Add(cfg.Secrets()...)
 			if cfg.Checkpoint == "sink" {
 				return fmt.Errorf("pipeline %q keeps its checkpoint in the sink's own table, in the same transaction as its rows; "+
 					"to start over, delete the row yourself (DELETE FROM tide_checkpoints WHERE pipeline = '%s') together with the rows it covers", cfg.Name, cfg.Name)
 			}
 			if cfg.Checkpoint == "nats_kv" {
-				text, err := config.ReadFile(resetFile)
-				if err != nil {
-					return err
-				}
 				if err := tide.ResetCheckpoint(cmd.Context(), text, tide.Options{File: resetFile}); err != nil {
 					return err
 				}

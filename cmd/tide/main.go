@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/redact"
 )
 
@@ -97,4 +98,19 @@ func newVersionCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// readPipeline reads and parses a pipeline file, and adds its secrets to
+// those every output of the command hides.
+func readPipeline(file string, secrets *redact.Set) ([]byte, *config.Pipeline, error) {
+	text, err := config.ReadFile(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := config.ParseNamed(file, text, os.LookupEnv)
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets.Add(cfg.Secrets()...)
+	return text, cfg, nil
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/redact"
 	"github.com/tide-cdc/tide/internal/worker"
 )
@@ -41,15 +39,10 @@ func newPipelineCmd(secrets *redact.Set) *cobra.Command {
 		Short: "Validate a pipeline file and store it in the tide_pipelines bucket, replacing one of the same name",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			text, err := config.ReadFile(file)
+			text, cfg, err := readPipeline(file, secrets)
 			if err != nil {
 				return err
 			}
-			cfg, err := config.ParseNamed(file, text, os.LookupEnv)
-			if err != nil {
-				return err
-			}
-			secrets.Add(cfg.Secrets()...)
 			if !worker.ValidKey(cfg.Name) {
 				return fmt.Errorf("%s: name %q: a pipeline run by workers needs a name of letters, digits, '-', '_', '=' and inner '.'", file, cfg.Name)
 			}

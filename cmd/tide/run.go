@@ -16,7 +16,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tide-cdc/tide"
-	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/metrics"
 	"github.com/tide-cdc/tide/internal/redact"
 	"github.com/tide-cdc/tide/internal/status"
@@ -86,15 +85,10 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 		return err
 	}
 	log = redact.Logger(log, secrets)
-	text, err := config.ReadFile(f.file)
+	text, cfg, err := readPipeline(f.file, secrets)
 	if err != nil {
 		return err
 	}
-	cfg, err := config.ParseNamed(f.file, text, os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	secrets.Add(cfg.Secrets()...)
 	for _, w := range cfg.Warnings() {
 		log.Warn("pipeline file: "+w, "file", f.file)
 	}
