@@ -144,18 +144,7 @@ func (s *Source) admitOnce(ctx context.Context) (live, error) {
 		}
 		return l, fmt.Errorf("listCollections %s: %w", s.cfg.Database, err)
 	}
-	var colls []struct {
-		Name    string `bson:"name"`
-		Type    string `bson:"type"`
-		Options struct {
-			Images struct {
-				Enabled bool `bson:"enabled"`
-			} `bson:"changeStreamPreAndPostImages"`
-		} `bson:"options"`
-		Info struct {
-			UUID bson.Binary `bson:"uuid"`
-		} `bson:"info"`
-	}
+	var colls []collInfo // multi.go
 	if err := cur.All(ctx, &colls); err != nil {
 		return l, fmt.Errorf("listCollections %s: %w", s.cfg.Database, err)
 	}
