@@ -104,6 +104,7 @@ func (s *Store) ensureLocked(t *tx, ns Namespace) (*collection, bool, error) {
 		return nil, false, err
 	}
 	c := s.createLocked(ns, newUUID(), nil)
+	t.created(ns, c)
 	t.emit(OplogEntry{Op: "create", NS: ns, UUID: c.info.UUID, Extra: createExtra(nil)})
 	return c, true, nil
 }
@@ -113,7 +114,12 @@ func (s *Store) ensureLocked(t *tx, ns Namespace) (*collection, bool, error) {
 // first failure; otherwise every document is tried. n counts the documents
 // inserted; errs describes each failure by its index in docs.
 func (s *Store) Insert(ns Namespace, docs []bson.Raw, ordered bool) (n int, errs []WriteError) {
-	err := s.write(func(t *tx) error {
+	return s.insert(nil, ns, docs, ordered)
+}
+
+func (s *Store) insert(rd *Txn, ns Namespace, docs []bson.Raw, ordered bool) (n int, errs []WriteError) {
+	err := s.writeAs(rd, func(t *tx) error {
+		n, errs = 0, nil // a write blocked by a transaction runs again
 		c, _, err := s.ensureLocked(t, ns)
 		if err != nil {
 			return err
@@ -129,6 +135,9 @@ func (s *Store) Insert(ns Namespace, docs []bson.Raw, ordered bool) (n int, errs
 					return nil
 				}
 				continue
+			}
+			if err := t.touch(ns, c, c.nextRID-1, doc, nil); err != nil {
+				return err
 			}
 			n++
 			t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
@@ -197,6 +206,9 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledU
 	if werr := c.replace(ns, p, nd); werr != nil {
 		return nil, werr
 	}
+	if err := t.touch(ns, c, c.recs[p].rid, nd, old); err != nil {
+		return nil, err
+	}
 	e := OplogEntry{NS: ns, UUID: c.info.UUID, DocKey: docKey(nd), Doc: nd}
 	e.Op, e.Update = u.describe(old, nd, positional)
 	if c.info.PreAndPostImages {
@@ -239,6 +251,9 @@ func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate) (bson.R
 	}
 	if werr := c.insert(ns, doc); werr != nil {
 		return nil, werr
+	}
+	if err := t.touch(ns, c, c.nextRID-1, doc, nil); err != nil {
+		return nil, err
 	}
 	t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
 	return doc, nil
@@ -287,6 +302,10 @@ func hits(c *collection, f *query, limit int) []hit {
 // one with Multi; with Upsert, inserts when nothing matched. A document the
 // update leaves unchanged is matched but not modified, and not recorded.
 func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
+	return s.update(nil, ns, spec)
+}
+
+func (s *Store) update(rd *Txn, ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 	res := UpdateResult{}
 	f, err := compileQuery(spec.Filter)
 	if err != nil {
@@ -299,13 +318,18 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 	if spec.Multi && u.IsReplacement() {
 		return res, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
-	err = s.write(func(t *tx) error {
+	err = s.writeAs(rd, func(t *tx) error {
+		res = UpdateResult{}
 		if c := s.collLocked(ns); c != nil {
 			limit := 1
 			if spec.Multi {
 				limit = 0
 			}
-			for _, h := range hits(c, f, limit) {
+			hs, err := t.hits(ns, c, f, limit)
+			if err != nil {
+				return err
+			}
+			for _, h := range hs {
 				res.Matched++
 				nd, err := s.updateAt(t, ns, c, c.pos(h.rid), u, h.pos)
 				if err != nil {
@@ -332,18 +356,29 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 // Delete deletes the matching documents: all of them with limit 0, the
 // first with limit 1.
 func (s *Store) Delete(ns Namespace, filter bson.Raw, limit int) (int, error) {
+	return s.delete(nil, ns, filter, limit)
+}
+
+func (s *Store) delete(rd *Txn, ns Namespace, filter bson.Raw, limit int) (int, error) {
 	f, err := compileQuery(filter)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	err = s.write(func(t *tx) error {
+	err = s.writeAs(rd, func(t *tx) error {
+		n = 0
 		c := s.collLocked(ns)
 		if c == nil {
 			return nil
 		}
-		for _, h := range hits(c, f, limit) {
-			s.deleteAt(t, ns, c, c.pos(h.rid))
+		hs, err := t.hits(ns, c, f, limit)
+		if err != nil {
+			return err
+		}
+		for _, h := range hs {
+			if err := s.deleteAt(t, ns, c, c.pos(h.rid)); err != nil {
+				return err
+			}
 			n++
 		}
 		return nil
@@ -351,20 +386,28 @@ func (s *Store) Delete(ns Namespace, filter bson.Raw, limit int) (int, error) {
 	return n, err
 }
 
-func (s *Store) deleteAt(t *tx, ns Namespace, c *collection, p int) {
-	old := c.recs[p].doc
+func (s *Store) deleteAt(t *tx, ns Namespace, c *collection, p int) error {
+	old, rid := c.recs[p].doc, c.recs[p].rid
 	c.remove(p)
+	if err := t.touch(ns, c, rid, old, old); err != nil {
+		return err
+	}
 	e := OplogEntry{Op: "delete", NS: ns, UUID: c.info.UUID, DocKey: docKey(old)}
 	if c.info.PreAndPostImages {
 		e.Pre = old
 	}
 	t.emit(e)
+	return nil
 }
 
 // FindAndModify updates or removes the first document matching Filter in
 // Sort order, and returns it as it was before (or after, with New),
 // projected by Fields.
 func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModifyResult, error) {
+	return s.findAndModify(nil, ns, spec)
+}
+
+func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (FindAndModifyResult, error) {
 	var res FindAndModifyResult
 	hasUpdate := spec.Update.Type != 0
 	switch {
@@ -398,7 +441,8 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 		}
 	}
 	positional := -1
-	err = s.write(func(t *tx) error {
+	err = s.writeAs(rd, func(t *tx) error {
+		res, positional = FindAndModifyResult{}, -1
 		c := s.collLocked(ns)
 		var target *hit
 		if c != nil {
@@ -406,7 +450,10 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 			if sorter != nil {
 				limit = 0
 			}
-			hs := hits(c, f, limit)
+			hs, err := t.hits(ns, c, f, limit)
+			if err != nil {
+				return err
+			}
 			if sorter != nil && len(hs) > 1 {
 				docs := make([]bson.Raw, len(hs))
 				for i, h := range hs {
@@ -442,9 +489,8 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 		old := c.recs[p].doc
 		res.N, positional = 1, target.pos
 		if spec.Remove {
-			s.deleteAt(t, ns, c, p)
 			res.Value = old
-			return nil
+			return s.deleteAt(t, ns, c, p)
 		}
 		res.UpdatedExisting = true
 		nd, err := s.updateAt(t, ns, c, p, u, target.pos)
