@@ -127,7 +127,7 @@ type OplogEntry struct {
 	Extra  bson.D             // DDL details
 	Size   int                // bytes charged against the oplog bound
 
-	Txn    *TxnInfo           // set on the entries of a multi-document transaction
+	Txn *TxnInfo // set on the entries of a multi-document transaction
 }
 
 // TxnInfo places an oplog entry in its transaction. A transaction's

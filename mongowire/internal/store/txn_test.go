@@ -11,7 +11,6 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
-
 func testLSID(t testing.TB) bson.Raw {
 	return raw(t, bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}})
 }
