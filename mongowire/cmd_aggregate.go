@@ -85,7 +85,7 @@ func (s *Server) cmdAggregate(ctx context.Context, _ *conn, r *request) (bson.D,
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
 	}
-	docs, err := s.store.Aggregate(ns, stages)
+	docs, err := s.data(ctx).Aggregate(ns, stages)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // cmdDistinct: {distinct: "c", key, query} -> {values}.
-func (s *Server) cmdDistinct(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdDistinct(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -21,7 +21,7 @@ func (s *Server) cmdDistinct(_ context.Context, _ *conn, r *request) (bson.D, er
 	if !ok {
 		return nil, missingField("distinct.key")
 	}
-	vals, err := s.store.Distinct(ns, key, q)
+	vals, err := s.data(ctx).Distinct(ns, key, q)
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,7 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 	if ns == oplogNS {
 		docs, err = findOplog(s.store.Oplog(), spec)
 	} else {
-		docs, err = s.store.Find(ns, spec)
+		docs, err = s.data(ctx).Find(ns, spec)
 	}
 	if err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 )
 
 // cmdInsert: {insert: "c", documents: [...], ordered} -> {n, writeErrors?}.
-func (s *Server) cmdInsert(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdInsert(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -20,7 +20,7 @@ func (s *Server) cmdInsert(_ context.Context, _ *conn, r *request) (bson.D, erro
 	if err != nil {
 		return nil, err
 	}
-	n, errs := s.insert(ns, docs, ordered)
+	n, errs := s.insert(ctx, ns, docs, ordered)
 	reply := bson.D{{Key: "n", Value: int32(n)}}
 	if len(errs) > 0 {
 		we := make(bson.A, len(errs))
@@ -35,7 +35,7 @@ func (s *Server) cmdInsert(_ context.Context, _ *conn, r *request) (bson.D, erro
 // insert refuses documents over the 16 MiB BSON limit (a message may carry
 // up to 48 MB) and hands the rest to the store, keeping the statement
 // indexes and the ordered semantics of the whole batch.
-func (s *Server) insert(ns store.Namespace, docs []bson.Raw, ordered bool) (int, []store.WriteError) {
+func (s *Server) insert(ctx context.Context, ns store.Namespace, docs []bson.Raw, ordered bool) (int, []store.WriteError) {
 	var (
 		ok      []bson.Raw
 		indexes []int
@@ -54,12 +54,12 @@ func (s *Server) insert(ns store.Namespace, docs []bson.Raw, ordered bool) (int,
 		indexes = append(indexes, i)
 	}
 	if len(errs) == 0 {
-		return s.store.Insert(ns, docs, ordered)
+		return s.data(ctx).Insert(ns, docs, ordered)
 	}
 	if len(ok) == 0 {
 		return 0, errs
 	}
-	n, storeErrs := s.store.Insert(ns, ok, ordered)
+	n, storeErrs := s.data(ctx).Insert(ns, ok, ordered)
 	if ordered && len(storeErrs) > 0 {
 		errs = nil // the store stopped before the oversized document
 	}

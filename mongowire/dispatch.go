@@ -34,11 +34,13 @@ type command struct {
 func (s *Server) commandTable() map[string]command {
 	return map[string]command{
 		// Sorted. One file per command (or per family of trivial ones).
+		"abortTransaction":   {run: s.cmdAbortTransaction, adminOnly: true},
 		"aggregate":          {run: s.cmdAggregate},
 		"authenticate":       {run: s.cmdAuthenticate},
 		"buildInfo":          {run: s.cmdBuildInfo},
 		"collMod":            {run: s.cmdCollMod},
 		"collStats":          {run: s.cmdCollStats},
+		"commitTransaction":  {run: s.cmdCommitTransaction, adminOnly: true},
 		"configureFailPoint": {run: s.cmdConfigureFailPoint, adminOnly: true, testOnly: true},
 		"connectionStatus":   {run: s.cmdConnectionStatus},
 		"count":              {run: s.cmdCount},
@@ -179,10 +181,13 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := s.commandHint(r); err != nil {
 		return s.errorReply(err), nil
 	}
-	if err := refuseTransaction(r.cmd); err != nil {
+	if err := refuseCollation(r.cmd); err != nil {
 		return s.errorReply(err), nil
 	}
-	if err := refuseCollation(r.cmd); err != nil {
+	if inTransaction(r.cmd) { // txn.go
+		return s.runInTransaction(ctx, c, r, cmd)
+	}
+	if err := checkTxnNumber(r, cmd.retryable); err != nil {
 		return s.errorReply(err), nil
 	}
 	if cmd.retryable {
@@ -219,29 +224,20 @@ func (s *Server) call(ctx context.Context, c *conn, r *request, fn commandFunc) 
 		}
 	}()
 	reply, err = fn(ctx, c, r)
-	if err == nil && writeConcernCommands[r.name] && journaled(r.cmd) {
+	inTxn := txnFrom(ctx) != nil // a statement of a transaction waits for nothing: its commit does
+	if err == nil && writeConcernCommands[r.name] && !inTxn && journaled(r.cmd) {
 		// Acknowledge only once the writes are on disk; concurrent
 		// commands share the fsync.
 		if err := s.store.WaitDurable(); err != nil {
 			return nil, err
 		}
 	}
-	if err == nil && writeConcernCommands[r.name] {
+	if err == nil && writeConcernCommands[r.name] && !inTxn {
 		if wce := writeConcernError(r.cmd); wce != nil {
 			reply = append(reply, bson.E{Key: "writeConcernError", Value: wce})
 		}
 	}
 	return reply, err
-}
-
-func refuseTransaction(cmd bson.Raw) error {
-	if v, err := cmd.LookupErr("startTransaction"); err == nil && truthy(v) {
-		return mongoerr.New(mongoerr.IllegalOperation, "multi-document transactions are not supported by this server")
-	}
-	if v, err := cmd.LookupErr("autocommit"); err == nil && !truthy(v) {
-		return mongoerr.New(mongoerr.IllegalOperation, "multi-document transactions are not supported by this server")
-	}
-	return nil
 }
 
 // refuseCollation refuses a collation other than the simple (binary) one,

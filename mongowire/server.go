@@ -58,6 +58,9 @@ type Config struct {
 	// CursorTimeout closes cursors idle this long (default 10m), as
 	// mongod's cursorTimeoutMillis.
 	CursorTimeout time.Duration
+	// TransactionLifetimeLimit aborts a transaction still open this long
+	// after it started (transactionLifetimeLimitSeconds), default 60s.
+	TransactionLifetimeLimit time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 
@@ -124,6 +127,7 @@ type Server struct {
 
 	cursors    cursorTable
 	sessions   sessionTable
+	txns       txnTable // sessions' transactions (txn.go)
 	failpoints failPoints
 	auth       authState // users and authentication counters (auth_users.go)
 }
@@ -278,6 +282,7 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		s.wg.Wait()
 		s.cursors.closeAll()
+		s.closeTransactions()
 		s.closeErr = errors.Join(ignoreClosed(lnErr), s.store.Close())
 		s.unlockDataDir()
 	})
