@@ -63,6 +63,17 @@ func TestTransactionWithTransaction(t *testing.T) {
 	if n, _ := coll.CountDocuments(ctx, bson.D{}); n != 3 {
 		t.Fatalf("after commit: %d documents, want 3", n)
 	}
+	// The oplog holds it as mongod does: one applyOps entry.
+	var entry bson.Raw
+	if entry, err = client.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{{Key: "o.applyOps", Value: bson.D{{Key: "$exists", Value: true}}}}).Raw(); err != nil {
+		t.Fatal(err)
+	}
+	if ops, _ := entry.Lookup("o", "applyOps").Array().Values(); len(ops) != 3 || ops[2].Document().Lookup("op").StringValue() != "u" {
+		t.Fatalf("applyOps entry %s: want insert, insert, update", entry)
+	}
+	if _, ok := entry.Lookup("txnNumber").Int64OK(); !ok {
+		t.Fatalf("applyOps entry without txnNumber: %s", entry)
+	}
 	var first bson.Timestamp
 	for i := 0; i < 3; i++ {
 		if !cs.Next(ctx) {

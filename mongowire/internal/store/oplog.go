@@ -281,7 +281,16 @@ func (o *Oplog) Range(after, before bson.Timestamp, max int, reverse bool) []Opl
 		hi = sort.Search(q.len(), func(j int) bool { return !tsLess(q.at(j).TS, before) })
 	}
 	var out []OplogEntry
-	for n := 0; n < max && lo < hi; n++ {
+	for n := 0; lo < hi; n++ {
+		if n >= max { // past max only to keep a transaction's entries (one TS) together
+			next := q.at(lo)
+			if reverse {
+				next = q.at(hi - 1)
+			}
+			if next.TS != out[len(out)-1].TS {
+				break
+			}
+		}
 		if reverse {
 			hi--
 			out = append(out, *q.at(hi))
