@@ -280,9 +280,9 @@ func (s *Server) Close() error {
 			c.nc.Close()
 		}
 		s.mu.Unlock()
+		s.closeTransactions() // a write waiting for one goes on, so that its connection can end
 		s.wg.Wait()
 		s.cursors.closeAll()
-		s.closeTransactions()
 		s.closeErr = errors.Join(ignoreClosed(lnErr), s.store.Close())
 		s.unlockDataDir()
 	})
