@@ -458,3 +458,23 @@ func (s *Server) cmdCommitTransaction(context.Context, *conn, *request) (bson.D,
 func (s *Server) cmdAbortTransaction(context.Context, *conn, *request) (bson.D, error) {
 	return nil, mongoerr.New(mongoerr.InvalidOptions, "abortTransaction must be run within a transaction: it needs lsid, txnNumber and autocommit: false")
 }
+
+// transientCodes get the TransientTransactionError label on a statement
+// of a transaction when a fail point names no labels, as mongod labels
+// them: write conflicts, lock timeouts, snapshot errors, NoSuchTransaction.
+var transientCodes = map[int32]bool{
+	mongoerr.WriteConflict: true, 24: true, 239: true, 246: true, mongoerr.NoSuchTransaction: true,
+}
+
+// inTransaction adjusts a fail point's action for a statement of a
+// transaction: only its commit and abort are retryable writes, the other
+// statements' errors may be transient.
+func (a failAction) inTransaction(r *request) failAction {
+	if !inTransaction(r.cmd) {
+		return a
+	}
+	end := r.name == "commitTransaction" || r.name == "abortTransaction"
+	a.retryableWrite = end
+	a.txnStatement = !end
+	return a
+}

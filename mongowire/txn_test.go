@@ -303,3 +303,48 @@ func TestRetryableWriteNotRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTransactionFailPointLabels: an injected error on a statement of a
+// transaction is labelled as mongod labels it: transient for a write
+// conflict, RetryableWriteError on commit (and the driver adds
+// UnknownTransactionCommitResult), never RetryableWriteError on a
+// statement.
+func TestTransactionFailPointLabels(t *testing.T) {
+	_, client := setup(t, func(c *mongowire.Config) { c.EnableTestCommands = true })
+	ctx := t.Context()
+	admin := client.Database("admin")
+	failOnce := func(cmd string, code int32) {
+		t.Helper()
+		if err := admin.RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+			{Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
+			{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{cmd}}, {Key: "errorCode", Value: code}}}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	coll := client.Database("txn").Collection("fp")
+	sess, _ := client.StartSession()
+	defer sess.EndSession(ctx)
+	sc := mongo.NewSessionContext(ctx, sess)
+
+	sess.StartTransaction()
+	failOnce("insert", 112)
+	_, err := coll.InsertOne(sc, bson.D{})
+	wantLabel(t, err, "TransientTransactionError")
+	var le mongo.LabeledError
+	if errors.As(err, &le) && le.HasErrorLabel("RetryableWriteError") {
+		t.Fatalf("a statement of a transaction labelled retryable: %v", err)
+	}
+	sess.AbortTransaction(ctx)
+
+	sess.StartTransaction()
+	if _, err := coll.InsertOne(sc, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	failOnce("commitTransaction", 91)
+	if err := sess.CommitTransaction(ctx); err != nil { // the driver retries it once
+		t.Fatalf("commit after one injected ShutdownInProgress: %v", err)
+	}
+	if n, _ := coll.CountDocuments(ctx, bson.D{}); n != 1 {
+		t.Fatalf("%d documents after the retried commit, want 1", n)
+	}
+}
