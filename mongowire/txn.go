@@ -24,12 +24,11 @@ import (
 const defaultTxnLifetime = 60 * time.Second
 
 // txnAllowed are the commands a transaction may run, as in mongod 7.0
-// (less create and createIndexes, which this server does not run inside
-// one).
+// (less createIndexes, and create only without options).
 var txnAllowed = map[string]bool{
 	"find": true, "getMore": true, "killCursors": true, "insert": true, "update": true,
 	"delete": true, "findAndModify": true, "aggregate": true, "distinct": true,
-	"commitTransaction": true, "abortTransaction": true,
+	"commitTransaction": true, "abortTransaction": true, "create": true,
 }
 
 type txnPhase int
@@ -257,7 +256,11 @@ func (s *Server) txnStatement(ctx context.Context, c *conn, r *request, cmd comm
 		return nil, mongoerr.New(mongoerr.InvalidOptions, "Cannot set write concern after starting a transaction.")
 	}
 	x := ts.txn
-	reply, err := s.call(context.WithValue(ctx, txnKey{}, x), c, r, cmd.run)
+	run := cmd.run
+	if r.name == "create" {
+		run = s.createInTxn
+	}
+	reply, err := s.call(context.WithValue(ctx, txnKey{}, x), c, r, run)
 	if err == nil {
 		err = statementFailure(reply)
 		if err == nil && len(reply) > 0 && hasWriteErrors(reply) {
@@ -477,4 +480,24 @@ func (a failAction) inTransaction(r *request) failAction {
 	a.retryableWrite = end
 	a.txnStatement = !end
 	return a
+}
+
+// createInTxn creates a collection in the transaction; options are
+// refused, as mongod refuses a capped collection or a view in one.
+func (s *Server) createInTxn(ctx context.Context, _ *conn, r *request) (bson.D, error) {
+	name, ok := r.cmd.Index(0).Value().StringValueOK()
+	if !ok {
+		return nil, typeMismatch("create", "create", r.cmd.Index(0).Value(), "string")
+	}
+	elems, _ := r.cmd.Elements()
+	for _, e := range elems[1:] {
+		if !isGenericField(e.Key()) {
+			return nil, mongoerr.New(mongoerr.OperationNotSupportedInTransaction,
+				"Cannot run 'create' with option '%s' in a multi-document transaction on this server.", e.Key())
+		}
+	}
+	if err := txnFrom(ctx).Create(store.Namespace{DB: r.db, Coll: name}); err != nil {
+		return nil, err
+	}
+	return bson.D{}, nil
 }

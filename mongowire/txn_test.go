@@ -348,3 +348,47 @@ func TestTransactionFailPointLabels(t *testing.T) {
 		t.Fatalf("%d documents after the retried commit, want 1", n)
 	}
 }
+
+// TestTransactionCreate: a collection created in a transaction is gone
+// after an abort and kept after a commit; create with options is refused.
+func TestTransactionCreate(t *testing.T) {
+	_, client := setup(t)
+	ctx := t.Context()
+	db := client.Database("txnc")
+	sess, _ := client.StartSession()
+	defer sess.EndSession(ctx)
+	sc := mongo.NewSessionContext(ctx, sess)
+	names := func() []string {
+		t.Helper()
+		n, err := db.ListCollectionNames(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sess.StartTransaction()
+	if err := db.CreateCollection(sc, "made"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection("made").InsertOne(sc, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sess.AbortTransaction(ctx)
+	if n := names(); len(n) != 0 {
+		t.Fatalf("after abort: collections %v", n)
+	}
+	sess.StartTransaction()
+	if err := db.CreateCollection(sc, "made"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := names(); len(n) != 1 || n[0] != "made" {
+		t.Fatalf("after commit: collections %v", n)
+	}
+	sess.StartTransaction()
+	err := db.CreateCollection(sc, "capped", options.CreateCollection().SetCapped(true).SetSizeInBytes(4096))
+	wantCode(t, err, 263, "capped")
+	sess.AbortTransaction(ctx)
+}

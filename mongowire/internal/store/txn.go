@@ -607,3 +607,23 @@ func (s *Store) writeAs(rd *Txn, fn func(t *tx) error) error {
 
 // errBlockedStop is returned to a blocked write when the store closes.
 var errBlockedStop = errors.New("store closed while waiting for a transaction")
+
+// Create creates a collection, without options, within the transaction:
+// an abort drops it again, and its create entry is committed with the
+// rest. The collection is in the catalog from now on (listCollections
+// shows it before the commit); its documents are not.
+func (x *Txn) Create(ns Namespace) error {
+	s := x.s
+	return s.writeIn(x, func(t *tx) error {
+		if s.collLocked(ns) != nil {
+			return mongoerr.New(mongoerr.NamespaceExists, "Collection %s already exists.", ns)
+		}
+		if err := validNamespace(ns); err != nil {
+			return err
+		}
+		c := s.createLocked(ns, newUUID(), nil)
+		t.created(ns, c)
+		t.emit(OplogEntry{Op: "create", NS: ns, UUID: c.info.UUID, Extra: createExtra(nil)})
+		return nil
+	})
+}
