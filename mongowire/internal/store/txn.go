@@ -421,7 +421,17 @@ func (o *overlay) set(id string, doc bson.Raw) {
 // overlayLocked returns the overlay of reader rd (nil: outside any
 // transaction) on ns, or nil when the current versions are all right.
 func (s *Store) overlayLocked(rd *Txn, ns Namespace) *overlay {
-	if len(s.txns.open) == 0 || len(s.txns.open) == 1 && rd != nil && len(s.txns.history[ns]) == 0 {
+	if len(s.txns.open) == 0 {
+		return nil
+	}
+	need := rd != nil && len(s.txns.history[ns]) > 0
+	for x := range s.txns.open {
+		if need {
+			break
+		}
+		need = x != rd && len(x.dirty[ns]) > 0
+	}
+	if !need {
 		return nil
 	}
 	o := &overlay{docs: make(map[string]bson.Raw)}
