@@ -392,3 +392,40 @@ func TestTransactionCreate(t *testing.T) {
 	wantCode(t, err, 263, "capped")
 	sess.AbortTransaction(ctx)
 }
+
+// TestTransactionGetMore: a cursor opened in a transaction is read on
+// with getMore inside it; aggregate and distinct see its writes.
+func TestTransactionGetMore(t *testing.T) {
+	_, client := setup(t)
+	ctx := t.Context()
+	coll := client.Database("txn").Collection("gm")
+	sess, _ := client.StartSession()
+	defer sess.EndSession(ctx)
+	_, err := sess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+		for i := range 5 {
+			if _, err := coll.InsertOne(sc, bson.D{{Key: "_id", Value: i}, {Key: "g", Value: i % 2}}); err != nil {
+				return nil, err
+			}
+		}
+		cur, err := coll.Find(sc, bson.D{}, options.Find().SetBatchSize(2))
+		if err != nil {
+			return nil, err
+		}
+		var docs []bson.M
+		if err := cur.All(sc, &docs); err != nil {
+			return nil, err
+		}
+		if len(docs) != 5 {
+			t.Errorf("find in the transaction: %d documents, want 5", len(docs))
+		}
+		vals := coll.Distinct(sc, "g", bson.D{})
+		var gs []int32
+		if err := vals.Decode(&gs); err != nil || len(gs) != 2 {
+			t.Errorf("distinct in the transaction: %v %v", gs, err)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
