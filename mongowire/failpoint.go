@@ -136,13 +136,10 @@ func (s *Server) failCommand(ctx context.Context, act failAction) (reply []byte,
 		return nil, nil, false // block only, or a writeConcernError added after the command runs
 	}
 	e := mongoerr.New(act.errorCode, "Failing command %s via 'failCommand' failpoint", act.name)
-	switch {
-	case act.hasLabels:
+	if act.hasLabels {
 		e.Labels = act.errorLabels
-	case act.retryableWrite && retryableCodes[act.errorCode]:
-		e.Labels = []string{"RetryableWriteError"}
-	case act.txnStatement && transientCodes[act.errorCode]:
-		e.Labels = []string{mongoerr.LabelTransient}
+	} else {
+		e.Labels = act.defaultLabels()
 	}
 	return s.errorReply(e), nil, true
 }
