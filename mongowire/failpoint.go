@@ -152,7 +152,9 @@ func (s *Server) cmdConfigureFailPoint(_ context.Context, _ *conn, r *request) (
 	if !ok || (name != "failCommand" && name != "failGetMoreAfterCursorCheckout" && name != "onPrimaryTransactionalWrite") {
 		return nil, mongoerr.New(mongoerr.BadValue, "unknown fail point %s (supported: failCommand, failGetMoreAfterCursorCheckout, onPrimaryTransactionalWrite)", r.cmd.Index(0).Value())
 	}
-	fp := &failPoint{}
+	// onPrimaryTransactionalWrite closes the connection unless told not
+	// to, as mongod's does.
+	fp := &failPoint{closeConnection: name == "onPrimaryTransactionalWrite"}
 	mode, err := r.cmd.LookupErr("mode")
 	if err != nil {
 		return nil, mongoerr.New(mongoerr.BadValue, "configureFailPoint: missing mode")
@@ -217,7 +219,9 @@ func (s *Server) cmdConfigureFailPoint(_ context.Context, _ *conn, r *request) (
 				}
 			}
 		}
-		fp.closeConnection = a.bool("closeConnection")
+		if _, ok := a.lookup("closeConnection"); ok {
+			fp.closeConnection = a.bool("closeConnection")
+		}
 		if a.bool("blockConnection") {
 			ms, _ := a.int64("blockTimeMS")
 			fp.blockTime = time.Duration(ms) * time.Millisecond
