@@ -74,6 +74,15 @@ func TestCappedCollectionKeepsNewest(t *testing.T) {
 		t.Fatalf("listCollections: %v %v %v", specs, err, spec)
 	}
 	wantCode(t, db.RunCommand(ctx, bson.D{{Key: "create", Value: "nosize"}, {Key: "capped", Value: true}}).Err(), 72, "the 'size' field is required when 'capped' is true")
+	// $collStats and collStats report the limits, as mongod does.
+	st, err := db.Collection("log").Aggregate(ctx, mongo.Pipeline{{{Key: "$collStats", Value: bson.D{{Key: "storageStats", Value: bson.D{}}}}}})
+	if err != nil || !st.Next(ctx) {
+		t.Fatalf("$collStats: %v", err)
+	}
+	ss := st.Current.Lookup("storageStats").Document()
+	if !ss.Lookup("capped").Boolean() || ss.Lookup("maxSize").AsInt64() != 4096 || ss.Lookup("max").AsInt64() != 3 {
+		t.Fatalf("$collStats storageStats of a capped collection = %v, want capped, maxSize 4096, max 3", ss)
+	}
 }
 
 func TestTailableAwaitDataOnCappedCollection(t *testing.T) {

@@ -18,9 +18,11 @@ import (
 // sizes are the BSON sizes of the documents, storage and data alike, and
 // index sizes are 0. 26 NamespaceNotFound when the collection is missing.
 func (s *Server) storageStats(ns store.Namespace, scale int64) (bson.D, error) {
-	if _, ok := s.store.Collection(ns); !ok {
+	info, ok := s.store.Collection(ns)
+	if !ok {
 		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "Collection [%s] not found.", ns)
 	}
+	capped, capSize, capMax := info.Capped()
 	docs, err := s.store.Find(ns, store.FindSpec{})
 	if err != nil {
 		return nil, err
@@ -41,21 +43,26 @@ func (s *Server) storageStats(ns store.Namespace, scale int64) (bson.D, error) {
 	for _, sp := range specs {
 		indexSizes = append(indexSizes, bson.E{Key: sp.Name, Value: int32(0)})
 	}
-	return bson.D{
+	out := bson.D{
 		{Key: "size", Value: appendNumber(size / scale)},
 		{Key: "count", Value: appendNumber(int64(len(docs)))},
 		{Key: "avgObjSize", Value: appendNumber(avg)},
 		{Key: "numOrphanDocs", Value: appendNumber(int64(0))},
 		{Key: "storageSize", Value: appendNumber(size / scale)},
 		{Key: "freeStorageSize", Value: appendNumber(int64(0))},
-		{Key: "capped", Value: false},
+		{Key: "capped", Value: capped},
+	}
+	if capped { // as mongod reports a capped collection
+		out = append(out, bson.E{Key: "max", Value: appendNumber(capMax)}, bson.E{Key: "maxSize", Value: appendNumber(capSize / scale)})
+	}
+	return append(out, bson.D{
 		{Key: "nindexes", Value: int32(len(specs))},
 		{Key: "indexBuilds", Value: bson.A{}},
 		{Key: "totalIndexSize", Value: appendNumber(int64(0))},
 		{Key: "totalSize", Value: appendNumber(size / scale)},
 		{Key: "indexSizes", Value: indexSizes},
 		{Key: "scaleFactor", Value: appendNumber(scale)},
-	}, nil
+	}...), nil
 }
 
 // statsScale reads a scale option: a positive number, default 1.

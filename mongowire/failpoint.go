@@ -89,7 +89,13 @@ func (f *failPoints) matchPoint(point string, r *request, appName string) (failA
 		if fp.remaining <= 0 {
 			return failAction{}, false
 		}
-		fp.remaining--
+		n := int64(1)
+		if point == "onPrimaryTransactionalWrite" && r.name != "findAndModify" {
+			// mongod's fires once per statement of the batch; the retry
+			// finds them executed and fires none.
+			n = int64(max(1, statementCount(r)))
+		}
+		fp.remaining -= min(n, fp.remaining)
 		if fp.remaining == 0 {
 			fp.mode = "off"
 		}
@@ -263,4 +269,18 @@ func appendDocField(doc []byte, key string, sub []byte) []byte {
 	out = append(out, 0)
 	binary.LittleEndian.PutUint32(out, uint32(len(out)))
 	return out
+}
+
+// statementCount is the number of statements of a write command.
+func statementCount(r *request) int {
+	field := map[string]string{"insert": "documents", "update": "updates", "delete": "deletes"}[r.name]
+	if field == "" {
+		return 1
+	}
+	arr, ok := r.cmd.Lookup(field).ArrayOK()
+	if !ok {
+		return 1
+	}
+	vals, _ := arr.Values()
+	return len(vals)
 }

@@ -79,6 +79,17 @@ func TestRetryableWriteFailPoints(t *testing.T) {
 			}
 		})
 	}
+	// It fires once per statement: a batch of three consumes three
+	// activations on its first attempt, and the retry finds it done.
+	inserts.Store(0)
+	run(t, admin, bson.D{{Key: "configureFailPoint", Value: "onPrimaryTransactionalWrite"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 3}}}})
+	if _, err := coll.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "b1"}}, bson.D{{Key: "_id", Value: "b2"}}, bson.D{{Key: "_id", Value: "b3"}}}); err != nil {
+		t.Fatalf("insertMany under a fail point of 3 activations: %v", err)
+	}
+	if n := inserts.Load(); n != 2 {
+		t.Fatalf("%d insert attempts for the batch, want 2", n)
+	}
+
 	// closeConnection: false: the failure is the reply, unapplied.
 	fail("onPrimaryTransactionalWrite", bson.D{{Key: "failBeforeCommitExceptionCode", Value: 1}, {Key: "closeConnection", Value: false}})
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "kept open"}}); err == nil || !strings.Contains(err.Error(), "Failing write for test due to failpoint") {

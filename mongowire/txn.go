@@ -472,6 +472,11 @@ var transientCodes = map[int32]bool{
 	267: true, // PreparedTransactionInProgress
 }
 
+// notPrimaryCodes say the node stopped being primary.
+var notPrimaryCodes = map[int32]bool{
+	mongoerr.NotWritablePrimary: true, mongoerr.NotPrimaryNoSecondaryOk: true, 11602: true, 189: true,
+}
+
 // defaultLabels are the labels mongod puts on the error a fail point
 // injects when the fail point names none: RetryableWriteError on a
 // retryable write (commitTransaction and abortTransaction are ones) for
@@ -486,6 +491,10 @@ func (a failAction) defaultLabels() []string {
 	}
 	end := a.retryableWrite && (a.name == "commitTransaction" || a.name == "abortTransaction")
 	switch {
+	case a.txnStatement && notPrimaryCodes[a.errorCode]:
+		// A statement that met a primary stepping down: the transaction
+		// is gone with it and may be run again whole.
+		labels = append(labels, mongoerr.LabelTransient)
 	case !a.txnStatement && !end, !transientCodes[a.errorCode]:
 	case end && a.errorCode == mongoerr.NoSuchTransaction && a.writeConcernErr != nil:
 	default:

@@ -337,6 +337,12 @@ func TestTransactionFailPointLabels(t *testing.T) {
 	sess.AbortTransaction(ctx)
 
 	sess.StartTransaction()
+	failOnce("insert", 10107) // NotWritablePrimary
+	_, err = coll.InsertOne(sc, bson.D{})
+	wantLabel(t, err, "TransientTransactionError")
+	sess.AbortTransaction(ctx)
+
+	sess.StartTransaction()
 	if _, err := coll.InsertOne(sc, bson.D{{Key: "_id", Value: 1}}); err != nil {
 		t.Fatal(err)
 	}

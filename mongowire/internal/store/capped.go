@@ -176,3 +176,9 @@ func (t *tx) refuseCapped(ns Namespace, c *collection) error {
 	return mongoerr.New(mongoerr.OperationNotSupportedInTransaction,
 		"Collection '%s' is a capped collection. Writes in transactions are not allowed on capped collections.", ns)
 }
+
+// Capped reports the collection's capped limits (size in bytes, max
+// documents; 0: none), as create set them.
+func (ci CollectionInfo) Capped() (capped bool, size, max int64) {
+	return cappedLimits(ci.Options)
+}

@@ -216,6 +216,42 @@ func (t *tx) created(ns Namespace, c *collection) {
 	}
 }
 
+// heldByOther looks at a write's duplicate key error werr: when the
+// record holding the key is one an open transaction other than t's wrote,
+// the key may never commit, so the write conflicts (in a transaction) or
+// waits for that transaction (outside one), as in mongod, instead of
+// failing. It returns nil when werr stands as it is.
+func (t *tx) heldByOther(ns Namespace, c *collection, doc bson.Raw, self uint64, werr *mongoerr.Error) error {
+	if werr.Code != mongoerr.DuplicateKey || len(t.s.txns.open) == 0 {
+		return nil
+	}
+	keys, err := c.keysOf(doc, self)
+	if err != nil {
+		return nil
+	}
+	for i, ix := range c.indexes {
+		if !ix.unique() && i != 0 {
+			continue
+		}
+		for j := range keys[i] {
+			p := c.pos(ix.conflict(&keys[i][j], self))
+			if p < 0 {
+				continue
+			}
+			id := idKey(c.recs[p].doc)
+			for o := range t.s.txns.open {
+				if _, ok := o.dirty[ns][id]; ok && o != t.txn {
+					if t.txn != nil {
+						return writeConflict()
+					}
+					return &blockedError{done: o.done}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // madeByOtherLocked returns the open transaction other than rd that
 // created c, or nil.
 func (s *Store) madeByOtherLocked(rd *Txn, c *collection) *Txn {

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -92,5 +93,62 @@ func TestTransactionRefusesCappedWrites(t *testing.T) {
 	}
 	if n := sortedFind(t, s, ns); len(n) != 0 {
 		t.Fatalf("capped collection holds %v after the refused insert", n)
+	}
+}
+
+// A key an open transaction holds (its uncommitted insert) is no duplicate
+// yet: another transaction inserting it conflicts, a plain insert waits
+// for the transaction and then fails or succeeds by its outcome.
+func TestTxnHeldKey(t *testing.T) {
+	s := openMem(t)
+	doc := raw(t, bson.D{{Key: "_id", Value: int32(1)}})
+	x := begin(t, s)
+	if _, errs := x.Insert(nsA, []bson.Raw{doc}, true); errs != nil {
+		t.Fatal(errs)
+	}
+	y, err := s.Begin(testLSID(t), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := y.Insert(nsA, []bson.Raw{doc}, true); len(errs) != 1 || errs[0].Err.Code != mongoerr.WriteConflict {
+		t.Fatalf("second transaction inserting a held key: %v, want WriteConflict", errs)
+	}
+	plain := func() chan []WriteError {
+		done := make(chan []WriteError, 1)
+		go func() {
+			_, errs := s.Insert(nsA, []bson.Raw{doc}, true)
+			done <- errs
+		}()
+		select {
+		case errs := <-done:
+			t.Fatalf("a plain insert of a held key did not wait: %v", errs)
+		case <-time.After(50 * time.Millisecond):
+		}
+		return done
+	}
+	done := plain()
+	x.Abort()
+	if errs := <-done; errs != nil {
+		t.Fatalf("plain insert after the holder aborted: %v", errs)
+	}
+	if got := sortedFind(t, s, nsA); len(got) != 1 {
+		t.Fatalf("documents after the abort and the plain insert: %v", got)
+	}
+
+	// A commit makes it a duplicate.
+	two := raw(t, bson.D{{Key: "_id", Value: int32(2)}})
+	x, _ = s.Begin(testLSID(t), 3)
+	x.Insert(nsA, []bson.Raw{two}, true)
+	done = make(chan []WriteError, 1)
+	go func() {
+		_, errs := s.Insert(nsA, []bson.Raw{two}, true)
+		done <- errs
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := x.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if errs := <-done; len(errs) != 1 || errs[0].Err.Code != mongoerr.DuplicateKey {
+		t.Fatalf("plain insert after the holder committed: %v, want DuplicateKey", errs)
 	}
 }

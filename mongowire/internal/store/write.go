@@ -145,7 +145,11 @@ func (s *Store) insert(rd *Txn, ns Namespace, docs []bson.Raw, opts InsertOption
 				werr = s.validate(ns, c, doc, nil, opts.BypassValidation)
 			}
 			if werr == nil {
-				werr = c.insert(ns, doc)
+				if werr = c.insert(ns, doc); werr != nil {
+					if err := t.heldByOther(ns, c, doc, c.nextRID, werr); err != nil {
+						return err
+					}
+				}
 			}
 			if werr != nil {
 				errs = append(errs, WriteError{Index: i, Err: werr})
@@ -229,6 +233,9 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledU
 		return nil, werr
 	}
 	if werr := c.replace(ns, p, nd); werr != nil {
+		if err := t.heldByOther(ns, c, nd, c.recs[p].rid, werr); err != nil {
+			return nil, err
+		}
 		return nil, werr
 	}
 	if err := t.touch(ns, c, c.recs[p].rid, nd, old); err != nil {
@@ -279,6 +286,9 @@ func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate, bypass 
 		return nil, werr
 	}
 	if werr := c.insert(ns, doc); werr != nil {
+		if err := t.heldByOther(ns, c, doc, c.nextRID, werr); err != nil {
+			return nil, err
+		}
 		return nil, werr
 	}
 	if err := t.touch(ns, c, c.nextRID-1, doc, nil); err != nil {
