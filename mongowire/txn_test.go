@@ -530,3 +530,32 @@ func TestTransactionCreatedCollectionIsPrivate(t *testing.T) {
 		t.Fatalf("after the abort the outside insert left %d documents (%v), want 1", n, err)
 	}
 }
+
+// TestTransactionUnorderedBatchStopsAtFirstError: in a transaction an
+// unordered batch stops at its first failed statement (which aborts the
+// transaction), reporting that statement alone, as mongod does.
+func TestTransactionUnorderedBatchStopsAtFirstError(t *testing.T) {
+	_, client := setup(t)
+	ctx := t.Context()
+	coll := client.Database("txnu").Collection("c")
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "n", Value: 1}}, Options: options.Index().SetUnique(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 0}, {Key: "n", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sess, _ := client.StartSession()
+	defer sess.EndSession(ctx)
+	sc := mongo.NewSessionContext(ctx, sess)
+	sess.StartTransaction()
+	models := []mongo.WriteModel{
+		mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: 1}}).SetReplacement(bson.D{{Key: "n", Value: 1}}).SetUpsert(true),
+		mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: 2}}).SetReplacement(bson.D{{Key: "n", Value: 3}}).SetUpsert(true),
+	}
+	_, err := coll.BulkWrite(sc, models, options.BulkWrite().SetOrdered(false))
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || len(bwe.WriteErrors) != 1 || bwe.WriteErrors[0].Index != 0 || bwe.WriteErrors[0].Code != 11000 {
+		t.Fatalf("unordered bulk in a transaction = %v, want one duplicate key error at index 0", err)
+	}
+	sess.AbortTransaction(ctx)
+}

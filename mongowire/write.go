@@ -26,6 +26,11 @@ func writeBatch(r *request, field string) ([]bson.Raw, bool, error) {
 	if len(docs) == 0 || len(docs) > maxWriteBatchSize {
 		return nil, false, mongoerr.New(mongoerr.InvalidLength, "Write batch sizes must be between 1 and %d. Got %d operations.", maxWriteBatchSize, len(docs))
 	}
+	if inTransaction(r.cmd) {
+		// The first failed statement aborts the transaction, so a batch
+		// in one stops there, ordered or not, as in mongod.
+		ordered = true
+	}
 	return docs, ordered, nil
 }
 
