@@ -45,6 +45,7 @@ type failAction struct {
 	closeConnection  bool
 	blockTime        time.Duration
 	retryableWrite   bool
+	txnStatement     bool // a statement of a transaction other than its commit or abort (txn.go)
 	writeConcernErr  bson.Raw
 	failBeforeCommit int32
 }
@@ -105,7 +106,7 @@ func (f *failPoints) matchPoint(point string, r *request, appName string) (failA
 		writeConcernErr:  fp.writeConcernErr,
 		failBeforeCommit: fp.failBeforeCommit,
 		retryableWrite:   hasTxn && (r.name == "insert" || r.name == "update" || r.name == "delete" || r.name == "findAndModify"),
-	}, true
+	}.inTransaction(r), true
 }
 
 // retryableCodes get the RetryableWriteError label on a retryable write
@@ -140,6 +141,8 @@ func (s *Server) failCommand(ctx context.Context, act failAction) (reply []byte,
 		e.Labels = act.errorLabels
 	case act.retryableWrite && retryableCodes[act.errorCode]:
 		e.Labels = []string{"RetryableWriteError"}
+	case act.txnStatement && transientCodes[act.errorCode]:
+		e.Labels = []string{mongoerr.LabelTransient}
 	}
 	return s.errorReply(e), nil, true
 }

@@ -184,6 +184,7 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 
 // dropLocked removes a collection from the catalog.
 func (s *Store) dropLocked(ns Namespace) {
+	s.abortOnLocked(ns) // txn.go
 	delete(s.dbs[ns.DB], ns.Coll)
 	if len(s.dbs[ns.DB]) == 0 {
 		delete(s.dbs, ns.DB)
