@@ -165,8 +165,8 @@ func TestParseBad(t *testing.T) {
 		// Sections in other files validate themselves through validate(path).
 		"nats section hook": {"name: p\nsource:\n  nats:\n    mode: bogus\nsink: {stdout: {}}\n", []string{"line 4: source.nats.mode:"}},
 		// The MongoDB sink validates itself, naming each bad key.
-		"mongo sink":            {"name: p\nsource: {generate: {}}\nsink: {mongo: {uri: 'mongodb://h', database: d, collection: c, mode: upsert}}\n", []string{`line 3: sink.mongo.mode: "upsert" is not one of mirror, append`}},
-		"mongo sink incomplete": {"name: p\nsource: {generate: {}}\nsink:\n  mongo: {uri: x}\n", []string{`line 4: sink.mongo.uri: "x" is not a MongoDB connection string`}},
+		"mongo sink":             {"name: p\nsource: {generate: {}}\nsink: {mongo: {uri: 'mongodb://h', database: d, collection: c, mode: upsert}}\n", []string{`line 3: sink.mongo.mode: "upsert" is not one of mirror, append`}},
+		"mongo sink incomplete":  {"name: p\nsource: {generate: {}}\nsink:\n  mongo: {uri: x}\n", []string{`line 4: sink.mongo.uri: "x" is not a MongoDB connection string`}},
 		"mongo sink without uri": {"name: p\nsource: {generate: {}}\nsink:\n  mongo: {write_concern: 0}\n", []string{"sink.mongo.uri: required", `line 4: sink.mongo.write_concern: "0" is not majority`}},
 		"mongo mirror of delta updates": {"name: p\nsource: {mongo: {uri: embedded, database: d, collection: c}}\nsink: {mongo: {uri: embedded}}\n",
 			[]string{"source.mongo.full_document:", "sink.mongo mirror mode needs it"}},
