@@ -415,6 +415,7 @@ func (s *Sink) transaction(ctx context.Context, r run, rs *runState, uncertain b
 		}
 		if doc.Checkpoint == string(r.ckpt) {
 			s.log.Info("commit of unknown outcome had succeeded; not writing the changes again", "changes", r.to-r.from)
+			s.resolved.Add(1)
 			return abort(nil)
 		}
 		s.log.Info("commit of unknown outcome had not succeeded; writing the changes again", "changes", r.to-r.from)
@@ -435,13 +436,13 @@ func (s *Sink) transaction(ctx context.Context, r run, rs *runState, uncertain b
 		}
 		if len(issues) > 0 {
 			// A write error aborts a transaction: note what to leave out
-			// and try again.
-			for _, is := range issues {
-				if is.duplicate {
-					rs.probe = true
-				} else {
-					rs.dead[is.item] = is.err
-				}
+			// and try again. Only the first error is the server's verdict
+			// on its document; after it the transaction was aborted.
+			is := slices.MinFunc(issues, func(a, b writeIssue) int { return a.item - b.item })
+			if is.duplicate {
+				rs.probe = true
+			} else {
+				rs.dead[is.item] = is.err
 			}
 			return abort(errRetryNow)
 		}

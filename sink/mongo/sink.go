@@ -100,6 +100,9 @@ type Stats struct {
 	DeadLettered int64
 	Transactions int64 // committed transactions (checkpoint: sink)
 	Retries      int64 // writes or transactions tried again after a transient error
+	// Resolved counts commits of unknown outcome that the checkpoint
+	// document showed had succeeded: not written again.
+	Resolved int64
 }
 
 // Sink writes records to MongoDB. It implements cdc.Sink. Open, Put,
@@ -119,7 +122,7 @@ type Sink struct {
 	stage   stage
 	created map[string]bool // target namespaces known to exist
 
-	ddlSkipped, ddlApplied, deadLettered, txns, retries atomic.Int64
+	ddlSkipped, ddlApplied, deadLettered, txns, retries, resolved atomic.Int64
 }
 
 // New returns a sink as cfg says. It does no I/O.
@@ -186,7 +189,7 @@ func (s *Sink) keepsCheckpoint() bool { return s.ckpts != nil }
 func (s *Sink) Stats() Stats {
 	return Stats{
 		DDLSkipped: s.ddlSkipped.Load(), DDLApplied: s.ddlApplied.Load(), DeadLettered: s.deadLettered.Load(),
-		Transactions: s.txns.Load(), Retries: s.retries.Load(),
+		Transactions: s.txns.Load(), Retries: s.retries.Load(), Resolved: s.resolved.Load(),
 	}
 }
 
