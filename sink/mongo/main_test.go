@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -119,3 +120,5 @@ func count(t testing.TB, c *mongo.Client, db, coll string) int64 {
 func mongoIndex(keys bson.D) mongo.IndexModel {
 	return mongo.IndexModel{Keys: keys, Options: options.Index().SetUnique(true)}
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

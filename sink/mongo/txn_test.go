@@ -225,11 +225,8 @@ func TestDeadLetterInTransaction(t *testing.T) {
 	}
 }
 
-// TestStandaloneRefusedForCheckpoint: without transactions there is no
-// checkpoint: sink, and Load says why. (A mongowire server is a replica
-// set; the message is checked through the error of a server that refuses
-// to answer hello as one is not possible here, so this checks the
-// unreachable case keeps the URI's password hidden instead.)
+// TestLoadUnreachable: Load of an unreachable target names the URI
+// without its password.
 func TestLoadUnreachable(t *testing.T) {
 	s := mongosink.New(mongosink.Config{URI: "mongodb://u:pw@127.0.0.1:1/?serverSelectionTimeoutMS=200", Pipeline: "p"})
 	defer s.Close()
