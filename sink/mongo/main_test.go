@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"go.uber.org/goleak"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -122,3 +123,8 @@ func mongoIndex(keys bson.D) mongo.IndexModel {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+func majorityJournaled() *writeconcern.WriteConcern {
+	j := true
+	return &writeconcern.WriteConcern{W: "majority", Journal: &j}
+}
