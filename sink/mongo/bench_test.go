@@ -21,8 +21,8 @@ import (
 	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/pipeline"
 	mongosink "github.com/tide-cdc/tide/sink/mongo"
-	mongosource "github.com/tide-cdc/tide/source/mongo"
 	"github.com/tide-cdc/tide/source/generate"
+	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
 func envInt(name string, def int) int {
@@ -116,7 +116,6 @@ func BenchmarkMirror(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-
 // BenchmarkLag measures replication lag, MongoDB A → MongoDB B (mirror,
 // checkpoint: sink), at TIDE_MONGO_LAG_RATE changes per second (default
 // 1000) for TIDE_MONGO_LAG_SECONDS (default 5): each change is an insert
@@ -185,7 +184,9 @@ func BenchmarkLag(b *testing.B) {
 		}
 		dcancel()
 		slices.Sort(lags)
-		q := func(f float64) float64 { return float64(lags[min(len(lags)-1, int(f*float64(len(lags))))].Microseconds()) / 1000 }
+		q := func(f float64) float64 {
+			return float64(lags[min(len(lags)-1, int(f*float64(len(lags))))].Microseconds()) / 1000
+		}
 		b.ReportMetric(q(0.5), "p50-ms")
 		b.ReportMetric(q(0.99), "p99-ms")
 		b.ReportMetric(float64(lags[len(lags)-1].Microseconds())/1000, "max-ms")
