@@ -431,6 +431,9 @@ func (s *Sink) transaction(ctx context.Context, r run, rs *runState, uncertain b
 		coll := s.client.Database(w.target.db).Collection(w.target.coll)
 		_, err := coll.BulkWrite(sctx, w.models, options.BulkWrite().SetOrdered(s.ordered))
 		issues, err := s.writeIssues(err, w, 0)
+		if re := (*refusedError)(nil); errors.As(err, &re) {
+			return abort(err) // names the collection already
+		}
 		if err != nil {
 			return abort(fmt.Errorf("mongo sink: write %s: %w", w.target, err))
 		}
@@ -464,7 +467,7 @@ func (s *Sink) transaction(ctx context.Context, r run, rs *runState, uncertain b
 		return abort(fmt.Errorf("mongo sink: write checkpoint of %q to %s.%s: %w", s.cfg.Pipeline, s.cfg.CheckpointDatabase, CheckpointCollection, err))
 	}
 	if res.MatchedCount == 0 {
-		return abort(fmt.Errorf("mongo sink: checkpoint of %q in %s.%s: %w since this one started (its epoch is no longer %d); this one stops",
+		return abort(fmt.Errorf("mongo sink: checkpoint of %q in %s.%s: %w since this one started (its epoch is no longer %d, or the document was deleted); this one stops",
 			s.cfg.Pipeline, s.cfg.CheckpointDatabase, CheckpointCollection, errFenced, s.epoch))
 	}
 	if err := sess.CommitTransaction(sctx); err != nil {

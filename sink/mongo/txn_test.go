@@ -209,8 +209,25 @@ func TestDeadLetterInTransaction(t *testing.T) {
 	if _, err := c.Database("shop").Collection("orders").Indexes().CreateOne(t.Context(), mongoIndex(bson.D{{Key: "n", Value: 1}})); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := keeper(t, srv.URI(), mongosink.Config{OnWriteError: mongosink.OnWriteErrorDeadLetter})
-	commit(t, s, records(0, change{cdc.OpInsert, "shop.orders", 1, 1}, change{cdc.OpInsert, "shop.orders", 2, 1}, change{cdc.OpInsert, "shop.orders", 3, 3}))
+	batch := records(0, change{cdc.OpInsert, "shop.orders", 1, 1}, change{cdc.OpInsert, "shop.orders", 2, 1}, change{cdc.OpInsert, "shop.orders", 3, 3})
+
+	// Without a dead-letter collection the batch fails, and nothing of it
+	// is written.
+	s, _ := keeper(t, srv.URI(), mongosink.Config{})
+	if err := s.Put(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Commit(t.Context(), cdc.Checkpoint{Source: batch[2].Pos})
+	if err == nil || !strings.HasPrefix(err.Error(), "mongo sink: shop.orders refused the insert of _id 2") {
+		t.Fatalf("Commit = %v, want the refusal of _id 2 in shop.orders", err)
+	}
+	if n := count(t, c, "shop", "orders"); n != 0 {
+		t.Fatalf("shop.orders holds %d documents after a failed transaction, want 0", n)
+	}
+	s.Close()
+
+	s, _ = keeper(t, srv.URI(), mongosink.Config{OnWriteError: mongosink.OnWriteErrorDeadLetter})
+	commit(t, s, batch)
 	if got := docs(t, c, "shop", "orders"); !maps.Equal(got, map[int64]int{1: 1, 3: 3}) {
 		t.Errorf("shop.orders = %v", got)
 	}
