@@ -112,6 +112,9 @@ func build(ctx context.Context, cfg *config.Pipeline, opts Options, log *slog.Lo
 	if p.sink, err = p.buildSink(cfg, log); err != nil {
 		return nil, err
 	}
+	if ms, ok := p.sink.(*mongosink.Sink); ok && opts.Metrics != nil {
+		opts.Metrics.MustRegister(ms.Collector(cfg.Name))
+	}
 	if p.store, err = sinkStore(cfg, p.sink, p.store); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -323,4 +324,27 @@ func TestValidate(t *testing.T) {
 	if got := mongosink.Redact("mongodb://u:p@h1:1,h2:2/db?x=1"); got != "mongodb://u:xxxxx@h1:1,h2:2/db?x=1" {
 		t.Errorf("Redact = %s", got)
 	}
+}
+
+// TestCollector: the sink's counters are exported, by pipeline.
+func TestCollector(t *testing.T) {
+	srv := testenv.MongoWire(t)
+	s := open(t, srv.URI(), mongosink.Config{})
+	commit(t, s, records(0, change{cdc.OpInsert, "d.a", 1, 1}, change{op: cdc.OpDrop, ns: "d.a"}))
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s.Collector("p"))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "tide_mongo_sink_ddl_skipped_total" {
+			m := f.GetMetric()[0]
+			if v := m.GetCounter().GetValue(); v != 1 || m.GetLabel()[0].GetValue() != "p" {
+				t.Errorf("tide_mongo_sink_ddl_skipped_total = %v %v, want 1 for pipeline p", v, m.GetLabel())
+			}
+			return
+		}
+	}
+	t.Error("no tide_mongo_sink_ddl_skipped_total")
 }
