@@ -252,3 +252,33 @@ func TestLoadUnreachable(t *testing.T) {
 		t.Errorf("Load = %v", err)
 	}
 }
+
+// TestRewriteCheckpoint: tide checkpoint set's rewrite replaces the
+// checkpoint and takes the pipeline over, so that a sink still running
+// it stops at its next commit instead of overwriting the new checkpoint.
+func TestRewriteCheckpoint(t *testing.T) {
+	srv := testenv.MongoWire(t)
+	running, _ := keeper(t, srv.URI(), mongosink.Config{})
+	commit(t, running, records(0, change{cdc.OpInsert, "shop.orders", 1, 1}))
+	err := mongosink.RewriteCheckpoint(t.Context(), mongosink.Config{URI: srv.URI(), Pipeline: "p"}, func(cp *cdc.Checkpoint) (*cdc.Checkpoint, error) {
+		if cp == nil || string(cp.Source) != `{"t":0}` {
+			t.Errorf("rewrite saw %+v, want the committed checkpoint", cp)
+		}
+		return &cdc.Checkpoint{Source: cdc.Position(`{"t":"set"}`)}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := checkpointOf(t, srv.URI(), "p"); got == nil || string(got.Source) != `{"t":"set"}` {
+		t.Errorf("checkpoint after the rewrite %+v", got)
+	}
+	if err := running.Put(t.Context(), records(1, change{cdc.OpInsert, "shop.orders", 2, 2})); err != nil {
+		t.Fatal(err)
+	}
+	if err := running.Commit(t.Context(), cdc.Checkpoint{Source: cdc.Position(`{"t":1}`)}); err == nil || !strings.Contains(err.Error(), "another tide took over") {
+		t.Errorf("Commit of the sink running during the rewrite = %v, want it fenced", err)
+	}
+	if got := checkpointOf(t, srv.URI(), "p"); string(got.Source) != `{"t":"set"}` {
+		t.Errorf("checkpoint %+v: overwritten by the fenced sink", got)
+	}
+}
