@@ -95,6 +95,11 @@ func (s *Server) commandTable() map[string]command {
 		"validate":            {run: s.cmdValidate},
 		"whatsmyuri":          {run: s.cmdWhatsMyURI},
 
+		// mongod's Stable API test commands.
+		"testDeprecation":  {run: s.cmdAPITest, testOnly: true},
+		"testVersion1And2": {run: s.cmdAPITest, testOnly: true},
+		"testVersion2":     {run: s.cmdAPITest, testOnly: true},
+
 		// Apart, so that the long name leaves the alignment above alone.
 		"getDefaultRWConcern": {run: s.cmdGetDefaultRWConcern, adminOnly: true},
 		"revokeRolesFromUser": {run: s.cmdRevokeRolesFromUser},

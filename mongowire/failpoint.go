@@ -136,13 +136,10 @@ func (s *Server) failCommand(ctx context.Context, act failAction) (reply []byte,
 		return nil, nil, false // block only, or a writeConcernError added after the command runs
 	}
 	e := mongoerr.New(act.errorCode, "Failing command %s via 'failCommand' failpoint", act.name)
-	switch {
-	case act.hasLabels:
+	if act.hasLabels {
 		e.Labels = act.errorLabels
-	case act.retryableWrite && retryableCodes[act.errorCode]:
-		e.Labels = []string{"RetryableWriteError"}
-	case act.txnStatement && transientCodes[act.errorCode]:
-		e.Labels = []string{mongoerr.LabelTransient}
+	} else {
+		e.Labels = act.defaultLabels()
 	}
 	return s.errorReply(e), nil, true
 }
@@ -155,7 +152,9 @@ func (s *Server) cmdConfigureFailPoint(_ context.Context, _ *conn, r *request) (
 	if !ok || (name != "failCommand" && name != "failGetMoreAfterCursorCheckout" && name != "onPrimaryTransactionalWrite") {
 		return nil, mongoerr.New(mongoerr.BadValue, "unknown fail point %s (supported: failCommand, failGetMoreAfterCursorCheckout, onPrimaryTransactionalWrite)", r.cmd.Index(0).Value())
 	}
-	fp := &failPoint{}
+	// onPrimaryTransactionalWrite closes the connection unless told not
+	// to, as mongod's does.
+	fp := &failPoint{closeConnection: name == "onPrimaryTransactionalWrite"}
 	mode, err := r.cmd.LookupErr("mode")
 	if err != nil {
 		return nil, mongoerr.New(mongoerr.BadValue, "configureFailPoint: missing mode")
@@ -220,7 +219,9 @@ func (s *Server) cmdConfigureFailPoint(_ context.Context, _ *conn, r *request) (
 				}
 			}
 		}
-		fp.closeConnection = a.bool("closeConnection")
+		if _, ok := a.lookup("closeConnection"); ok {
+			fp.closeConnection = a.bool("closeConnection")
+		}
 		if a.bool("blockConnection") {
 			ms, _ := a.int64("blockTimeMS")
 			fp.blockTime = time.Duration(ms) * time.Millisecond

@@ -29,6 +29,7 @@ var txnAllowed = map[string]bool{
 	"find": true, "getMore": true, "killCursors": true, "insert": true, "update": true,
 	"delete": true, "findAndModify": true, "aggregate": true, "distinct": true,
 	"commitTransaction": true, "abortTransaction": true, "create": true,
+	"createIndexes": true, // on a collection the transaction creates (store.Txn.CreateIndexes)
 }
 
 type txnPhase int
@@ -151,6 +152,7 @@ type dataStore interface {
 	Update(store.Namespace, store.UpdateSpec) (store.UpdateResult, error)
 	Delete(ns store.Namespace, filter bson.Raw, limit int) (int, error)
 	FindAndModify(store.Namespace, store.FindAndModifySpec) (store.FindAndModifyResult, error)
+	CreateIndexes(store.Namespace, []store.IndexSpec) (createdCollection bool, before, after int, err error)
 }
 
 // data returns where a command's reads and writes go.
@@ -467,6 +469,29 @@ func (s *Server) cmdAbortTransaction(context.Context, *conn, *request) (bson.D, 
 // them: write conflicts, lock timeouts, snapshot errors, NoSuchTransaction.
 var transientCodes = map[int32]bool{
 	mongoerr.WriteConflict: true, 24: true, 239: true, 246: true, mongoerr.NoSuchTransaction: true,
+	267: true, // PreparedTransactionInProgress
+}
+
+// defaultLabels are the labels mongod puts on the error a fail point
+// injects when the fail point names none: RetryableWriteError on a
+// retryable write (commitTransaction and abortTransaction are ones) for
+// its retryable codes, TransientTransactionError in a transaction for
+// the transient codes. On a commit or abort, NoSuchTransaction is
+// transient only without a write concern error: with one, the commit may
+// have happened and may not be redone.
+func (a failAction) defaultLabels() []string {
+	var labels []string
+	if a.retryableWrite && retryableCodes[a.errorCode] {
+		labels = append(labels, "RetryableWriteError")
+	}
+	end := a.retryableWrite && (a.name == "commitTransaction" || a.name == "abortTransaction")
+	switch {
+	case !a.txnStatement && !end, !transientCodes[a.errorCode]:
+	case end && a.errorCode == mongoerr.NoSuchTransaction && a.writeConcernErr != nil:
+	default:
+		labels = append(labels, mongoerr.LabelTransient)
+	}
+	return labels
 }
 
 // inTransaction adjusts a fail point's action for a statement of a

@@ -347,6 +347,19 @@ func TestTransactionFailPointLabels(t *testing.T) {
 	if n, _ := coll.CountDocuments(ctx, bson.D{}); n != 1 {
 		t.Fatalf("%d documents after the retried commit, want 1", n)
 	}
+
+	// A transient code on commit: TransientTransactionError, so that
+	// withTransaction runs the whole transaction again.
+	for _, code := range []int32{24, 112, 246, 251, 267} {
+		sess.StartTransaction()
+		if _, err := coll.InsertOne(sc, bson.D{}); err != nil {
+			t.Fatal(err)
+		}
+		failOnce("commitTransaction", code)
+		err := sess.CommitTransaction(ctx)
+		wantLabel(t, err, "TransientTransactionError")
+		sess.AbortTransaction(ctx)
+	}
 }
 
 // TestTransactionCreate: a collection created in a transaction is gone
@@ -427,5 +440,87 @@ func TestTransactionGetMore(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTransactionCreatedCollectionIsPrivate: a collection a transaction
+// creates (by create, an insert or createIndexes) does not exist for
+// anyone else until the commit; a write outside waits for the
+// transaction rather than writing into a collection an abort would drop;
+// indexes can be created in a transaction only on such a collection.
+func TestTransactionCreatedCollectionIsPrivate(t *testing.T) {
+	_, client := setup(t)
+	ctx := t.Context()
+	db := client.Database("txnp")
+	sess, _ := client.StartSession()
+	defer sess.EndSession(ctx)
+	sc := mongo.NewSessionContext(ctx, sess)
+	names := func() []string {
+		t.Helper()
+		n, err := db.ListCollectionNames(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	indexes := func(coll string) []string {
+		t.Helper()
+		specs, err := db.Collection(coll).Indexes().ListSpecifications(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range specs {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+
+	sess.StartTransaction()
+	if _, err := db.Collection("ix").Indexes().CreateOne(sc, mongo.IndexModel{Keys: bson.D{{Key: "x", Value: 1}}}); err != nil {
+		t.Fatalf("createIndexes on a new collection in a transaction: %v", err)
+	}
+	if n := names(); len(n) != 0 {
+		t.Fatalf("collections seen outside the open transaction: %v", n)
+	}
+	if ix := indexes("ix"); len(ix) != 0 {
+		t.Fatalf("indexes seen outside the open transaction: %v", ix)
+	}
+	if err := sess.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ix := indexes("ix"); len(ix) != 2 || ix[1] != "x_1" {
+		t.Fatalf("indexes after the commit: %v, want [_id_ x_1]", ix)
+	}
+
+	sess.StartTransaction()
+	_, err := db.Collection("ix").Indexes().CreateOne(sc, mongo.IndexModel{Keys: bson.D{{Key: "y", Value: 1}}})
+	wantCode(t, err, 263, "existing collection")
+	sess.AbortTransaction(ctx)
+
+	// An insert outside into a collection an open transaction created
+	// waits for it; after an abort it creates the collection itself.
+	sess.StartTransaction()
+	if err := db.CreateCollection(sc, "made"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.Collection("made").InsertOne(ctx, bson.D{{Key: "_id", Value: "outside"}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("insert outside returned (%v) while the transaction that created the collection is open", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := sess.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("insert outside after the abort: %v", err)
+	}
+	if n, err := db.Collection("made").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Fatalf("after the abort the outside insert left %d documents (%v), want 1", n, err)
 	}
 }

@@ -357,7 +357,9 @@ func (s *Store) ListCollections(db string) []CollectionInfo {
 	defer s.mu.RUnlock()
 	out := make([]CollectionInfo, 0, len(s.dbs[db]))
 	for _, c := range s.dbs[db] {
-		out = append(out, c.info)
+		if s.madeByOtherLocked(nil, c) == nil { // not one an open transaction created
+			out = append(out, c.info)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -49,8 +49,9 @@ type Txn struct {
 	undo    []undoRec
 	dirty   map[Namespace]map[string]bson.Raw // the first pre-image of each document written, by _id; nil: none
 	entries []OplogEntry
-	kept    []keptVersion // for the snapshot history, by index in entries
-	done    chan struct{} // closed when it ends
+	kept    []keptVersion        // for the snapshot history, by index in entries
+	made    map[*collection]bool // the collections it created: nobody else sees them until it commits
+	done    chan struct{}        // closed when it ends
 	ended   bool
 	endErr  error // why it ended, for a statement that comes after: nil once committed
 }
@@ -163,6 +164,14 @@ func (t *tx) touch(ns Namespace, c *collection, rid uint64, doc, pre bson.Raw) e
 	}
 	t.undo = append(t.undo, undoRec{ns: ns, c: c, rid: rid, pre: pre})
 	id := idKey(doc)
+	if o := t.s.madeByOtherLocked(t.txn, c); o != nil {
+		// A collection another transaction created: it does not exist
+		// for this writer until that transaction commits.
+		if t.txn != nil {
+			return writeConflict()
+		}
+		return &blockedError{done: o.done}
+	}
 	if t.txn == nil {
 		for o := range st.open {
 			if _, ok := o.dirty[ns][id]; ok {
@@ -199,6 +208,23 @@ func (t *tx) created(ns Namespace, c *collection) {
 	if t.txn != nil || len(t.s.txns.open) > 0 {
 		t.undo = append(t.undo, undoRec{ns: ns, c: c, created: true})
 	}
+	if x := t.txn; x != nil {
+		if x.made == nil {
+			x.made = make(map[*collection]bool)
+		}
+		x.made[c] = true
+	}
+}
+
+// madeByOtherLocked returns the open transaction other than rd that
+// created c, or nil.
+func (s *Store) madeByOtherLocked(rd *Txn, c *collection) *Txn {
+	for o := range s.txns.open {
+		if o != rd && o.made[c] {
+			return o
+		}
+	}
+	return nil
 }
 
 // recordHistoryLocked keeps the pre-images of a committed write while
