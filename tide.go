@@ -30,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	mongosink "github.com/tide-cdc/tide/sink/mongo"
 	"github.com/tide-cdc/tide/sink/postgres"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -87,6 +88,10 @@ type Pipeline struct {
 	// MongoDB source with uri: embedded, or nil. It stops when Run
 	// returns; until then other clients may use it too.
 	Embedded *mongowire.Server
+	// EmbeddedSink is the second embedded server, the target of
+	// sink.mongo with uri: embedded, or nil. Like Embedded, it stops
+	// when Run returns.
+	EmbeddedSink *mongowire.Server
 
 	secrets *redact.Set
 	release func() error
@@ -145,12 +150,13 @@ func New(ctx context.Context, yamlText []byte, opts Options) (*Pipeline, error) 
 	release := sync.OnceValue(parts.close)
 	src := own(parts.source, release)
 	return &Pipeline{
-		Pipeline: pipeline.New(parts.config, src, parts.encode, parts.sink, parts.store),
-		Name:     cfg.Name,
-		Source:   parts.source,
-		Embedded: parts.embedded,
-		secrets:  secrets,
-		release:  release,
+		Pipeline:     pipeline.New(parts.config, src, parts.encode, parts.sink, parts.store),
+		Name:         cfg.Name,
+		Source:       parts.source,
+		Embedded:     parts.embedded,
+		EmbeddedSink: parts.embeddedSink,
+		secrets:      secrets,
+		release:      release,
 	}, nil
 }
 
@@ -175,6 +181,15 @@ func LoadCheckpoint(ctx context.Context, yamlText []byte, opts Options) (*cdc.Ch
 	cfg, err := parse(yamlText, opts)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Checkpoint == "sink" && cfg.Sink.Mongo != nil {
+		c := cfg.Sink.Mongo.Config
+		if c.URI == "embedded" {
+			return nil, fmt.Errorf("pipeline %q keeps its checkpoint in the embedded server of sink.mongo (uri: embedded), which runs only inside tide run", cfg.Name)
+		}
+		c.Pipeline = cfg.Name
+		cp, err := mongosink.ReadCheckpoint(ctx, c)
+		return cp, secretsOf(cfg).Error(err)
 	}
 	if cfg.Checkpoint == "sink" {
 		if cfg.Sink.Postgres == nil {

@@ -53,8 +53,8 @@ func TestNewPipelineErrorsNameKeyAndLine(t *testing.T) {
 		"unknown key": {"name: p\nsource: {generate: {}}\nsink:\n  bogus: {}\n", []string{"line 4: sink.bogus: unknown key"}},
 		"two errors": {"name: p\nsource:\n  nats: {mode: jetstream}\nsink: {nats: {max_in_flight: -1}}\n",
 			[]string{"line 3: source.nats.stream: required", "line 4: sink.nats.stream: required", "line 4: sink.nats.max_in_flight: must not be negative"}},
-		"mongo sink": {"name: p\nsource: {generate: {}}\nsink:\n  mongo: {uri: 'mongodb://h', database: d, collection: c}\n",
-			[]string{"line 4: sink.mongo: the MongoDB sink is not part of this release"}},
+		"mongo sink": {"name: p\nsource: {generate: {}}\nsink:\n  mongo: {uri: 'mongodb://h', database: d, collection: c, on_write_error: ignore}\n",
+			[]string{`line 4: sink.mongo.on_write_error: "ignore" is not one of fail, dead_letter`}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

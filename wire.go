@@ -20,6 +20,7 @@ import (
 	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/file"
+	mongosink "github.com/tide-cdc/tide/sink/mongo"
 	natssink "github.com/tide-cdc/tide/sink/nats"
 	"github.com/tide-cdc/tide/sink/postgres"
 	"github.com/tide-cdc/tide/sink/stdout"
@@ -38,7 +39,9 @@ type parts struct {
 	encode   pipeline.EncodeFunc
 	store    pipeline.Checkpointer
 	embedded *mongowire.Server // for uri: embedded, else nil
-	closers  []func() error
+	// embeddedSink is sink.mongo's server for uri: embedded, else nil.
+	embeddedSink *mongowire.Server
+	closers      []func() error
 }
 
 func (p *parts) close() error {
@@ -106,8 +109,11 @@ func build(ctx context.Context, cfg *config.Pipeline, opts Options, log *slog.Lo
 	if opts.Metrics != nil {
 		registerSourceMetrics(opts.Metrics, cfg.Name, p.source)
 	}
-	if p.sink, err = buildSink(cfg, log); err != nil {
+	if p.sink, err = p.buildSink(cfg, log); err != nil {
 		return nil, err
+	}
+	if ms, ok := p.sink.(*mongosink.Sink); ok && opts.Metrics != nil {
+		opts.Metrics.MustRegister(ms.Collector(cfg.Name))
 	}
 	if p.store, err = sinkStore(cfg, p.sink, p.store); err != nil {
 		return nil, err
@@ -129,11 +135,13 @@ func sinkStore(cfg *config.Pipeline, sink cdc.Sink, store pipeline.Checkpointer)
 	if cfg.Checkpoint != "sink" {
 		return store, nil
 	}
-	ps, ok := sink.(*postgres.Sink)
-	if !ok {
-		return nil, fmt.Errorf("checkpoint: sink: the sink of pipeline %q does not keep checkpoints", cfg.Name)
+	switch s := sink.(type) {
+	case *postgres.Sink:
+		return s.Checkpoints(), nil
+	case *mongosink.Sink:
+		return s.Checkpoints(), nil
 	}
-	return ps.Checkpoints(), nil
+	return nil, fmt.Errorf("checkpoint: sink: the sink of pipeline %q does not keep checkpoints", cfg.Name)
 }
 
 // natsKVStore is the store of checkpoint: {nats_kv: ...}: opts.NATSKV,
@@ -244,7 +252,7 @@ func embeddedURI(srv *mongowire.Server, e *config.MongoEmbedded) string {
 	return strings.Replace(uri, "mongodb://", "mongodb://"+creds+"@", 1) + "&authSource=admin&authMechanism=SCRAM-SHA-256"
 }
 
-func buildSink(cfg *config.Pipeline, log *slog.Logger) (cdc.Sink, error) {
+func (p *parts) buildSink(cfg *config.Pipeline, log *slog.Logger) (cdc.Sink, error) {
 	s := cfg.Sink
 	switch {
 	case s.File != nil:
@@ -261,8 +269,22 @@ func buildSink(cfg *config.Pipeline, log *slog.Logger) (cdc.Sink, error) {
 		c := s.Postgres.Config
 		c.Table, c.Pipeline, c.Logger = cfg.PostgresTable(), cfg.Name, log
 		return postgres.New(c), nil
+	case s.Mongo != nil:
+		c := s.Mongo.Config
+		c.Pipeline, c.Logger = cfg.Name, log
+		if c.URI == "embedded" {
+			// A second embedded server, the target: its own data
+			// directory, closed after the pipeline like the source's.
+			srv, err := startEmbedded(filepath.Join(cfg.DataDir, "embedded-sink"), nil, log.With("server", "embedded-sink"))
+			if err != nil {
+				return nil, fmt.Errorf("sink.mongo: %w", err)
+			}
+			p.closers = append(p.closers, srv.Close)
+			p.embeddedSink = srv
+			c.URI = srv.URI()
+		}
+		return mongosink.New(c), nil
 	}
-	// sink.mongo never gets here: config validation refuses it.
 	return nil, errors.New("sink: none configured")
 }
 

@@ -102,6 +102,10 @@ to append to it.`,
 			if err != nil {
 				return err
 			}
+			if cfg.Checkpoint == "sink" && cfg.Sink.Mongo != nil {
+				return fmt.Errorf("pipeline %q keeps its checkpoint in the target MongoDB, in the same transaction as its documents; "+
+					"to start over, delete the document {_id: %q} of %s.tide_checkpoints yourself together with the documents it covers", cfg.Name, cfg.Name, cfg.Sink.Mongo.CheckpointDatabase)
+			}
 			if cfg.Checkpoint == "sink" {
 				return fmt.Errorf("pipeline %q keeps its checkpoint in the sink's own table, in the same transaction as its rows; "+
 					"to start over, delete the row yourself (DELETE FROM tide_checkpoints WHERE pipeline = '%s') together with the rows it covers", cfg.Name, cfg.Name)

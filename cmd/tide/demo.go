@@ -37,6 +37,7 @@ type demoFlags struct {
 	rate     float64
 	progress string
 	nats     bool
+	toMongo  bool
 	httpAddr string // the status page; "" for none
 	authFile string
 }
@@ -66,6 +67,7 @@ checkpoint.`,
 	cmd.Flags().StringVar(&f.httpAddr, "http-addr", "127.0.0.1:0", `serve the status page, /api/status and /metrics here (default: a free loopback port); "" for none`)
 	cmd.Flags().StringVar(&f.authFile, "http-auth-file", "", "require basic auth on --http-addr: a file of one user:password (or user:bcrypt-hash) line; needed off loopback")
 	cmd.Flags().BoolVar(&f.nats, "nats", false, "stream NATS JetStream messages instead, from an embedded nats-server, into orders-nats.jsonl")
+	cmd.Flags().BoolVar(&f.toMongo, "to-mongo", false, "keep a second embedded MongoDB in sync instead (the MongoDB sink, mirror mode, exactly-once), and check it equals the first at the end")
 	return cmd
 }
 
@@ -76,8 +78,14 @@ type demoChange struct {
 }
 
 func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
+	if f.nats && f.toMongo {
+		return fmt.Errorf("--nats and --to-mongo: choose one demo")
+	}
 	if f.nats {
 		return runNATSDemo(ctx, f, stdout, stderr)
+	}
+	if f.toMongo {
+		return runMongoCopyDemo(ctx, f, stdout, stderr)
 	}
 	if err := checkDemoFlags(f); err != nil {
 		return err

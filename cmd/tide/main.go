@@ -64,9 +64,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func newRootCmd(stdout, stderr io.Writer, secrets *redact.Set) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tide",
-		Short: "Stream changes from MongoDB and NATS into files, JetStream, PostgreSQL and stdout",
+		Short: "Stream changes from MongoDB and NATS into files, JetStream, PostgreSQL, MongoDB and stdout",
 		Long: `Tide streams changes, reliably and fast, from MongoDB change streams and NATS
-into JSON-lines files, NATS JetStream, PostgreSQL and stdout. It never
+into JSON-lines files, NATS JetStream, PostgreSQL, MongoDB and stdout. It never
 records progress that a sink has not made durable.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

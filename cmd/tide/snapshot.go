@@ -17,6 +17,7 @@ import (
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/redact"
+	mongosink "github.com/tide-cdc/tide/sink/mongo"
 	"github.com/tide-cdc/tide/sink/postgres"
 	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
@@ -71,7 +72,7 @@ func rewritePosition(cmd *cobra.Command, secrets *redact.Set, file string, yes b
 	if cfg.Source.Mongo == nil {
 		return fmt.Errorf("pipeline %q: %s needs a MongoDB source", cfg.Name, what)
 	}
-	if cfg.Checkpoint == "sink" && cfg.Sink.Postgres == nil {
+	if cfg.Checkpoint == "sink" && cfg.Sink.Postgres == nil && cfg.Sink.Mongo == nil {
 		return fmt.Errorf("checkpoint: sink: the sink of pipeline %q does not keep checkpoints", cfg.Name)
 	}
 	if !yes {
@@ -104,7 +105,16 @@ func rewritePosition(cmd *cobra.Command, secrets *redact.Set, file string, yes b
 		cp.Source = pos
 		return cp, nil
 	}
-	if cfg.Checkpoint == "sink" {
+	if cfg.Checkpoint == "sink" && cfg.Sink.Mongo != nil {
+		c := cfg.Sink.Mongo.Config
+		if c.URI == "embedded" {
+			return fmt.Errorf("pipeline %q keeps its checkpoint in the embedded server of sink.mongo (uri: embedded), which runs only inside tide run", cfg.Name)
+		}
+		c.Pipeline = cfg.Name
+		if err := mongosink.RewriteCheckpoint(cmd.Context(), c, change); err != nil {
+			return err
+		}
+	} else if cfg.Checkpoint == "sink" {
 		c := cfg.Sink.Postgres.Config
 		c.Table, c.Pipeline = cfg.PostgresTable(), cfg.Name
 		if err := postgres.RewriteCheckpoint(cmd.Context(), c, change); err != nil {

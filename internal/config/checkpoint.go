@@ -68,8 +68,8 @@ func (p *Pipeline) checkpointErrors() []error {
 	switch p.Checkpoint {
 	case "", "file":
 	case "sink":
-		if p.Sink.Postgres == nil {
-			return []error{fmt.Errorf(`checkpoint: "sink" needs a sink that stores checkpoints in its own transaction (postgres); use "file" with sink.%s`, p.sinkName())}
+		if p.Sink.Postgres == nil && p.Sink.Mongo == nil {
+			return []error{fmt.Errorf(`checkpoint: "sink" needs a sink that stores checkpoints in its own transaction (postgres, mongo); use "file" with sink.%s`, p.sinkName())}
 		}
 	case "nats_kv":
 		if c := p.CheckpointStore.NATSKV; c != nil {

@@ -50,7 +50,8 @@ type Pipeline struct {
 	Encode  Encode `yaml:"encode"`
 
 	// Checkpoint says where checkpoints are stored: "" or "file" for the
-	// store in DataDir, "sink" for the sink's own transaction (postgres),
+	// store in DataDir, "sink" for the sink's own transaction (postgres,
+	// mongo),
 	// "nats_kv" for a NATS KV bucket. The last is written as a mapping,
 	// checkpoint: {nats_kv: {...}}, which sets CheckpointStore.NATSKV.
 	Checkpoint string `yaml:"checkpoint"`
@@ -87,9 +88,7 @@ type Sink struct {
 	Stdout   *StdoutSink   `yaml:"stdout"`
 	NATS     *NATSSink     `yaml:"nats"`
 	Postgres *PostgresSink `yaml:"postgres"`
-	// Mongo is refused by validation: the MongoDB sink is not part of
-	// this release. release:"no" keeps it out of "set one of" messages.
-	Mongo *MongoSink `yaml:"mongo" release:"no"`
+	Mongo    *MongoSink    `yaml:"mongo"`
 }
 
 // GenerateSource configures the synthetic source (source.generate): the
@@ -109,14 +108,6 @@ type FileSink struct {
 // "stdout: {}" selects it.
 type StdoutSink struct {
 	stdout.Config `yaml:",inline"`
-}
-
-// MongoSink is the MongoDB sink's section (sink.mongo). The sink is not
-// part of this release: the keys are known so that validation can say so.
-type MongoSink struct {
-	URI        string `yaml:"uri"`        // required
-	Database   string `yaml:"database"`   // required
-	Collection string `yaml:"collection"` // required
 }
 
 // Defaults.

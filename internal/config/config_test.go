@@ -149,14 +149,14 @@ func TestParseBad(t *testing.T) {
 		"no source":    {"name: p\nsink: {stdout: {}}\n", []string{"source: required: set one of generate, mongo, nats"}},
 		"empty source": {"name: p\nsource:\nsink: {stdout: {}}\n", []string{"line 2: source: required: set one of generate, mongo, nats"}},
 		"two sinks":    {"name: p\nsource: {generate: {}}\nsink:\n  stdout: {}\n  file: {path: x}\n", []string{"line 3: sink: file and stdout are set; a pipeline has exactly one sink"}},
-		"no sink":      {"name: p\nsource: {generate: {}}\n", []string{"sink: required: set one of file, stdout, nats, postgres"}},
+		"no sink":      {"name: p\nsource: {generate: {}}\n", []string{"sink: required: set one of file, stdout, nats, postgres, mongo"}},
 		"negative count": {"name: p\nsource:\n  generate:\n    count: -1\n    rate: -2\n    payload_bytes: -3\nsink: {stdout: {}}\n",
 			[]string{"line 4: source.generate.count: must not be negative", "line 5: source.generate.rate: must be a non-negative number", "line 6: source.generate.payload_bytes: must be between 0 and"}},
 		"file without path": {"name: p\nsource: {generate: {}}\nsink:\n  file: {}\n", []string{"line 4: sink.file.path: required"}},
 		"batch bounds": {base + "batch: {max_records: 0, max_bytes: 0, commit_interval: 0s}\nencode: {workers: -1, format: xml}\ndata_dir: ''\n",
 			[]string{"line 4: batch.max_records: must be positive, got 0", "line 4: batch.max_bytes: must be positive", "line 4: batch.commit_interval: must be positive",
 				"line 5: encode.workers: must not be negative", `line 5: encode.format: "xml" is not one of json, canonical`, "line 6: data_dir: must not be empty"}},
-		"checkpoint in a sink that cannot": {base + "checkpoint: sink\n", []string{`line 4: checkpoint: "sink" needs a sink that stores checkpoints in its own transaction (postgres); use "file" with sink.stdout`}},
+		"checkpoint in a sink that cannot": {base + "checkpoint: sink\n", []string{`line 4: checkpoint: "sink" needs a sink that stores checkpoints in its own transaction (postgres, mongo); use "file" with sink.stdout`}},
 		"unknown checkpoint":               {base + "checkpoint: nowhere\n", []string{`line 4: checkpoint: "nowhere" is not one of file, sink`}},
 		"debezium from nats": {"name: p\nsource: {nats: {mode: core, subject: \"orders.*\"}}\nsink: {stdout: {}}\nencode: {format: debezium}\n",
 			[]string{"line 4: encode.format: debezium writes MongoDB change events; source.nats messages have no documents"}},
@@ -164,9 +164,14 @@ func TestParseBad(t *testing.T) {
 			[]string{"line 4: encode.format: debezium needs sink.postgres.mode: append"}},
 		// Sections in other files validate themselves through validate(path).
 		"nats section hook": {"name: p\nsource:\n  nats:\n    mode: bogus\nsink: {stdout: {}}\n", []string{"line 4: source.nats.mode:"}},
-		// tide run has no MongoDB sink, so validation refuses it, complete or not.
-		"mongo sink":            {"name: p\nsource: {generate: {}}\nsink: {mongo: {uri: 'mongodb://h', database: d, collection: c}}\n", []string{"line 3: sink.mongo: the MongoDB sink is not part of this release; use file, stdout, nats or postgres"}},
-		"mongo sink incomplete": {"name: p\nsource: {generate: {}}\nsink:\n  mongo: {uri: x}\n", []string{"line 4: sink.mongo: the MongoDB sink is not part of this release; use file, stdout, nats or postgres"}},
+		// The MongoDB sink validates itself, naming each bad key.
+		"mongo sink":             {"name: p\nsource: {generate: {}}\nsink: {mongo: {uri: 'mongodb://h', database: d, collection: c, mode: upsert}}\n", []string{`line 3: sink.mongo.mode: "upsert" is not one of mirror, append`}},
+		"mongo sink incomplete":  {"name: p\nsource: {generate: {}}\nsink:\n  mongo: {uri: x}\n", []string{`line 4: sink.mongo.uri: "x" is not a MongoDB connection string`}},
+		"mongo sink without uri": {"name: p\nsource: {generate: {}}\nsink:\n  mongo: {write_concern: 0}\n", []string{"sink.mongo.uri: required", `line 4: sink.mongo.write_concern: "0" is not majority`}},
+		"mongo mirror of delta updates": {"name: p\nsource: {mongo: {uri: embedded, database: d, collection: c}}\nsink: {mongo: {uri: embedded}}\n",
+			[]string{"source.mongo.full_document:", "sink.mongo mirror mode needs it"}},
+		"mongo mirror of nats": {"name: p\nsource: {nats: {mode: core, subject: x}}\nsink: {mongo: {uri: embedded}}\n",
+			[]string{"sink.mongo.mode: mirror applies MongoDB documents by _id, and source.nats messages have none"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

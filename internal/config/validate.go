@@ -36,6 +36,7 @@ func (p *Pipeline) Validate() error {
 	errs = append(errs, p.section("source", reflect.ValueOf(&p.Source).Elem())...)
 	errs = append(errs, p.section("sink", reflect.ValueOf(&p.Sink).Elem())...)
 	errs = append(errs, p.postgresErrors()...)
+	errs = append(errs, p.mongoSinkErrors()...)
 
 	if strings.TrimSpace(p.DataDir) == "" {
 		bad("data_dir", "must not be empty (default %s)", DefaultDataDir)
@@ -159,13 +160,6 @@ func (g *GenerateSource) validate(path string) []error { return prefixed(path, g
 func (f *FileSink) validate(path string) []error { return prefixed(path, f.Config.Validate()) }
 
 func (s *StdoutSink) validate(path string) []error { return prefixed(path, s.Config.Validate()) }
-
-// validate refuses the section: the keys are known, so that a file
-// written for a later release gets this message instead of "unknown key",
-// and tide validate refuses what tide run would.
-func (m *MongoSink) validate(path string) []error {
-	return []error{fmt.Errorf("%s: the MongoDB sink is not part of this release; use file, stdout, nats or postgres", path)}
-}
 
 // prefixed returns the errors joined in err, each prefixed with path and
 // a dot: a component's Validate names keys relative to its section

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/mongowire"
+	"github.com/tide-cdc/tide/pipeline"
+	mongosink "github.com/tide-cdc/tide/sink/mongo"
+	mongosource "github.com/tide-cdc/tide/source/mongo"
+)
+
+// runMongoCopyDemo is tide demo --to-mongo: the demo's writer changes
+// demo.orders on one embedded server (A), and the pipeline keeps a second
+// embedded server (B) in sync through the MongoDB sink, in mirror mode
+// with the checkpoint in B's transactions. At the end it checks that B's
+// demo.orders equals A's, document for document.
+func runMongoCopyDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
+	if err := checkDemoFlags(f); err != nil {
+		return err
+	}
+	log := demoLogger(stderr)
+	const name = "demo-mongo"
+	// The checkpoint is in B; the directory store is opened for its lock,
+	// which makes this demo directory single-owner.
+	lock, err := checkpoint.Open(filepath.Join(f.dir, ".tide"), log)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+
+	var servers [2]*mongowire.Server
+	for i, sub := range []string{"mongo-a", "mongo-b"} {
+		srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(f.dir, sub), Logger: log})
+		if err := srv.Start(); err != nil {
+			return fmt.Errorf("start embedded server %s: %w", sub, err)
+		}
+		defer srv.Close()
+		servers[i] = srv
+	}
+	a, b := servers[0], servers[1]
+	ca, err := mongo.Connect(options.Client().ApplyURI(a.URI()))
+	if err != nil {
+		return err
+	}
+	defer ca.Disconnect(context.Background())
+	cb, err := mongo.Connect(options.Client().ApplyURI(b.URI()))
+	if err != nil {
+		return err
+	}
+	defer cb.Disconnect(context.Background())
+	orders := ca.Database("demo").Collection("orders", options.Collection().SetWriteConcern(writeconcern.W1()))
+	if err := ca.Database("demo").CreateCollection(ctx, "orders"); err != nil && !isNamespaceExists(err) {
+		return fmt.Errorf("create demo.orders: %w", err)
+	}
+	fmt.Fprintf(stdout, "tide demo: embedded MongoDB A at %s; writing %d changes to demo.orders at %s; keeping a copy in embedded MongoDB B at %s\n",
+		a.URI(), f.events, rateString(f.rate), b.URI())
+
+	// Mirror mode needs every update's full document; a fresh start copies
+	// what A holds already (a snapshot), then streams.
+	src := mongosource.New(mongosource.Config{
+		URI: a.URI(), Database: "demo", Collection: "orders", FullDocument: "update_lookup", Snapshot: "initial",
+		MaxAwait: 100 * time.Millisecond, Logger: log,
+	})
+	sink := mongosink.New(mongosink.Config{URI: b.URI(), Mode: mongosink.ModeMirror, Pipeline: name, Logger: log})
+	page := newDemoStatus(name)
+	p := pipeline.New(pipeline.Config{Name: name, CommitInterval: 100 * time.Millisecond, Logger: log, Observer: page.observer()},
+		src, encode.Envelope, sink, sink.Checkpoints())
+	page.tracker.Attach(name, p, src, nil)
+	stopPage, err := page.serve(f, stdout, log, src)
+	if err != nil {
+		return err
+	}
+	defer stopPage()
+
+	start := func() (demoProducer, error) {
+		live, err := idsOf(ctx, orders)
+		if err != nil {
+			return nil, err
+		}
+		w := &demoWriter{coll: orders, log: bufio.NewWriter(io.Discard), live: live,
+			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), events: f.events, rate: f.rate}
+		if len(live) > 0 {
+			w.next = slices.Max(live)
+			fmt.Fprintf(stdout, "resuming from the checkpoint in B: demo.orders holds %d documents on A\n", len(live))
+		}
+		return &copyProducer{w: w, a: ca, b: cb}, nil
+	}
+	res, err := demoRun{pipeline: p, start: start, progress: f.progress, stderr: stderr, unit: "changes", status: func(now time.Time) string {
+		return "lag " + src.Stats().Lag(now).Round(time.Millisecond).String()
+	}}.run(ctx)
+	if err != nil {
+		return err
+	}
+	byOp := src.Stats().Events
+	var counts []demoCount
+	for _, op := range []cdc.Op{cdc.OpSnapshot, cdc.OpInsert, cdc.OpUpdate, cdc.OpReplace, cdc.OpDelete} {
+		counts = append(counts, demoCount{string(op), byOp[op]})
+	}
+	printDemoStreamed(stdout, "", "changes", p.Stats(), res.took, counts)
+
+	n, diff, err := compareCollections(context.WithoutCancel(ctx), ca, cb, "demo", "orders")
+	if err != nil {
+		return err
+	}
+	if diff == "" {
+		fmt.Fprintf(stdout, "checked demo.orders on B: it holds exactly the %d documents of A, document for document\n", n)
+	} else {
+		fmt.Fprintf(stdout, "checked demo.orders on B: %s\n", diff)
+	}
+	if res.interrupted {
+		fmt.Fprintln(stdout, "interrupted: run tide demo --to-mongo again to resume")
+		return nil
+	}
+	if diff != "" {
+		return fmt.Errorf("demo check failed: demo.orders on B differs from A after a run that was not interrupted: %s", diff)
+	}
+	return nil
+}
+
+// copyProducer is the demo's writer; it has caught up when B equals A.
+type copyProducer struct {
+	w       *demoWriter
+	a, b    *mongo.Client
+	checked time.Time
+}
+
+func (c *copyProducer) produce(ctx context.Context) error { return c.w.produce(ctx) }
+
+func (c *copyProducer) caughtUp(pipeline.Stats) bool {
+	if time.Since(c.checked) < 100*time.Millisecond {
+		return false
+	}
+	c.checked = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, diff, err := compareCollections(ctx, c.a, c.b, "demo", "orders")
+	return err == nil && diff == ""
+}
+
+func idsOf(ctx context.Context, coll *mongo.Collection) ([]int64, error) {
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("read the ids of demo.orders: %w", err)
+	}
+	defer cur.Close(ctx)
+	var ids []int64
+	for cur.Next(ctx) {
+		if id, ok := cur.Current.Lookup("_id").AsInt64OK(); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, cur.Err()
+}
+
+// compareCollections compares db.coll on a and b, document for document
+// (the BSON bytes, by _id). It returns the number of documents of a and
+// "" if they are equal, else what differs.
+func compareCollections(ctx context.Context, a, b *mongo.Client, db, coll string) (int, string, error) {
+	read := func(c *mongo.Client) (map[string][]byte, error) {
+		cur, err := c.Database(db).Collection(coll).Find(ctx, bson.D{})
+		if err != nil {
+			return nil, fmt.Errorf("read %s.%s: %w", db, coll, err)
+		}
+		defer cur.Close(ctx)
+		out := map[string][]byte{}
+		for cur.Next(ctx) {
+			out[string(cur.Current.Lookup("_id").Value)] = slices.Clone(cur.Current)
+		}
+		return out, cur.Err()
+	}
+	da, err := read(a)
+	if err != nil {
+		return 0, "", err
+	}
+	db2, err := read(b)
+	if err != nil {
+		return 0, "", err
+	}
+	missing, differ := 0, 0
+	for id, doc := range da {
+		other, ok := db2[id]
+		switch {
+		case !ok:
+			missing++
+		case !bytes.Equal(doc, other):
+			differ++
+		}
+	}
+	extra := len(db2) - (len(da) - missing)
+	if missing == 0 && differ == 0 && extra == 0 {
+		return len(da), "", nil
+	}
+	return len(da), fmt.Sprintf("of A's %d documents, %d are missing and %d differ; %d are extra", len(da), missing, differ, extra), nil
+}
