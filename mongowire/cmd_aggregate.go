@@ -65,6 +65,28 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 	if err != nil {
 		return nil, err
 	}
+	if stage, err := writeStage(stages); err != nil {
+		return nil, err
+	} else if stage != "" {
+		docs, ok, err := s.writeStageInput(c, r, ns, stages[:len(stages)-1])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			run := s.runOut
+			if stage == "$merge" {
+				run = s.runMerge
+			}
+			bypass := false
+			if v, err := r.cmd.LookupErr("bypassDocumentValidation"); err == nil {
+				bypass = truthy(v)
+			}
+			if err := run(ns.DB, docs, stages[len(stages)-1], bypass); err != nil {
+				return nil, err
+			}
+			return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
+		}
+	}
 	if docs, ok, err := s.listLocalSessionsStage(c, r, ns.Coll, stages); err != nil {
 		return nil, err
 	} else if ok {
@@ -96,22 +118,6 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 	if len(stages) > 0 && stages[0].Index(0).Key() == "$currentOp" { // db.currentOp(): nothing to list
 		if r.db != "admin" || ns.Coll != "" {
 			return nil, mongoerr.New(mongoerr.InvalidNamespace, "$currentOp must be run against the 'admin' database with {aggregate: 1}")
-		}
-		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
-	}
-	if stage, err := writeStage(stages); err != nil {
-		return nil, err
-	} else if stage != "" && ns.Coll != "" {
-		run := s.runOut
-		if stage == "$merge" {
-			run = s.runMerge
-		}
-		bypass := false
-		if v, err := r.cmd.LookupErr("bypassDocumentValidation"); err == nil {
-			bypass = truthy(v)
-		}
-		if err := run(ns, stages, bypass); err != nil {
-			return nil, err
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
 	}
@@ -148,4 +154,28 @@ func (s *Server) aggregateChangeStream(ctx context.Context, r *request, coll, cu
 		reply[0].Value = append(out, cur[1:]...)
 	}
 	return reply, nil
+}
+
+// writeStageInput runs the stages before a final $out or $merge: over a
+// collection, or from a leading $documents or $listLocalSessions of a
+// database-level aggregate. ok is false for a database-level pipeline
+// that starts otherwise.
+func (s *Server) writeStageInput(c *conn, r *request, ns store.Namespace, pre []bson.Raw) (docs []bson.Raw, ok bool, err error) {
+	if docs, ok, err := s.listLocalSessionsStage(c, r, ns.Coll, pre); err != nil || ok {
+		if err == nil {
+			docs, err = s.store.AggregateDocs(r.db, pre[1:], docs)
+		}
+		return docs, err == nil, err
+	}
+	if docs, ok, err := documentsStage(ns.Coll, pre); err != nil || ok {
+		if err == nil {
+			docs, err = s.store.AggregateDocs(r.db, pre[1:], docs)
+		}
+		return docs, err == nil, err
+	}
+	if ns.Coll == "" {
+		return nil, false, nil
+	}
+	docs, err = s.store.Aggregate(ns, pre)
+	return docs, err == nil, err
 }

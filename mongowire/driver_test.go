@@ -2,6 +2,7 @@ package mongowire_test
 
 import (
 	"context"
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -1122,5 +1123,36 @@ func TestAggregateMerge(t *testing.T) {
 				t.Fatalf("target %s, want %s", got, tc.want)
 			}
 		})
+	}
+
+	// A database-level aggregate from $documents (and $listLocalSessions)
+	// writes through $merge and $out too; whenMatched fail reports the
+	// index's duplicate key, keyPattern and keyValue included.
+	reset()
+	_, err := db.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}},
+		{{Key: "$merge", Value: bson.D{{Key: "into", Value: "dst"}, {Key: "whenMatched", Value: "fail"}}}},
+	})
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 11000 || !bytes.Contains(ce.Raw, []byte("keyPattern")) || !strings.Contains(ce.Message, "$merge failed due to a DuplicateKey error") {
+		t.Fatalf("$documents + $merge whenMatched fail = %v, want 11000 with keyPattern", err)
+	}
+	if _, err := db.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$documents", Value: bson.A{bson.D{{Key: "_id", Value: 7}, {Key: "v", Value: "doc"}}}}},
+		{{Key: "$merge", Value: "dst"}},
+	}); err != nil {
+		t.Fatalf("$documents + $merge: %v", err)
+	}
+	if _, err := db.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$documents", Value: bson.A{bson.D{{Key: "_id", Value: 8}}}}},
+		{{Key: "$out", Value: "out"}},
+	}); err != nil {
+		t.Fatalf("$documents + $out: %v", err)
+	}
+	if got := contents(); got != `[{"v": "old","keep": true} {"v": "doc"}]` {
+		t.Fatalf("target after $documents + $merge: %s", got)
+	}
+	if n, err := db.Collection("out").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Fatalf("$documents + $out wrote %d documents (%v), want 1", n, err)
 	}
 }

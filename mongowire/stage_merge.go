@@ -85,8 +85,8 @@ func parseMerge(db string, v bson.RawValue) (mergeSpec, error) {
 // runMerge runs a pipeline ending in $merge, writing each result into the
 // target as its whenMatched/whenNotMatched say. Like mongod's, it is not
 // atomic: the documents written before a failure stay.
-func (s *Server) runMerge(ns store.Namespace, stages []bson.Raw, bypass bool) error {
-	m, err := parseMerge(ns.DB, stages[len(stages)-1].Index(0).Value())
+func (s *Server) runMerge(db string, docs []bson.Raw, last bson.Raw, bypass bool) error {
+	m, err := parseMerge(db, last.Index(0).Value())
 	if err != nil {
 		return err
 	}
@@ -94,10 +94,6 @@ func (s *Server) runMerge(ns store.Namespace, stages []bson.Raw, bypass bool) er
 		if err := s.requireUniqueIndex(m); err != nil {
 			return err
 		}
-	}
-	docs, err := s.store.Aggregate(ns, stages[:len(stages)-1])
-	if err != nil {
-		return err
 	}
 	for _, doc := range docs {
 		filter := bson.D{}
@@ -134,7 +130,14 @@ func (s *Server) runMerge(ns store.Namespace, stages []bson.Raw, bypass bool) er
 		case "keepExisting":
 			continue
 		case "fail":
-			return mongoerr.New(mongoerr.DuplicateKey, "$merge failed due to a DuplicateKey error :: caused by :: E11000 duplicate key error collection: %s", m.into)
+			// mongod inserts, and reports the unique index's own error.
+			_, errs := s.store.InsertWith(m.into, []bson.Raw{doc}, store.InsertOptions{Ordered: true, BypassValidation: bypass})
+			if len(errs) == 0 { // on is not _id: the match was on another unique key
+				return mongoerr.New(mongoerr.DuplicateKey, "$merge failed due to a DuplicateKey error :: caused by :: E11000 duplicate key error collection: %s", m.into)
+			}
+			e := *errs[0].Err
+			e.Message = "$merge failed due to a DuplicateKey error :: caused by :: " + dupKeyMessage(&e).Message
+			return &e
 		case "replace":
 			update = doc
 		case "merge":

@@ -56,13 +56,8 @@ func outTarget(db string, v bson.RawValue) (store.Namespace, error) {
 // secondary indexes and then replaces it in one rename, so that readers
 // see the old contents or the new ones, never a mix, and a failure (a
 // duplicate _id, an index violation) leaves the target as it was.
-func (s *Server) runOut(ns store.Namespace, stages []bson.Raw, bypass bool) error {
-	last := stages[len(stages)-1]
-	to, err := outTarget(ns.DB, last.Index(0).Value())
-	if err != nil {
-		return err
-	}
-	docs, err := s.store.Aggregate(ns, stages[:len(stages)-1])
+func (s *Server) runOut(db string, docs []bson.Raw, last bson.Raw, bypass bool) error {
+	to, err := outTarget(db, last.Index(0).Value())
 	if err != nil {
 		return err
 	}
