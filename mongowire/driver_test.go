@@ -1,8 +1,8 @@
 package mongowire_test
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
