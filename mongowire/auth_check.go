@@ -30,6 +30,8 @@ var anyUserCommands = map[string]bool{
 	"listDatabases": true, // filtered to the caller's databases without the listDatabases action
 	// A transaction's statements are checked one by one; ending it needs nothing more.
 	"commitTransaction": true, "abortTransaction": true,
+	// mongod's Stable API test commands (test commands only) do nothing.
+	"testVersion2": true, "testVersion1And2": true, "testDeprecation": true,
 }
 
 // clusterCommands need one cluster action.

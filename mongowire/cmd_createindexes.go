@@ -84,8 +84,23 @@ func parseIndexSpec(raw bson.Raw) (store.IndexSpec, error) {
 		case "v", "ns":
 			// The version is ours to choose; ns is legacy.
 		default:
-			spec.Options = append(spec.Options, bson.E{Key: e.Key(), Value: v})
+			switch {
+			case honouredIndexOptions[e.Key()]:
+				spec.Options = append(spec.Options, bson.E{Key: e.Key(), Value: v})
+			case unsupportedIndexOptions[e.Key()]:
+				return spec, mongoerr.New(mongoerr.CommandNotSupported, "index option '%s' is not supported by this server (text, geo and wildcard indexes are not)", e.Key())
+			default:
+				return spec, mongoerr.New(codeInvalidIndexSpecificationOption, "The field '%s' is not valid for an index specification. Specification: %s", e.Key(), raw)
+			}
 		}
+	}
+	for _, k := range spec.Key {
+		if k.Key == "$**" || strings.HasSuffix(k.Key, ".$**") {
+			return spec, mongoerr.New(mongoerr.CommandNotSupported, "wildcard indexes are not supported by this server")
+		}
+	}
+	if hidden, _ := lookupOption(spec.Options, "hidden"); hidden && spec.Name == "_id_" {
+		return spec, mongoerr.New(mongoerr.BadValue, "can't hide _id index")
 	}
 	if len(spec.Key) == 0 {
 		return spec, mongoerr.New(mongoerr.FailedToParse, "Error in specification %s :: caused by :: The 'key' field is a required property of an index specification", raw)
@@ -108,4 +123,41 @@ func indexName(key bson.D) string {
 		fmt.Fprint(&b, k.Value)
 	}
 	return b.String()
+}
+
+// codeInvalidIndexSpecificationOption is mongod's answer to an index
+// field it does not know.
+const codeInvalidIndexSpecificationOption int32 = 197
+
+// honouredIndexOptions are the index fields this server implements
+// (hidden and prepareUnique in the planner and the unique checks,
+// expireAfterSeconds in the TTL monitor), keeps for listIndexes (background
+// and storageEngine, which change nothing on mongod 4.2+ either), or
+// refuses where it matters (collation, before this is reached).
+var honouredIndexOptions = map[string]bool{
+	"partialFilterExpression": true, "expireAfterSeconds": true, "hidden": true,
+	"prepareUnique": true, "background": true, "storageEngine": true, "collation": true,
+}
+
+// unsupportedIndexOptions belong to index types this server lacks.
+var unsupportedIndexOptions = map[string]bool{
+	"weights": true, "default_language": true, "language_override": true, "textIndexVersion": true,
+	"2dsphereIndexVersion": true, "bits": true, "min": true, "max": true, "bucketSize": true,
+	"wildcardProjection": true, "coarsestIndexedLevel": true, "finestIndexedLevel": true,
+}
+
+// lookupOption returns an index option's truth and whether it is set.
+func lookupOption(opts bson.D, key string) (bool, bool) {
+	for _, o := range opts {
+		if o.Key == key {
+			switch v := o.Value.(type) {
+			case bool:
+				return v, true
+			case bson.RawValue:
+				return truthy(v), true
+			}
+			return false, true
+		}
+	}
+	return false, false
 }

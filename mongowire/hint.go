@@ -1,6 +1,8 @@
 package mongowire
 
 import (
+	"slices"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
@@ -22,6 +24,8 @@ func (s *Server) checkHint(ns store.Namespace, hint bson.RawValue) error {
 	if err != nil {
 		return nil
 	}
+	// A hidden index is not there for the planner, nor for a hint.
+	specs = slices.DeleteFunc(specs, func(sp store.IndexSpec) bool { hidden, _ := lookupOption(sp.Options, "hidden"); return hidden })
 	switch hint.Type {
 	case bson.TypeString:
 		for _, sp := range specs {

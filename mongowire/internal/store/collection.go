@@ -76,7 +76,7 @@ func (c *collection) keysOf(doc bson.Raw, rid uint64) ([][]entry, error) {
 // checkUnique reports the first unique index violated by keys.
 func (c *collection) checkUnique(ns Namespace, keys [][]entry, self uint64) *mongoerr.Error {
 	for i, ix := range c.indexes {
-		if !ix.unique() && i != 0 {
+		if !ix.unique() && !ix.prepared() && i != 0 {
 			continue
 		}
 		for j := range keys[i] {

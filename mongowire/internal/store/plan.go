@@ -144,7 +144,7 @@ func (c *collection) choose(preds []mql.Predicate) *access {
 func (c *collection) leading(path string, preds []mql.Predicate) *index {
 	var found *index
 	for _, ix := range c.indexes {
-		if ix.spec.Key[0].Key != path || !ix.answers(preds) {
+		if ix.spec.Key[0].Key != path || ix.hidden() || !ix.answers(preds) {
 			continue
 		}
 		if slices.ContainsFunc(ix.paths[0], func(s string) bool { _, err := strconv.Atoi(s); return err == nil }) {

@@ -89,6 +89,9 @@ func (c *collection) sortIndex(keys []sortKey) (sortWalk, bool) {
 	var best sortWalk
 	found := false
 	for _, ix := range c.indexes {
+		if ix.hidden() {
+			continue
+		}
 		if w, ok := sortFits(ix, keys); ok && (!found || len(ix.paths) < len(best.ix.paths)) {
 			best, found = w, true
 		}

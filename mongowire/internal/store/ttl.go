@@ -269,8 +269,12 @@ func applyIndexModLocked(c *collection, v any) {
 		return
 	}
 	ix := c.index(d.Lookup("name").StringValue())
+	if ix == nil {
+		return
+	}
+	applyIndexChangeLocked(ix, d)
 	secs, err := d.LookupErr("expireAfterSeconds")
-	if ix == nil || err != nil {
+	if err != nil {
 		return
 	}
 	spec := ix.spec

@@ -230,7 +230,7 @@ func (t *tx) heldByOther(ns Namespace, c *collection, doc bson.Raw, self uint64,
 		return nil
 	}
 	for i, ix := range c.indexes {
-		if !ix.unique() && i != 0 {
+		if !ix.unique() && !ix.prepared() && i != 0 {
 			continue
 		}
 		for j := range keys[i] {
