@@ -90,6 +90,22 @@ func TestRetryableWriteFailPoints(t *testing.T) {
 		t.Fatalf("%d insert attempts for the batch, want 2", n)
 	}
 
+	// A retry finds its write done and does not fire it: an ordered bulk
+	// of three commands under three activations succeeds, each command
+	// sent twice.
+	inserts.Store(0)
+	run(t, admin, bson.D{{Key: "configureFailPoint", Value: "onPrimaryTransactionalWrite"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 3}}}})
+	if _, err := coll.BulkWrite(ctx, []mongo.WriteModel{
+		mongo.NewInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: "o1"}}),
+		mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: "o1"}}).SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}),
+		mongo.NewInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: "o2"}}),
+	}, options.BulkWrite().SetOrdered(true)); err != nil {
+		t.Fatalf("ordered bulk under a fail point of 3 activations: %v", err)
+	}
+	if n := inserts.Load(); n != 4 {
+		t.Fatalf("%d insert attempts, want 4 (two commands, each retried once)", n)
+	}
+
 	// closeConnection: false: the failure is the reply, unapplied.
 	fail("onPrimaryTransactionalWrite", bson.D{{Key: "failBeforeCommitExceptionCode", Value: 1}, {Key: "closeConnection", Value: false}})
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "kept open"}}); err == nil || !strings.Contains(err.Error(), "Failing write for test due to failpoint") {

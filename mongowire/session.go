@@ -109,6 +109,13 @@ func (t *sessionTable) clear() {
 // retry of the last txnNumber gets the stored reply, an older one is
 // refused. The session's lock makes a retry wait for a first attempt that
 // is still running.
+// executed reports whether the session's retryable write txn ran.
+func (sess *session) executed(txn int64) bool {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return txn == sess.txn && sess.reply != nil
+}
+
 func (s *Server) runRetryable(ctx context.Context, c *conn, r *request, cmd command, sess *session, txn int64) ([]byte, error) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
