@@ -147,7 +147,7 @@ func TestChangeEventRefusesMalformed(t *testing.T) {
 	}
 	for name, raw := range tests {
 		t.Run(name, func(t *testing.T) {
-			if _, err := changeEvent(raw); err == nil {
+			if _, err := changeEvent(raw, nil); err == nil {
 				t.Fatal("accepted")
 			}
 		})
@@ -164,7 +164,7 @@ func FuzzChangeEvent(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte{5, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		ev, err := changeEvent(raw)
+		ev, err := changeEvent(raw, nil)
 		if err != nil {
 			return
 		}
