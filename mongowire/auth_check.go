@@ -28,6 +28,8 @@ var noAuthCommands = map[string]bool{
 var anyUserCommands = map[string]bool{
 	"listCommands": true, "whatsmyuri": true, "rolesInfo": true, "killSessions": true,
 	"listDatabases": true, // filtered to the caller's databases without the listDatabases action
+	// A transaction's statements are checked one by one; ending it needs nothing more.
+	"commitTransaction": true, "abortTransaction": true,
 }
 
 // clusterCommands need one cluster action.

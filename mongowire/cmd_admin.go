@@ -50,7 +50,7 @@ func (s *Server) parameters() bson.D {
 		{Key: "maxBSONDepth", Value: int32(200)},
 		{Key: "quiet", Value: false},
 		{Key: "requireApiVersion", Value: false},
-		{Key: "transactionLifetimeLimitSeconds", Value: int32(60)},
+		{Key: "transactionLifetimeLimitSeconds", Value: int32(max(1, (s.txnLifetime()+time.Second-1)/time.Second))},
 	}
 }
 

@@ -115,7 +115,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
 	}
-	if at, ok := s.snapshotAt(r); ok {
+	if at, ok := s.snapshotAt(ctx, r); ok {
 		docs, err := s.store.AggregateAt(ns, stages, at)
 		if err != nil {
 			return nil, err
@@ -123,7 +123,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 		reply, err := s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 		return withAtClusterTime(reply, at), err
 	}
-	docs, err := s.store.Aggregate(ns, stages)
+	docs, err := s.data(ctx).Aggregate(ns, stages)
 	if err != nil {
 		return nil, err
 	}

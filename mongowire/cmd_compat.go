@@ -35,15 +35,35 @@ var apiV1 = map[string]bool{
 	"getMore": true, "hello": true, "insert": true, "killCursors": true,
 	"listCollections": true, "listDatabases": true, "listIndexes": true, "ping": true,
 	"refreshSessions": true, "saslContinue": true, "saslStart": true, "update": true,
+	// mongod's test commands for the Stable API (--enable-test-commands).
+	"testVersion1And2": true, "testDeprecation": true,
+}
+
+// apiV1Deprecated are the commands of version 1 that apiDeprecationErrors
+// refuses: only mongod's test command.
+var apiV1Deprecated = map[string]bool{"testDeprecation": true}
+
+// apiV1NeverStages are the aggregation stages mongod refuses under
+// apiStrict in version 1 (AllowedWithApiStrict::kNeverInVersion1).
+var apiV1NeverStages = map[string]bool{
+	"$currentOp": true, "$indexStats": true, "$listLocalSessions": true, "$listSessions": true,
+	"$planCacheStats": true, "$listCatalog": true,
+}
+
+// cmdAPITest answers mongod's Stable API test commands (testVersion2,
+// testVersion1And2, testDeprecation): they only succeed, once
+// checkAPIParameters has let them through.
+func (s *Server) cmdAPITest(context.Context, *conn, *request) (bson.D, error) {
+	return bson.D{}, nil
 }
 
 // checkAPIParameters validates apiVersion, apiStrict and
 // apiDeprecationErrors as mongod 7.0 does. No command of version 1 is
 // deprecated, so apiDeprecationErrors never fails a command once valid.
-// Aggregation stages outside version 1 are not checked under apiStrict.
+// Under apiStrict, the top-level stages of an aggregate are checked too.
 func checkAPIParameters(name string, cmd bson.Raw) error {
 	var version string
-	hasVersion, strict, given := false, false, false
+	hasVersion, strict, deprecationErrors, given := false, false, false, false
 	for _, f := range [...]string{"apiVersion", "apiStrict", "apiDeprecationErrors"} {
 		v, err := cmd.LookupErr(f)
 		if err != nil {
@@ -64,6 +84,8 @@ func checkAPIParameters(name string, cmd bson.Raw) error {
 		given = true // even false: mongod checks presence
 		if f == "apiStrict" {
 			strict = b
+		} else {
+			deprecationErrors = b
 		}
 	}
 	switch {
@@ -74,6 +96,19 @@ func checkAPIParameters(name string, cmd bson.Raw) error {
 	case strict && !apiV1[name]:
 		return mongoerr.New(mongoerr.APIStrictError,
 			"Provided apiStrict:true, but the command %s is not in API Version 1. Information on supported commands and migrations in API Version 1 can be found at https://dochub.mongodb.org/core/manual-versioned-api", name)
+	case deprecationErrors && apiV1Deprecated[name]:
+		return mongoerr.New(mongoerr.APIDeprecationError,
+			"Provided apiDeprecationErrors:true, but the command %s is deprecated in API Version 1", name)
+	case strict && name == "aggregate":
+		arr, _ := cmd.Lookup("pipeline").ArrayOK()
+		vals, _ := arr.Values()
+		for _, v := range vals {
+			if d, ok := v.DocumentOK(); ok {
+				if st, err := d.IndexErr(0); err == nil && apiV1NeverStages[st.Key()] {
+					return mongoerr.New(mongoerr.APIStrictError, "%s is not allowed with 'apiStrict: true' in API Version 1", st.Key())
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // cmdCount: {count: "c", query, skip, limit} -> {n}.
-func (s *Server) cmdCount(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdCount(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -27,7 +27,7 @@ func (s *Server) cmdCount(_ context.Context, _ *conn, r *request) (bson.D, error
 	if limit < 0 { // a negative limit counts as its absolute value
 		limit = -limit
 	}
-	n, err := s.store.Count(ns, q, skip, limit)
+	n, err := s.data(ctx).Count(ns, q, skip, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // cmdCreateIndexes: {createIndexes: "c", indexes: [{key, name, unique, sparse, ...}]}.
-func (s *Server) cmdCreateIndexes(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdCreateIndexes(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -33,7 +33,7 @@ func (s *Server) cmdCreateIndexes(_ context.Context, _ *conn, r *request) (bson.
 		}
 		out = append(out, spec)
 	}
-	created, before, after, err := s.store.CreateIndexes(ns, out)
+	created, before, after, err := s.data(ctx).CreateIndexes(ns, out)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // cmdDelete: {delete: "c", deletes: [{q, limit}], ordered} -> {n, writeErrors?}.
-func (s *Server) cmdDelete(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdDelete(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func (s *Server) cmdDelete(_ context.Context, _ *conn, r *request) (bson.D, erro
 	for i, st := range parsed {
 		k, err := 0, s.statementHint(ns, stmts[i])
 		if err == nil {
-			k, err = s.store.Delete(ns, st.q, st.limit)
+			k, err = s.data(ctx).Delete(ns, st.q, st.limit)
 		}
 		if err == nil {
 			n += k

@@ -7,7 +7,7 @@ import (
 )
 
 // cmdDistinct: {distinct: "c", key, query} -> {values}.
-func (s *Server) cmdDistinct(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdDistinct(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -21,12 +21,12 @@ func (s *Server) cmdDistinct(_ context.Context, _ *conn, r *request) (bson.D, er
 	if !ok {
 		return nil, missingField("distinct.key")
 	}
-	at, snapshot := s.snapshotAt(r)
+	at, snapshot := s.snapshotAt(ctx, r)
 	var vals []bson.RawValue
 	if snapshot {
 		vals, err = s.store.DistinctAt(ns, key, q, at)
 	} else {
-		vals, err = s.store.Distinct(ns, key, q)
+		vals, err = s.data(ctx).Distinct(ns, key, q)
 	}
 	if err != nil {
 		return nil, err

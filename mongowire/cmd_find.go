@@ -53,7 +53,7 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		return s.findTailable(ctx, ns, spec, batch, awaitData) // tailable.go
 	}
 	var docs []bson.Raw
-	at, snapshot := s.snapshotAt(r)
+	at, snapshot := s.snapshotAt(ctx, r)
 	switch {
 	case ns == oplogNS:
 		docs, err = findOplog(s.store.Oplog(), spec)
@@ -62,7 +62,7 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 	case returnKey || showRecordID:
 		docs, err = s.findRecords(ns, spec, returnKey, showRecordID)
 	default:
-		docs, err = s.store.Find(ns, spec)
+		docs, err = s.data(ctx).Find(ns, spec)
 	}
 	if err != nil {
 		return nil, err

@@ -12,7 +12,7 @@ import (
 // cmdFindAndModify: {findAndModify: "c", query, sort, remove, update, new,
 // fields, upsert, arrayFilters} -> {lastErrorObject: {n, updatedExisting,
 // upserted?}, value}.
-func (s *Server) cmdFindAndModify(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdFindAndModify(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func (s *Server) cmdFindAndModify(_ context.Context, _ *conn, r *request) (bson.
 	if err := letFindAndModify(r, &spec); err != nil {
 		return nil, err
 	}
-	res, err := s.store.FindAndModify(ns, spec)
+	res, err := s.data(ctx).FindAndModify(ns, spec)
 	if err != nil {
 		return nil, err
 	}

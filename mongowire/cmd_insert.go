@@ -11,7 +11,7 @@ import (
 )
 
 // cmdInsert: {insert: "c", documents: [...], ordered} -> {n, writeErrors?}.
-func (s *Server) cmdInsert(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdInsert(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -29,7 +29,7 @@ func (s *Server) cmdInsert(_ context.Context, _ *conn, r *request) (bson.D, erro
 	if !bypassTs {
 		docs = fillEmptyTimestamps(docs, s.store.Now)
 	}
-	n, errs := s.insert(ns, docs, opts)
+	n, errs := s.insert(ctx, ns, docs, opts)
 	reply := bson.D{{Key: "n", Value: int32(n)}}
 	if len(errs) > 0 {
 		we := make(bson.A, len(errs))
@@ -44,7 +44,7 @@ func (s *Server) cmdInsert(_ context.Context, _ *conn, r *request) (bson.D, erro
 // insert refuses documents over the 16 MiB BSON limit (a message may carry
 // up to 48 MB) and hands the rest to the store, keeping the statement
 // indexes and the ordered semantics of the whole batch.
-func (s *Server) insert(ns store.Namespace, docs []bson.Raw, opts store.InsertOptions) (int, []store.WriteError) {
+func (s *Server) insert(ctx context.Context, ns store.Namespace, docs []bson.Raw, opts store.InsertOptions) (int, []store.WriteError) {
 	ordered := opts.Ordered
 	var (
 		ok      []bson.Raw
@@ -64,12 +64,12 @@ func (s *Server) insert(ns store.Namespace, docs []bson.Raw, opts store.InsertOp
 		indexes = append(indexes, i)
 	}
 	if len(errs) == 0 {
-		return s.store.InsertWith(ns, docs, opts)
+		return s.data(ctx).InsertWith(ns, docs, opts)
 	}
 	if len(ok) == 0 {
 		return 0, errs
 	}
-	n, storeErrs := s.store.InsertWith(ns, ok, opts)
+	n, storeErrs := s.data(ctx).InsertWith(ns, ok, opts)
 	if ordered && len(storeErrs) > 0 {
 		errs = nil // the store stopped before the oversized document
 	}

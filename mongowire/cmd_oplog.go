@@ -43,9 +43,14 @@ func findOplog(o *store.Oplog, spec store.FindSpec) ([]bson.Raw, error) {
 	skip := spec.Skip
 	for {
 		chunk := o.Range(after, before, oplogChunk, reverse)
-		for i := range chunk {
+		for i := 0; i < len(chunk); i++ {
 			e := &chunk[i]
 			doc, err := oplogDoc(e)
+			if e.Txn != nil { // a transaction is one applyOps entry (oplog_txn.go)
+				j := txnGroupEnd(chunk, i)
+				doc, err = oplogTxnDoc(chunk[i:j])
+				i = j - 1
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -12,7 +12,7 @@ import (
 
 // cmdUpdate: {update: "c", updates: [{q, u, upsert, multi, arrayFilters}], ordered}
 // -> {n, nModified, upserted?, writeErrors?}.
-func (s *Server) cmdUpdate(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdUpdate(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func (s *Server) cmdUpdate(_ context.Context, _ *conn, r *request) (bson.D, erro
 			err = mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
 		default:
 			var res store.UpdateResult
-			if res, err = s.store.Update(ns, spec); err == nil {
+			if res, err = s.data(ctx).Update(ns, spec); err == nil {
 				n += res.Matched
 				modified += res.Modified
 				if res.UpsertedID.Type != 0 {

@@ -35,26 +35,28 @@ type command struct {
 func (s *Server) commandTable() map[string]command {
 	return map[string]command{
 		// Sorted. One file per command (or per family of trivial ones).
+		"abortTransaction":    {run: s.cmdAbortTransaction, adminOnly: true},
 		"aggregate":           {run: s.cmdAggregate},
 		"authenticate":        {run: s.cmdAuthenticate},
 		"buildInfo":           {run: s.cmdBuildInfo},
 		"collMod":             {run: s.cmdCollMod},
 		"collStats":           {run: s.cmdCollStats},
+		"commitTransaction":   {run: s.cmdCommitTransaction, adminOnly: true},
 		"configureFailPoint":  {run: s.cmdConfigureFailPoint, adminOnly: true, testOnly: true},
 		"connectionStatus":    {run: s.cmdConnectionStatus},
 		"count":               {run: s.cmdCount},
-		"currentOp":           {run: s.cmdCurrentOp, adminOnly: true},
 		"create":              {run: s.cmdCreate},
 		"createIndexes":       {run: s.cmdCreateIndexes},
 		"createSearchIndexes": {run: s.cmdSearchIndex},
-		"dropSearchIndex":     {run: s.cmdSearchIndex},
 		"createUser":          {run: s.cmdCreateUser},
+		"currentOp":           {run: s.cmdCurrentOp, adminOnly: true},
 		"dbStats":             {run: s.cmdDBStats},
 		"delete":              {run: s.cmdDelete, retryable: true},
 		"distinct":            {run: s.cmdDistinct},
 		"drop":                {run: s.cmdDrop},
 		"dropDatabase":        {run: s.cmdDropDatabase},
 		"dropIndexes":         {run: s.cmdDropIndexes},
+		"dropSearchIndex":     {run: s.cmdSearchIndex},
 		"dropUser":            {run: s.cmdDropUser},
 		"endSessions":         {run: s.cmdEndSessions},
 		"explain":             {run: s.cmdExplain},
@@ -92,6 +94,11 @@ func (s *Server) commandTable() map[string]command {
 		"usersInfo":           {run: s.cmdUsersInfo},
 		"validate":            {run: s.cmdValidate},
 		"whatsmyuri":          {run: s.cmdWhatsMyURI},
+
+		// mongod's Stable API test commands.
+		"testDeprecation":  {run: s.cmdAPITest, testOnly: true},
+		"testVersion1And2": {run: s.cmdAPITest, testOnly: true},
+		"testVersion2":     {run: s.cmdAPITest, testOnly: true},
 
 		// Apart, so that the long name leaves the alignment above alone.
 		"getDefaultRWConcern": {run: s.cmdGetDefaultRWConcern, adminOnly: true},
@@ -194,10 +201,13 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := s.commandHint(r); err != nil {
 		return s.errorReply(err), nil
 	}
-	if err := refuseTransaction(r.cmd); err != nil {
+	if err := refuseCollation(r.cmd); err != nil {
 		return s.errorReply(err), nil
 	}
-	if err := refuseCollation(r.cmd); err != nil {
+	if inTransaction(r.cmd) { // txn.go
+		return s.runInTransaction(ctx, c, r, cmd)
+	}
+	if err := checkTxnNumber(r, cmd.retryable); err != nil {
 		return s.errorReply(err), nil
 	}
 	if err := s.checkReadConcern(r); err != nil {
@@ -237,29 +247,20 @@ func (s *Server) call(ctx context.Context, c *conn, r *request, fn commandFunc) 
 		}
 	}()
 	reply, err = fn(ctx, c, r)
-	if err == nil && writeConcernCommands[r.name] && journaled(r.cmd) {
+	inTxn := txnFrom(ctx) != nil // a statement of a transaction waits for nothing: its commit does
+	if err == nil && writeConcernCommands[r.name] && !inTxn && journaled(r.cmd) {
 		// Acknowledge only once the writes are on disk; concurrent
 		// commands share the fsync.
 		if err := s.store.WaitDurable(); err != nil {
 			return nil, err
 		}
 	}
-	if err == nil && writeConcernCommands[r.name] {
+	if err == nil && writeConcernCommands[r.name] && !inTxn {
 		if wce := writeConcernError(r.cmd); wce != nil {
 			reply = append(reply, bson.E{Key: "writeConcernError", Value: wce})
 		}
 	}
 	return reply, err
-}
-
-func refuseTransaction(cmd bson.Raw) error {
-	if v, err := cmd.LookupErr("startTransaction"); err == nil && truthy(v) {
-		return mongoerr.New(mongoerr.IllegalOperation, "multi-document transactions are not supported by this server")
-	}
-	if v, err := cmd.LookupErr("autocommit"); err == nil && !truthy(v) {
-		return mongoerr.New(mongoerr.IllegalOperation, "multi-document transactions are not supported by this server")
-	}
-	return nil
 }
 
 // refuseCollation refuses a collation other than the simple (binary) one,

@@ -45,6 +45,7 @@ type failAction struct {
 	closeConnection  bool
 	blockTime        time.Duration
 	retryableWrite   bool
+	txnStatement     bool // a statement of a transaction other than its commit or abort (txn.go)
 	writeConcernErr  bson.Raw
 	failBeforeCommit int32
 }
@@ -105,7 +106,7 @@ func (f *failPoints) matchPoint(point string, r *request, appName string) (failA
 		writeConcernErr:  fp.writeConcernErr,
 		failBeforeCommit: fp.failBeforeCommit,
 		retryableWrite:   hasTxn && (r.name == "insert" || r.name == "update" || r.name == "delete" || r.name == "findAndModify"),
-	}, true
+	}.inTransaction(r), true
 }
 
 // retryableCodes get the RetryableWriteError label on a retryable write
@@ -135,11 +136,10 @@ func (s *Server) failCommand(ctx context.Context, act failAction) (reply []byte,
 		return nil, nil, false // block only, or a writeConcernError added after the command runs
 	}
 	e := mongoerr.New(act.errorCode, "Failing command %s via 'failCommand' failpoint", act.name)
-	switch {
-	case act.hasLabels:
+	if act.hasLabels {
 		e.Labels = act.errorLabels
-	case act.retryableWrite && retryableCodes[act.errorCode]:
-		e.Labels = []string{"RetryableWriteError"}
+	} else {
+		e.Labels = act.defaultLabels()
 	}
 	return s.errorReply(e), nil, true
 }
@@ -152,7 +152,9 @@ func (s *Server) cmdConfigureFailPoint(_ context.Context, _ *conn, r *request) (
 	if !ok || (name != "failCommand" && name != "failGetMoreAfterCursorCheckout" && name != "onPrimaryTransactionalWrite") {
 		return nil, mongoerr.New(mongoerr.BadValue, "unknown fail point %s (supported: failCommand, failGetMoreAfterCursorCheckout, onPrimaryTransactionalWrite)", r.cmd.Index(0).Value())
 	}
-	fp := &failPoint{}
+	// onPrimaryTransactionalWrite closes the connection unless told not
+	// to, as mongod's does.
+	fp := &failPoint{closeConnection: name == "onPrimaryTransactionalWrite"}
 	mode, err := r.cmd.LookupErr("mode")
 	if err != nil {
 		return nil, mongoerr.New(mongoerr.BadValue, "configureFailPoint: missing mode")
@@ -217,7 +219,9 @@ func (s *Server) cmdConfigureFailPoint(_ context.Context, _ *conn, r *request) (
 				}
 			}
 		}
-		fp.closeConnection = a.bool("closeConnection")
+		if _, ok := a.lookup("closeConnection"); ok {
+			fp.closeConnection = a.bool("closeConnection")
+		}
 		if a.bool("blockConnection") {
 			ms, _ := a.int64("blockTimeMS")
 			fp.blockTime = time.Duration(ms) * time.Millisecond

@@ -43,8 +43,8 @@ func withWriteConcernError(reply []byte, act failAction) []byte {
 // onPrimaryTransactionalWrite is mongod's fail point of that name, which
 // the retryable-writes tests use: on a retryable write it either fails the
 // write, unapplied, with data.failBeforeCommitExceptionCode, or applies
-// it (so that a retry finds it done) and then closes the connection
-// without a reply (data.closeConnection).
+// it (so that a retry finds it done); either way it then closes the
+// connection without a reply unless data.closeConnection is false.
 func (s *Server) onPrimaryTransactionalWrite(ctx context.Context, c *conn, r *request) (reply []byte, err error, handled bool) {
 	if !isRetryableWrite(r) {
 		return nil, nil, false
@@ -54,6 +54,9 @@ func (s *Server) onPrimaryTransactionalWrite(ctx context.Context, c *conn, r *re
 		return nil, nil, false
 	}
 	if act.failBeforeCommit != 0 {
+		if act.closeConnection {
+			return nil, errCloseConn, true // unapplied, and the client sees only the closed connection
+		}
 		e := mongoerr.New(act.failBeforeCommit, "Failing write for test due to failpoint")
 		if retryableCodes[act.failBeforeCommit] {
 			e.Labels = []string{"RetryableWriteError"}

@@ -57,6 +57,10 @@ func TestAPIParameters(t *testing.T) {
 		"strict type":        {bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "1"}, {Key: "apiStrict", Value: 1}}, 14, "BSON field 'apiStrict' is the wrong type 'int', expected type 'bool'"},
 		"strict in v1":       {bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "1"}, {Key: "apiStrict", Value: true}}, -1, ""},
 		"not strict outside": {bson.D{{Key: "serverStatus", Value: 1}, {Key: "apiVersion", Value: "1"}, {Key: "apiStrict", Value: false}}, -1, ""},
+		"strict stage outside v1": {bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}}},
+			{Key: "cursor", Value: bson.D{}}, {Key: "apiVersion", Value: "1"}, {Key: "apiStrict", Value: true}}, 323, "$listLocalSessions is not allowed with 'apiStrict: true' in API Version 1"},
+		"stage outside v1 not strict": {bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}}},
+			{Key: "cursor", Value: bson.D{}}, {Key: "apiVersion", Value: "1"}}, -1, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := db.RunCommand(t.Context(), tc.cmd).Err()

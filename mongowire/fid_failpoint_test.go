@@ -3,6 +3,7 @@ package mongowire_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -37,7 +38,11 @@ func TestRetryableWriteFailPoints(t *testing.T) {
 	coll := c.Database("fpw").Collection("c")
 	fail := func(point string, data bson.D) {
 		t.Helper()
-		run(t, admin, bson.D{{Key: "configureFailPoint", Value: point}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}}, {Key: "data", Value: data}})
+		cmd := bson.D{{Key: "configureFailPoint", Value: point}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}}}
+		if data != nil {
+			cmd = append(cmd, bson.E{Key: "data", Value: data})
+		}
+		run(t, admin, cmd)
 	}
 	count := func(id string) int64 {
 		t.Helper()
@@ -55,6 +60,10 @@ func TestRetryableWriteFailPoints(t *testing.T) {
 			{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 91}, {Key: "errmsg", Value: "Replication is being shut down"}}}}},
 		"failBeforeCommitExceptionCode": {"onPrimaryTransactionalWrite", bson.D{{Key: "failBeforeCommitExceptionCode", Value: 91}}},
 		"closeConnection":               {"onPrimaryTransactionalWrite", bson.D{{Key: "closeConnection", Value: true}}},
+		// mongod's fail point closes the connection unless told not to,
+		// after a failure before the commit too (a non-retryable code).
+		"no data":                 {"onPrimaryTransactionalWrite", nil},
+		"failBeforeCommit closes": {"onPrimaryTransactionalWrite", bson.D{{Key: "failBeforeCommitExceptionCode", Value: 1}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			inserts.Store(0)
@@ -69,6 +78,14 @@ func TestRetryableWriteFailPoints(t *testing.T) {
 				t.Fatalf("%d documents, want 1", n)
 			}
 		})
+	}
+	// closeConnection: false: the failure is the reply, unapplied.
+	fail("onPrimaryTransactionalWrite", bson.D{{Key: "failBeforeCommitExceptionCode", Value: 1}, {Key: "closeConnection", Value: false}})
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "kept open"}}); err == nil || !strings.Contains(err.Error(), "Failing write for test due to failpoint") {
+		t.Fatalf("insert under failBeforeCommitExceptionCode 1 without closing = %v, want the injected error", err)
+	}
+	if n := count("kept open"); n != 0 {
+		t.Fatalf("%d documents after a write failed before its commit, want 0", n)
 	}
 	// Without a txnNumber (retryWrites off) the write concern error is
 	// the driver's error to return, and carries no retry label.

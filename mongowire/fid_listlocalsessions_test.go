@@ -46,7 +46,11 @@ func TestListLocalSessions(t *testing.T) {
 	if listed() {
 		t.Fatal("an ended session is still listed")
 	}
-	err = c.Database("lls").RunCommand(ctx, bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}}}, {Key: "cursor", Value: bson.D{}}}).Err()
-	wantCode(t, err, 73, "$listLocalSessions must be run against the 'admin' database with {aggregate: 1}")
+	// Any database, as in mongod, but never a collection.
+	if err := c.Database("lls").RunCommand(ctx, bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}}}, {Key: "cursor", Value: bson.D{}}}).Err(); err != nil {
+		t.Fatalf("$listLocalSessions on a database other than admin: %v", err)
+	}
+	err = c.Database("lls").RunCommand(ctx, bson.D{{Key: "aggregate", Value: "coll"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}}}, {Key: "cursor", Value: bson.D{}}}).Err()
+	wantCode(t, err, 73, "$listLocalSessions must be run against the database with {aggregate: 1}, not a collection")
 	sess.EndSession(ctx)
 }

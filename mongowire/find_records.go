@@ -11,7 +11,8 @@ import (
 // findRecords answers find's returnKey and showRecordId. returnKey
 // replaces each document by its key in the index that answered the query
 // ({} after a collection scan), ignoring the projection, as mongod does;
-// showRecordId appends the record id as $recordId (a long).
+// showRecordId appends the record id as $recordId (a long), except under
+// returnKey.
 func (s *Server) findRecords(ns store.Namespace, spec store.FindSpec, returnKey, showRecordID bool) ([]bson.Raw, error) {
 	var proj *mql.Projection
 	if len(spec.Projection) > 0 && !returnKey {
@@ -37,7 +38,7 @@ func (s *Server) findRecords(ns store.Namespace, spec store.FindSpec, returnKey,
 				return nil, err
 			}
 		}
-		if showRecordID {
+		if showRecordID && !returnKey { // returnKey wins, as in mongod 7.0
 			d = bson.Raw(bsoncore.AppendInt64Element(d[:len(d)-1:len(d)-1], "$recordId", rec.RecordID))
 			d = append(d, 0)
 			bsoncore.UpdateLength(d, 0, int32(len(d)))

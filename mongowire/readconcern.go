@@ -1,6 +1,7 @@
 package mongowire
 
 import (
+	"context"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -121,7 +122,10 @@ func (s *Server) checkReadConcern(r *request) error {
 
 // snapshotAt reports whether the command reads at a snapshot, and at which
 // cluster time: atClusterTime, or the current cluster time.
-func (s *Server) snapshotAt(r *request) (bson.Timestamp, bool) {
+func (s *Server) snapshotAt(ctx context.Context, r *request) (bson.Timestamp, bool) {
+	if txnFrom(ctx) != nil {
+		return bson.Timestamp{}, false // the transaction's snapshot (txn.go)
+	}
 	rc, err := parseReadConcern(r)
 	if err != nil || rc.level != "snapshot" {
 		return bson.Timestamp{}, false

@@ -62,6 +62,9 @@ type Config struct {
 	// CursorTimeout closes cursors idle this long (default 10m), as
 	// mongod's cursorTimeoutMillis.
 	CursorTimeout time.Duration
+	// TransactionLifetimeLimit aborts a transaction still open this long
+	// after it started (transactionLifetimeLimitSeconds), default 60s.
+	TransactionLifetimeLimit time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 
@@ -129,6 +132,7 @@ type Server struct {
 	cursors    cursorTable
 	sessions   sessionTable
 	local      localSessions // $listLocalSessions (stage_listlocalsessions.go)
+	txns       txnTable      // sessions' transactions (txn.go)
 	failpoints failPoints
 	auth       authState // users and authentication counters (auth_users.go)
 }
@@ -282,6 +286,7 @@ func (s *Server) Close() error {
 			c.nc.Close()
 		}
 		s.mu.Unlock()
+		s.closeTransactions() // a write waiting for one goes on, so that its connection can end
 		s.wg.Wait()
 		s.cursors.closeAll()
 		s.closeErr = errors.Join(ignoreClosed(lnErr), s.store.Close())

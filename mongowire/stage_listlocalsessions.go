@@ -84,8 +84,8 @@ func (s *Server) listLocalSessionsStage(c *conn, r *request, coll string, stages
 	if len(stages) == 0 || stages[0].Index(0).Key() != "$listLocalSessions" {
 		return nil, false, nil
 	}
-	if r.db != "admin" || coll != "" {
-		return nil, false, mongoerr.New(mongoerr.InvalidNamespace, "$listLocalSessions must be run against the 'admin' database with {aggregate: 1}")
+	if coll != "" {
+		return nil, false, mongoerr.New(mongoerr.InvalidNamespace, "$listLocalSessions must be run against the database with {aggregate: 1}, not a collection")
 	}
 	spec, isDoc := stages[0].Index(0).Value().DocumentOK()
 	if !isDoc {

@@ -87,6 +87,7 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 	f.StringVar(&oplogSize, "oplog-size", "256MiB", "oplog bound in bytes (units such as 64MiB)")
 	f.DurationVar(&cfg.OplogMinRetention, "oplog-min-retention", 0, "keep oplog entries at least this long, even past --oplog-size")
 	f.DurationVar(&cfg.TTLMonitorInterval, "ttl-monitor-interval", 60*time.Second, "how often documents past a TTL index's expireAfterSeconds are deleted (negative: never)")
+	f.DurationVar(&cfg.TransactionLifetimeLimit, "transaction-lifetime-limit", 60*time.Second, "abort a multi-document transaction still open this long (transactionLifetimeLimitSeconds)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&tlsFiles.CertFile, "tls-cert-file", "", "serve TLS only, with this PEM certificate (chain)")

@@ -328,6 +328,9 @@ func (s *Spec) buildOne(e *store.OplogEntry, lookup Lookup) (Event, error) {
 	}
 	tok := Token{ClusterTime: e.TS, Version: TokenVersion, Type: EventToken, UUID: entryUUID(e),
 		EventID: eventID(e.Op, docKey, opDesc)}
+	if e.Txn != nil {
+		tok.TxnOpIndex = e.Txn.OpIndex // the events of a transaction share its cluster time
+	}
 	if e.Op == "dropDatabase" {
 		tok.UUID = nil
 	}
@@ -407,6 +410,10 @@ func (s *Spec) buildOne(e *store.OplogEntry, lookup Lookup) (Event, error) {
 				"Change stream was configured to require a pre-image for all update, delete and replace events, but the pre-image was not found for event: %s", describe(tokDoc, e))
 		}
 		bd.docOrNull("fullDocumentBeforeChange", e.Pre)
+	}
+	if x := e.Txn; x != nil { // a transaction's operation, as mongod shows it
+		bd.doc("lsid", x.LSID)
+		bd.b = bsoncore.AppendInt64Element(bd.b, "txnNumber", x.Number)
 	}
 	return Event{Token: tok, Doc: bd.done(), key: key, tokDoc: tokDoc}, nil
 }

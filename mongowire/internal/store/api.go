@@ -134,6 +134,19 @@ type OplogEntry struct {
 	Update *UpdateDescription // update only
 	Extra  bson.D             // DDL details
 	Size   int                // bytes charged against the oplog bound
+
+	Txn *TxnInfo // set on the entries of a multi-document transaction
+}
+
+// TxnInfo places an oplog entry in its transaction. A transaction's
+// entries share the commit's TS and are numbered from 0 in statement
+// order; the last one is marked, so that replay applies a transaction
+// whole or not at all.
+type TxnInfo struct {
+	LSID    bson.Raw // the session, {id: UUID, ...}
+	Number  int64
+	OpIndex int
+	Last    bool
 }
 
 // UpdateDescription is the delta of an update, as change streams report it.

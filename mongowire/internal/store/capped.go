@@ -68,9 +68,9 @@ func checkCapped(options bson.D) error {
 // fits its limits; the newest document always stays. c.capHead remembers
 // where the oldest live document may be, so that capping does not rescan
 // the holes of earlier deletes.
-func (s *Store) capLocked(t *tx, ns Namespace, c *collection) {
+func (s *Store) capLocked(t *tx, ns Namespace, c *collection) error {
 	if !c.capped {
-		return
+		return nil
 	}
 	for c.live > 1 && ((c.capSize > 0 && c.size > c.capSize) || (c.capMax > 0 && int64(c.live) > c.capMax)) {
 		p := c.capHead
@@ -81,12 +81,15 @@ func (s *Store) capLocked(t *tx, ns Namespace, c *collection) {
 			p++
 		}
 		n := len(c.recs)
-		s.deleteAt(t, ns, c, p)
+		if err := s.deleteAt(t, ns, c, p); err != nil {
+			return err
+		}
 		c.capHead = p + 1
 		if len(c.recs) != n {
 			c.capHead = 0
 		}
 	}
+	return nil
 }
 
 // setCappedLocked applies a collection's capped options.
@@ -162,4 +165,14 @@ func (c *collection) firstLive() uint64 {
 		}
 	}
 	return math.MaxUint64
+}
+
+// refuseCapped refuses a transaction's write to a capped collection, as
+// mongod does: capping deletes documents other writers may be reading.
+func (t *tx) refuseCapped(ns Namespace, c *collection) error {
+	if t.txn == nil || !c.capped {
+		return nil
+	}
+	return mongoerr.New(mongoerr.OperationNotSupportedInTransaction,
+		"Collection '%s' is a capped collection. Writes in transactions are not allowed on capped collections.", ns)
 }

@@ -184,6 +184,7 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 
 // dropLocked removes a collection from the catalog.
 func (s *Store) dropLocked(ns Namespace) {
+	s.abortOnLocked(ns) // txn.go
 	delete(s.dbs[ns.DB], ns.Coll)
 	if len(s.dbs[ns.DB]) == 0 {
 		delete(s.dbs, ns.DB)
@@ -409,6 +410,17 @@ func sameKey(a, b bson.D) bool {
 // CreateIndexes builds indexes over the existing documents, creating the
 // collection if needed. An index identical to an existing one is skipped.
 func (s *Store) CreateIndexes(ns Namespace, specs []IndexSpec) (createdCollection bool, before, after int, err error) {
+	return s.createIndexes(nil, ns, specs)
+}
+
+// CreateIndexes is Store.CreateIndexes within the transaction. As in
+// mongod, only a collection the transaction creates (by this command or
+// earlier, and still empty) may get indexes in one.
+func (x *Txn) CreateIndexes(ns Namespace, specs []IndexSpec) (createdCollection bool, before, after int, err error) {
+	return x.s.createIndexes(x, ns, specs)
+}
+
+func (s *Store) createIndexes(rd *Txn, ns Namespace, specs []IndexSpec) (createdCollection bool, before, after int, err error) {
 	if err := validNamespace(ns); err != nil {
 		return false, 0, 0, err
 	}
@@ -426,10 +438,20 @@ func (s *Store) CreateIndexes(ns Namespace, specs []IndexSpec) (createdCollectio
 			return false, 0, 0, err
 		}
 	}
-	err = s.write(func(t *tx) error {
+	err = s.writeAs(rd, func(t *tx) error {
+		if c := s.collLocked(ns); rd != nil && c != nil && (!rd.made[c] || c.live > 0) {
+			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction,
+				"Cannot create new indexes on existing collection %s in a multi-document transaction.", ns)
+		}
 		c, created, err := s.ensureLocked(t, ns)
 		if err != nil {
 			return err
+		}
+		if o := s.madeByOtherLocked(rd, c); o != nil {
+			if rd != nil {
+				return writeConflict()
+			}
+			return &blockedError{done: o.done}
 		}
 		createdCollection = created
 		before = len(c.indexes)
@@ -491,7 +513,7 @@ func (s *Store) ListIndexes(ns Namespace) ([]IndexSpec, error) {
 	var out []IndexSpec
 	err := s.read(func() error {
 		c := s.collLocked(ns)
-		if c == nil {
+		if c == nil || s.madeByOtherLocked(nil, c) != nil {
 			return mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist: %s", ns)
 		}
 		if err := refuseViewLocked(ns, c); err != nil {

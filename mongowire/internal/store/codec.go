@@ -48,7 +48,20 @@ func encodeEntry(dst []byte, e *OplogEntry) ([]byte, error) {
 		}
 		dst = bsoncore.AppendDocumentElement(dst, "x", x)
 	}
+	if x := e.Txn; x != nil {
+		dst = bsoncore.AppendDocumentElement(dst, "lsid", x.LSID)
+		dst = bsoncore.AppendInt64Element(dst, "txn", x.Number)
+		dst = bsoncore.AppendInt32Element(dst, "txi", int32(x.OpIndex))
+		dst = bsoncore.AppendBooleanElement(dst, "txe", x.Last)
+	}
 	return bsoncore.AppendDocumentEnd(dst, idx)
+}
+
+func txnOf(e *OplogEntry) *TxnInfo {
+	if e.Txn == nil {
+		e.Txn = &TxnInfo{}
+	}
+	return e.Txn
 }
 
 func truncatedDocs(ts []TruncatedArray) bson.A {
@@ -93,6 +106,14 @@ func decodeEntry(raw bson.Raw) (OplogEntry, error) {
 			if e.Update, err = decodeUpdate(clone(v.Document())); err != nil {
 				return e, err
 			}
+		case "lsid":
+			txnOf(&e).LSID = clone(v.Document())
+		case "txn":
+			txnOf(&e).Number = v.Int64()
+		case "txi":
+			txnOf(&e).OpIndex = int(v.Int32())
+		case "txe":
+			txnOf(&e).Last = v.Boolean()
 		case "x":
 			if err := bson.Unmarshal(v.Document(), &e.Extra); err != nil {
 				return e, fmt.Errorf("decode %s details: %w", e.Op, err)

@@ -17,6 +17,15 @@
 // document), so a read returns a point-in-time snapshot by keeping slice
 // headers, without copying bytes.
 //
+// # Transactions
+//
+// A multi-document transaction (Begin, then Txn's reads and writes,
+// Commit or Abort) writes in place with undo records and holds its oplog
+// entries back until the commit journals them with one write, all at one
+// cluster time. Readers outside it, and its own reads of what others
+// committed after it began, see through an overlay of pre-images; see
+// txn.go for the whole design.
+//
 // # Documents and indexes
 //
 // A collection keeps its documents as records sorted by a record id that

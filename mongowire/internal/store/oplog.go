@@ -60,6 +60,9 @@ func entrySize(e *OplogEntry) int {
 		n += len(u.TruncatedArrays)*48 + len(u.DisambiguatedPaths)*128
 	}
 	n += len(e.Extra) * 128
+	if e.Txn != nil {
+		n += 64 + len(e.Txn.LSID)
+	}
 	return n
 }
 
@@ -135,7 +138,12 @@ func (o *Oplog) ReadAfter(ts bson.Timestamp, max int, maxBytes int) (entries []O
 	for ; i < q.len(); i++ {
 		e := q.at(i)
 		if max > 0 && len(entries) >= max || maxBytes > 0 && len(entries) > 0 && bytes+e.Size > maxBytes {
-			return entries, entries[len(entries)-1].TS, lost
+			// The entries of a transaction share one TS: never cut
+			// between them, or a reader going on after that TS would
+			// miss the rest.
+			if last := entries[len(entries)-1].TS; e.TS != last {
+				return entries, last, lost
+			}
 		}
 		bytes += e.Size
 		entries = append(entries, *e)
@@ -273,7 +281,16 @@ func (o *Oplog) Range(after, before bson.Timestamp, max int, reverse bool) []Opl
 		hi = sort.Search(q.len(), func(j int) bool { return !tsLess(q.at(j).TS, before) })
 	}
 	var out []OplogEntry
-	for n := 0; n < max && lo < hi; n++ {
+	for n := 0; lo < hi; n++ {
+		if n >= max { // past max only to keep a transaction's entries (one TS) together
+			next := q.at(lo)
+			if reverse {
+				next = q.at(hi - 1)
+			}
+			if next.TS != out[len(out)-1].TS {
+				break
+			}
+		}
 		if reverse {
 			hi--
 			out = append(out, *q.at(hi))

@@ -407,8 +407,17 @@ func (s *Store) replayJournal(gen uint64, last bool) (bson.ObjectID, error) {
 		batch = batch[:0]
 	}
 	defer flush()
+	// A transaction's entries are applied once its last one is read: one
+	// cut short by a crash (only the newest journal's end can be) is cut
+	// off whole.
+	var txn []OplogEntry
+	var txnOff int64
 	for {
 		kind, payload, err := readRecord(r)
+		if (err == io.EOF || errors.Is(err, errTorn)) && len(txn) > 0 && last {
+			s.log.Warn("journal ends within a transaction; cutting it off", "journal", filepath.Base(path), "offset", txnOff, "entries", len(txn))
+			return rs, s.truncate(path, txnOff)
+		}
 		if err == io.EOF {
 			return rs, nil
 		}
@@ -432,11 +441,24 @@ func (s *Store) replayJournal(gen uint64, last bool) (bson.ObjectID, error) {
 			if err != nil {
 				return rs, fmt.Errorf("read %s at %d: %w", filepath.Base(path), off, err)
 			}
-			if err := s.apply(&e); err != nil {
-				return rs, fmt.Errorf("replay %s %s at %d: %w", e.Op, e.NS, off, err)
+			if e.Txn != nil {
+				if len(txn) == 0 {
+					txnOff = off - int64(9+len(payload))
+				}
+				if txn = append(txn, e); !e.Txn.Last {
+					continue
+				}
+			} else {
+				txn = append(txn, e)
 			}
-			s.observe(e.TS)
-			batch = append(batch, e)
+			for i := range txn {
+				if err := s.apply(&txn[i]); err != nil {
+					return rs, fmt.Errorf("replay %s %s at %d: %w", txn[i].Op, txn[i].NS, off, err)
+				}
+				s.observe(txn[i].TS)
+				batch = append(batch, txn[i])
+			}
+			txn = txn[:0]
 			if len(batch) >= 4096 {
 				flush()
 			}
@@ -664,7 +686,7 @@ func (s *Store) compact() error {
 			}
 			fr.colls = append(fr.colls, frozenColl{
 				rec:  collRecord{DB: db, Coll: name, UUID: c.info.UUID, Options: c.info.Options, Indexes: idx},
-				docs: c.docs(),
+				docs: s.docsAsLocked(nil, Namespace{DB: db, Coll: name}, c), // without open transactions' writes
 			})
 		}
 	}

@@ -13,12 +13,22 @@ import (
 
 // match collects, under the read lock, the documents of ns that match f in
 // natural order (index order is not kept), up to limit (0 = all).
-func (s *Store) match(ns Namespace, f *query, limit int64) ([]bson.Raw, Plan, error) {
+func (s *Store) match(rd *Txn, ns Namespace, f *query, limit int64) ([]bson.Raw, Plan, error) {
 	var out []bson.Raw
 	var plan Plan
 	err := s.read(func() error {
 		c := s.collLocked(ns)
 		if c == nil {
+			return nil
+		}
+		if o := s.overlayLocked(rd, ns); o != nil { // a transaction is open on ns (txn.go)
+			o.each(c, func(doc bson.Raw, _ uint64, _ bool) bool {
+				if f.Match(doc) {
+					out = append(out, doc)
+				}
+				return limit <= 0 || int64(len(out)) < limit
+			})
+			plan = Plan{DocsExamined: c.live}
 			return nil
 		}
 		plan = c.scan(f, func(_ int, doc bson.Raw) bool {
@@ -37,7 +47,7 @@ func (s *Store) match(ns Namespace, f *query, limit int64) ([]bson.Raw, Plan, er
 // (0 = all). The filter's own index access is used when it is on the same
 // index; when the filter is better served by another index, ok is false
 // and the caller sorts.
-func (s *Store) matchSorted(ns Namespace, f *query, sortSpec bson.Raw, want int64) (docs []bson.Raw, plan Plan, ok bool, err error) {
+func (s *Store) matchSorted(rd *Txn, ns Namespace, f *query, sortSpec bson.Raw, want int64) (docs []bson.Raw, plan Plan, ok bool, err error) {
 	keys, err := sortKeys(sortSpec)
 	if err != nil {
 		return nil, Plan{}, false, nil // no index order for this sort
@@ -47,6 +57,9 @@ func (s *Store) matchSorted(ns Namespace, f *query, sortSpec bson.Raw, want int6
 		if c == nil {
 			ok = true
 			return nil
+		}
+		if s.overlayLocked(rd, ns) != nil {
+			return nil // the caller matches through the overlay and sorts
 		}
 		a := c.choose(f.preds)
 		var w sortWalk
@@ -211,18 +224,18 @@ func (c *collection) walkSorted(w sortWalk, a *access, f *query, want int64) ([]
 // Equality, $in and range predicates on the leading field of an index are
 // answered through the index.
 func (s *Store) Find(ns Namespace, spec FindSpec) ([]bson.Raw, error) {
-	docs, _, err := s.find(ns, spec)
+	docs, _, err := s.find(nil, ns, spec)
 	return docs, err
 }
 
 // Explain runs a query and reports how it found its documents.
 func (s *Store) Explain(ns Namespace, spec FindSpec) (Plan, error) {
-	_, plan, err := s.find(ns, spec)
+	_, plan, err := s.find(nil, ns, spec)
 	return plan, err
 }
 
-func (s *Store) find(ns Namespace, spec FindSpec) ([]bson.Raw, Plan, error) {
-	if docs, ok, err := s.viewDocs(ns); ok || err != nil {
+func (s *Store) find(rd *Txn, ns Namespace, spec FindSpec) ([]bson.Raw, Plan, error) {
+	if docs, ok, err := s.viewDocs(rd, ns); ok || err != nil {
 		if err == nil {
 			docs, err = findInView(docs, spec)
 		}
@@ -256,13 +269,13 @@ func (s *Store) find(ns Namespace, spec FindSpec) ([]bson.Raw, Plan, error) {
 	var plan Plan
 	sorted := false
 	if sorter != nil {
-		docs, plan, sorted, err = s.matchSorted(ns, f, spec.Sort, want)
+		docs, plan, sorted, err = s.matchSorted(rd, ns, f, spec.Sort, want)
 	}
 	if !sorted && err == nil {
 		if sorter != nil {
-			docs, plan, err = s.match(ns, f, 0)
+			docs, plan, err = s.match(rd, ns, f, 0)
 		} else {
-			docs, plan, err = s.match(ns, f, want)
+			docs, plan, err = s.match(rd, ns, f, want)
 		}
 	}
 	if err != nil {
@@ -300,7 +313,11 @@ func window[T any](s []T, skip, limit int64) []T {
 
 // Count counts the matching documents after skip, up to limit (0 = all).
 func (s *Store) Count(ns Namespace, filter bson.Raw, skip, limit int64) (int64, error) {
-	if docs, ok, err := s.viewDocs(ns); ok || err != nil {
+	return s.count(nil, ns, filter, skip, limit)
+}
+
+func (s *Store) count(rd *Txn, ns Namespace, filter bson.Raw, skip, limit int64) (int64, error) {
+	if docs, ok, err := s.viewDocs(rd, ns); ok || err != nil {
 		if err == nil {
 			docs, err = findInView(docs, FindSpec{Filter: filter, Skip: skip, Limit: limit})
 		}
@@ -322,6 +339,15 @@ func (s *Store) Count(ns Namespace, filter bson.Raw, skip, limit int64) (int64, 
 	err = s.read(func() error {
 		c := s.collLocked(ns)
 		if c == nil {
+			return nil
+		}
+		if o := s.overlayLocked(rd, ns); o != nil { // a transaction is open on ns (txn.go)
+			o.each(c, func(doc bson.Raw, _ uint64, _ bool) bool {
+				if f.Match(doc) {
+					n++
+				}
+				return want == 0 || n < want
+			})
 			return nil
 		}
 		if len(filter) <= 5 && want == 0 { // empty filter: every document
@@ -346,15 +372,19 @@ func (s *Store) Count(ns Namespace, filter bson.Raw, skip, limit int64) (int64, 
 // Distinct returns the distinct values of key among the matching documents,
 // in MongoDB's sort order; array values contribute their elements.
 func (s *Store) Distinct(ns Namespace, key string, filter bson.Raw) ([]bson.RawValue, error) {
+	return s.distinct(nil, ns, key, filter)
+}
+
+func (s *Store) distinct(rd *Txn, ns Namespace, key string, filter bson.Raw) ([]bson.RawValue, error) {
 	f, err := compileQuery(filter)
 	if err != nil {
 		return nil, err
 	}
-	docs, isView, err := s.viewDocs(ns)
+	docs, isView, err := s.viewDocs(rd, ns)
 	if isView && err == nil {
 		docs, err = findInView(docs, FindSpec{Filter: filter})
 	} else if err == nil {
-		docs, _, err = s.match(ns, f, 0)
+		docs, _, err = s.match(rd, ns, f, 0)
 	}
 	if err != nil {
 		return nil, err
@@ -389,15 +419,19 @@ func hasNull(doc bson.Raw, path []string) bool {
 // $match selects its input through an index when it can; $lookup reads
 // other collections of ns.DB.
 func (s *Store) Aggregate(ns Namespace, stages []bson.Raw) ([]bson.Raw, error) {
+	return s.aggregate(nil, ns, stages)
+}
+
+func (s *Store) aggregate(rd *Txn, ns Namespace, stages []bson.Raw) ([]bson.Raw, error) {
 	p, err := mql.CompilePipeline(stages)
 	if err != nil {
 		return nil, err
 	}
-	if docs, ok, err := s.viewDocs(ns); ok || err != nil {
+	if docs, ok, err := s.viewDocs(rd, ns); ok || err != nil {
 		if err != nil {
 			return nil, err
 		}
-		return p.Run(env{s: s, db: ns.DB}, docs)
+		return p.Run(env{s: s, db: ns.DB, rd: rd}, docs)
 	}
 	var f *query
 	if len(stages) > 0 {
@@ -410,27 +444,29 @@ func (s *Store) Aggregate(ns Namespace, stages []bson.Raw) ([]bson.Raw, error) {
 			return nil, err
 		}
 	}
-	input, _, err := s.match(ns, f, 0)
+	input, _, err := s.match(rd, ns, f, 0)
 	if err != nil {
 		return nil, err
 	}
-	return p.Run(env{s: s, db: ns.DB}, input)
+	return p.Run(env{s: s, db: ns.DB, rd: rd}, input)
 }
 
 // env gives a pipeline the other collections of a database.
 type env struct {
 	s  *Store
 	db string
+	rd *Txn // the transaction reading, or nil
 }
 
 func (e env) Collection(name string) ([]bson.Raw, error) {
-	if docs, ok, err := e.s.viewDocs(Namespace{DB: e.db, Coll: name}); ok || err != nil {
+	if docs, ok, err := e.s.viewDocs(e.rd, Namespace{DB: e.db, Coll: name}); ok || err != nil {
 		return docs, err
 	}
 	var docs []bson.Raw
 	err := e.s.read(func() error {
-		if c := e.s.collLocked(Namespace{DB: e.db, Coll: name}); c != nil {
-			docs = c.docs()
+		ns := Namespace{DB: e.db, Coll: name}
+		if c := e.s.collLocked(ns); c != nil {
+			docs = e.s.docsAsLocked(e.rd, ns, c)
 		}
 		return nil
 	})

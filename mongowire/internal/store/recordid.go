@@ -19,7 +19,7 @@ type Record struct {
 // returns with each document what find's returnKey and showRecordId show.
 func (s *Store) FindRecords(ns Namespace, spec FindSpec) ([]Record, error) {
 	spec.Projection = nil
-	docs, plan, err := s.find(ns, spec)
+	docs, plan, err := s.find(nil, ns, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -55,11 +55,37 @@ type history struct {
 // versionSize is what a version costs beyond its document.
 const versionSize = int(unsafe.Sizeof(version{}))
 
+// keptVersion is a version waiting for its write to commit: the history
+// holds only committed writes, at the cluster time they committed at (a
+// transaction's statements get theirs at commit), so that a snapshot read
+// never sees a write that was taken back or not yet visible.
+type keptVersion struct {
+	entry int // index of its oplog entry in the write's entries
+	c     *collection
+	rid   uint64
+	pre   bson.Raw
+}
+
 // keep records that the write just emitted on t replaced pre (nil: the
 // record did not exist) in record rid of c.
 func (t *tx) keep(c *collection, rid uint64, pre bson.Raw) {
-	e := &t.entries[len(t.entries)-1]
-	t.s.hist.add(version{ts: e.TS, wall: t.wall.UnixNano(), c: c, rid: rid, pre: pre})
+	t.kept = append(t.kept, keptVersion{entry: len(t.entries) - 1, c: c, rid: rid, pre: pre})
+}
+
+// keepWrite adds a committed write's versions and DDL marks, in entry
+// order, to the history.
+func (h *history) keepWrite(entries []OplogEntry, kept []keptVersion) {
+	k := 0
+	for i := range entries {
+		e := &entries[i]
+		for ; k < len(kept) && kept[k].entry == i; k++ {
+			v := kept[k]
+			h.add(version{ts: e.TS, wall: e.Wall.UnixNano(), c: v.c, rid: v.rid, pre: v.pre})
+		}
+		if e.DocKey == nil {
+			h.keepDDL(e)
+		}
+	}
 }
 
 // keepDDL records a DDL entry: a read across it is refused.
@@ -169,6 +195,20 @@ func (s *Store) readAt(ns Namespace, ts bson.Timestamp) ([]bson.Raw, error) {
 		}
 		undo := map[uint64]bson.Raw{}
 		c := s.collLocked(ns)
+		// Open transactions wrote in place: take their writes back first
+		// (the oldest undo record of a record wins), then the committed
+		// writes after ts.
+		for x := range s.txns.open {
+			for i := len(x.undo) - 1; i >= 0; i-- {
+				switch u := &x.undo[i]; {
+				case u.c != c || c == nil:
+				case u.created:
+					c = nil // created by the transaction: not there yet
+				default:
+					undo[u.rid] = u.pre
+				}
+			}
+		}
 		vs := s.hist.kept()
 		for i := len(vs) - 1; i >= 0 && tsLess(ts, vs[i].ts); i-- {
 			v := &vs[i]

@@ -36,6 +36,7 @@ type Store struct {
 	hist   history  // what snapshot reads undo (snapshot.go)
 	jr     *journal // nil in memory
 	closed bool
+	txns   txnState // open transactions (txn.go)
 
 	compactMu sync.Mutex   // serializes compactions and journal syncs
 	compactAt atomic.Int64 // journal size that triggers a compaction
@@ -179,6 +180,10 @@ type tx struct {
 	s       *Store
 	wall    time.Time
 	entries []OplogEntry
+	txn     *Txn          // the transaction this statement belongs to, or nil
+	undo    []undoRec     // only in a transaction, or while one is open
+	hist    []pendingHist // pre-images to keep for open transactions
+	kept    []keptVersion // the snapshot history's versions, kept once the write commits
 }
 
 // emit records a write: it takes the next cluster time.
@@ -187,9 +192,6 @@ func (t *tx) emit(e OplogEntry) {
 	e.Wall = t.wall
 	e.Size = entrySize(&e)
 	t.entries = append(t.entries, e)
-	if e.DocKey == nil {
-		t.s.hist.keepDDL(&t.entries[len(t.entries)-1])
-	}
 }
 
 // write runs fn as one atomic write command: under the write lock, its
@@ -197,28 +199,53 @@ func (t *tx) emit(e OplogEntry) {
 // survive the process being killed) before the lock is released and the
 // command is acknowledged, then appended to the oplog in the same order.
 func (s *Store) write(fn func(t *tx) error) error {
+	for {
+		blocked, err := s.writeOnce(fn)
+		if blocked == nil {
+			return err
+		}
+		// A document it meets belongs to an open transaction: what it did
+		// was taken back; run it again once that transaction ends.
+		select {
+		case <-blocked:
+		case <-s.stop:
+			return errClosed
+		}
+	}
+}
+
+func (s *Store) writeOnce(fn func(t *tx) error) (<-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errClosed
+		return nil, errClosed
 	}
 	if s.broken != nil {
-		return brokenError(s.broken)
+		return nil, brokenError(s.broken)
 	}
 	t := &tx{s: s, wall: time.Now().Truncate(time.Millisecond)}
 	err := fn(t)
+	var b *blockedError
+	if errors.As(err, &b) {
+		s.undoLocked(t.undo)
+		return b.done, nil
+	}
 	if len(t.entries) == 0 {
-		return err
+		return nil, err
 	}
 	if s.jr != nil {
 		if jerr := s.jr.append(t.entries); jerr != nil {
 			s.broken = jerr
 			s.log.Error("journal write failed; refusing further writes", "err", jerr)
-			return brokenError(jerr)
+			return nil, brokenError(jerr)
 		}
 	}
+	if len(t.hist) > 0 {
+		s.recordHistoryLocked(t.entries[len(t.entries)-1].TS, t.hist)
+	}
+	s.hist.keepWrite(t.entries, t.kept)
 	s.oplog.append(t.wall, t.entries...)
-	return err
+	return nil, err
 }
 
 // Broken returns the journal failure after which the store refuses
@@ -330,7 +357,9 @@ func (s *Store) ListCollections(db string) []CollectionInfo {
 	defer s.mu.RUnlock()
 	out := make([]CollectionInfo, 0, len(s.dbs[db]))
 	for _, c := range s.dbs[db] {
-		out = append(out, c.info)
+		if s.madeByOtherLocked(nil, c) == nil { // not one an open transaction created
+			out = append(out, c.info)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -163,7 +163,9 @@ func (s *Store) expireIndex(tg ttlTarget) (int, error) {
 				return nil
 			}
 			for _, h := range hits(c, f, ttlBatch) {
-				s.deleteAt(t, tg.ns, c, c.pos(h.rid))
+				if err := s.deleteAt(t, tg.ns, c, c.pos(h.rid)); err != nil {
+					return err // a transaction's document: wait for it, then again
+				}
 				n++
 			}
 			return nil

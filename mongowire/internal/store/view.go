@@ -131,7 +131,7 @@ func (s *Store) checkViewGraphLocked(ns Namespace, v *viewDef) error {
 }
 
 // viewDocs returns the documents a view shows, and whether ns is a view.
-func (s *Store) viewDocs(ns Namespace) ([]bson.Raw, bool, error) {
+func (s *Store) viewDocs(rd *Txn, ns Namespace) ([]bson.Raw, bool, error) {
 	var chain []*viewDef
 	var docs []bson.Raw
 	err := s.read(func() error {
@@ -143,7 +143,7 @@ func (s *Store) viewDocs(ns Namespace) ([]bson.Raw, bool, error) {
 			}
 			if c.view == nil {
 				if len(chain) > 0 {
-					docs = c.docs()
+					docs = s.docsAsLocked(rd, cur, c)
 				}
 				return nil
 			}
@@ -162,7 +162,7 @@ func (s *Store) viewDocs(ns Namespace) ([]bson.Raw, bool, error) {
 		if err != nil {
 			return nil, true, err
 		}
-		if docs, err = p.Run(env{s: s, db: ns.DB}, docs); err != nil {
+		if docs, err = p.Run(env{s: s, db: ns.DB, rd: rd}, docs); err != nil {
 			return nil, true, err
 		}
 	}

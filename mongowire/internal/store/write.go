@@ -98,12 +98,16 @@ func idOf(doc bson.Raw) bson.RawValue {
 // create) when it does not exist.
 func (s *Store) ensureLocked(t *tx, ns Namespace) (*collection, bool, error) {
 	if c := s.collLocked(ns); c != nil {
-		return c, false, refuseViewLocked(ns, c)
+		if err := refuseViewLocked(ns, c); err != nil {
+			return c, false, err
+		}
+		return c, false, t.refuseCapped(ns, c)
 	}
 	if err := validNamespace(ns); err != nil {
 		return nil, false, err
 	}
 	c := s.createLocked(ns, newUUID(), nil)
+	t.created(ns, c)
 	t.emit(OplogEntry{Op: "create", NS: ns, UUID: c.info.UUID, Extra: createExtra(nil)})
 	return c, true, nil
 }
@@ -124,8 +128,13 @@ type InsertOptions struct {
 
 // InsertWith is Insert with all of an insert command's options.
 func (s *Store) InsertWith(ns Namespace, docs []bson.Raw, opts InsertOptions) (n int, errs []WriteError) {
+	return s.insert(nil, ns, docs, opts)
+}
+
+func (s *Store) insert(rd *Txn, ns Namespace, docs []bson.Raw, opts InsertOptions) (n int, errs []WriteError) {
 	ordered := opts.Ordered
-	err := s.write(func(t *tx) error {
+	err := s.writeAs(rd, func(t *tx) error {
+		n, errs = 0, nil // a write blocked by a transaction runs again
 		c, _, err := s.ensureLocked(t, ns)
 		if err != nil {
 			return err
@@ -145,10 +154,15 @@ func (s *Store) InsertWith(ns Namespace, docs []bson.Raw, opts InsertOptions) (n
 				}
 				continue
 			}
+			if err := t.touch(ns, c, c.nextRID-1, doc, nil); err != nil {
+				return err
+			}
 			n++
 			t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
 			t.keep(c, c.nextRID-1, nil)
-			s.capLocked(t, ns, c)
+			if err := s.capLocked(t, ns, c); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -217,6 +231,9 @@ func (s *Store) updateAt(t *tx, ns Namespace, c *collection, p int, u *compiledU
 	if werr := c.replace(ns, p, nd); werr != nil {
 		return nil, werr
 	}
+	if err := t.touch(ns, c, c.recs[p].rid, nd, old); err != nil {
+		return nil, err
+	}
 	e := OplogEntry{NS: ns, UUID: c.info.UUID, DocKey: docKey(nd), Doc: nd}
 	e.Op, e.Update = u.describe(old, nd, positional)
 	if c.info.PreAndPostImages {
@@ -264,9 +281,14 @@ func (s *Store) upsert(t *tx, ns Namespace, f *query, u *compiledUpdate, bypass 
 	if werr := c.insert(ns, doc); werr != nil {
 		return nil, werr
 	}
+	if err := t.touch(ns, c, c.nextRID-1, doc, nil); err != nil {
+		return nil, err
+	}
 	t.emit(OplogEntry{Op: "insert", NS: ns, UUID: c.info.UUID, DocKey: docKey(doc), Doc: doc})
 	t.keep(c, c.nextRID-1, nil)
-	s.capLocked(t, ns, c)
+	if err := s.capLocked(t, ns, c); err != nil {
+		return nil, err
+	}
 	return doc, nil
 }
 
@@ -313,6 +335,10 @@ func hits(c *collection, f *query, limit int) []hit {
 // one with Multi; with Upsert, inserts when nothing matched. A document the
 // update leaves unchanged is matched but not modified, and not recorded.
 func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
+	return s.update(nil, ns, spec)
+}
+
+func (s *Store) update(rd *Txn, ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 	res := UpdateResult{}
 	f, err := compileQuery(spec.Filter)
 	if err != nil {
@@ -325,13 +351,21 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 	if spec.Multi && u.IsReplacement() {
 		return res, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
-	err = s.write(func(t *tx) error {
+	err = s.writeAs(rd, func(t *tx) error {
+		res = UpdateResult{}
 		if c := s.collLocked(ns); c != nil {
+			if err := t.refuseCapped(ns, c); err != nil {
+				return err
+			}
 			limit := 1
 			if spec.Multi {
 				limit = 0
 			}
-			for _, h := range hits(c, f, limit) {
+			hs, err := t.hits(ns, c, f, limit)
+			if err != nil {
+				return err
+			}
+			for _, h := range hs {
 				res.Matched++
 				nd, err := s.updateAt(t, ns, c, c.pos(h.rid), u, h.pos, spec.BypassValidation)
 				if err != nil {
@@ -358,18 +392,32 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 // Delete deletes the matching documents: all of them with limit 0, the
 // first with limit 1.
 func (s *Store) Delete(ns Namespace, filter bson.Raw, limit int) (int, error) {
+	return s.delete(nil, ns, filter, limit)
+}
+
+func (s *Store) delete(rd *Txn, ns Namespace, filter bson.Raw, limit int) (int, error) {
 	f, err := compileQuery(filter)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	err = s.write(func(t *tx) error {
+	err = s.writeAs(rd, func(t *tx) error {
+		n = 0
 		c := s.collLocked(ns)
 		if c == nil {
 			return nil
 		}
-		for _, h := range hits(c, f, limit) {
-			s.deleteAt(t, ns, c, c.pos(h.rid))
+		if err := t.refuseCapped(ns, c); err != nil {
+			return err
+		}
+		hs, err := t.hits(ns, c, f, limit)
+		if err != nil {
+			return err
+		}
+		for _, h := range hs {
+			if err := s.deleteAt(t, ns, c, c.pos(h.rid)); err != nil {
+				return err
+			}
 			n++
 		}
 		return nil
@@ -377,21 +425,29 @@ func (s *Store) Delete(ns Namespace, filter bson.Raw, limit int) (int, error) {
 	return n, err
 }
 
-func (s *Store) deleteAt(t *tx, ns Namespace, c *collection, p int) {
+func (s *Store) deleteAt(t *tx, ns Namespace, c *collection, p int) error {
 	old, rid := c.recs[p].doc, c.recs[p].rid
 	c.remove(p)
+	if err := t.touch(ns, c, rid, old, old); err != nil {
+		return err
+	}
 	e := OplogEntry{Op: "delete", NS: ns, UUID: c.info.UUID, DocKey: docKey(old)}
 	if c.info.PreAndPostImages {
 		e.Pre = old
 	}
 	t.emit(e)
 	t.keep(c, rid, old)
+	return nil
 }
 
 // FindAndModify updates or removes the first document matching Filter in
 // Sort order, and returns it as it was before (or after, with New),
 // projected by Fields.
 func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModifyResult, error) {
+	return s.findAndModify(nil, ns, spec)
+}
+
+func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (FindAndModifyResult, error) {
 	var res FindAndModifyResult
 	hasUpdate := spec.Update.Type != 0
 	switch {
@@ -425,15 +481,22 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 		}
 	}
 	positional := -1
-	err = s.write(func(t *tx) error {
+	err = s.writeAs(rd, func(t *tx) error {
+		res, positional = FindAndModifyResult{}, -1
 		c := s.collLocked(ns)
 		var target *hit
 		if c != nil {
+			if err := t.refuseCapped(ns, c); err != nil {
+				return err
+			}
 			limit := 1
 			if sorter != nil {
 				limit = 0
 			}
-			hs := hits(c, f, limit)
+			hs, err := t.hits(ns, c, f, limit)
+			if err != nil {
+				return err
+			}
 			if sorter != nil && len(hs) > 1 {
 				docs := make([]bson.Raw, len(hs))
 				for i, h := range hs {
@@ -469,9 +532,8 @@ func (s *Store) FindAndModify(ns Namespace, spec FindAndModifySpec) (FindAndModi
 		old := c.recs[p].doc
 		res.N, positional = 1, target.pos
 		if spec.Remove {
-			s.deleteAt(t, ns, c, p)
 			res.Value = old
-			return nil
+			return s.deleteAt(t, ns, c, p)
 		}
 		res.UpdatedExisting = true
 		nd, err := s.updateAt(t, ns, c, p, u, target.pos, spec.BypassValidation)
