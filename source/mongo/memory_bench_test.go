@@ -18,6 +18,7 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/testenv"
+	"github.com/tide-cdc/tide/mongowire"
 )
 
 // rssBytes returns the process's resident set size.
@@ -57,7 +58,7 @@ func BenchmarkStalledMemory(b *testing.B) {
 		budget = n
 	}
 	for b.Loop() {
-		e := newEnv(b)
+		e := newEnv(b, func(c *mongowire.Config) { c.OplogBytes = max(256<<20, int64(backlog)*2048) })
 		cfg := e.config(b)
 		probe := New(cfg) // the start token, before the backlog
 		if err := probe.Open(context.Background(), nil); err != nil {
@@ -154,7 +155,8 @@ func BenchmarkStalledMemoryTideRun(b *testing.B) {
 	const limit = budget*5/4 + 40<<20
 	backlog, watch := stallSize(b, 100_000)
 	for b.Loop() {
-		e := newEnv(b)
+		// An oplog that holds the whole backlog (~650 bytes an entry).
+		e := newEnv(b, func(c *mongowire.Config) { c.OplogBytes = max(256<<20, int64(backlog)*2048) })
 		bin := testenv.TideBinary(b)
 		dir := b.TempDir()
 		file := filepath.Join(dir, "pipeline.yaml")
@@ -211,20 +213,30 @@ sink:
 		}
 		cmd, stderr = run(w)
 		w.Close()
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		rss := func() int64 {
+			select {
+			case <-exited:
+				b.Fatalf("tide run exited (%v) while its sink was stalled; stderr:\n%s", cmd.ProcessState, stderr.String())
+			default:
+			}
+			return procRSS(b, cmd.Process.Pid)
+		}
 		// Every 100 ms while the queue fills (the first 3 s), to catch
 		// the peak of the reads that fill it; every second after that.
 		var fill, samples []int64
 		for t0 := time.Now(); time.Since(t0) < watch; {
 			if time.Since(t0) < 3*time.Second {
 				time.Sleep(100 * time.Millisecond) // sampling memory over time
-				fill = append(fill, procRSS(b, cmd.Process.Pid))
+				fill = append(fill, rss())
 				continue
 			}
 			time.Sleep(time.Second) // sampling memory over time
-			samples = append(samples, procRSS(b, cmd.Process.Pid))
+			samples = append(samples, rss())
 		}
 		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		<-exited
 		r.Close()
 		if len(samples) < 2 {
 			b.Fatalf("tide run ended early, or TIDE_BENCH_STALL is under 5s; stderr:\n%s", stderr.String())
