@@ -42,6 +42,8 @@ func kibDoc(tb testing.TB, i int) bson.D {
 // checkpoint store and the default batch settings (what tide run does),
 // and once with a bare driver Watch loop that only receives the events.
 // The two alternate, b.N rounds; the medians are reported.
+// TIDE_BENCH_MAX_RECORDS sets batch.max_records (and max_bytes 64 MiB)
+// instead of the defaults.
 func BenchmarkBacklogToFile(b *testing.B) {
 	n := 100_000
 	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_BACKLOG")); err == nil && v > 0 {
@@ -107,7 +109,11 @@ func backlogTide(b *testing.B, e *env, start bson.Raw, n int) {
 		b.Fatal(err)
 	}
 	sink := &countingSink{Sink: file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), reached: make(chan struct{}), want: n}
-	p := pipeline.New(pipeline.Config{Name: "bench"}, New(cfg), encode.Envelope, sink, store)
+	pc := pipeline.Config{Name: "bench"}
+	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_MAX_RECORDS")); err == nil && v > 0 {
+		pc.MaxRecords, pc.MaxBytes = v, 64<<20 // to see what the batch size does
+	}
+	p := pipeline.New(pc, New(cfg), encode.Envelope, sink, store)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
