@@ -305,13 +305,9 @@ func (s *Sink) attempt(ctx context.Context, ckpt []byte, uncertain bool) error {
 // statements were sent leaves the outcome unknown (errUncertain).
 func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	st := &s.stage
-	cols := mirrorStageColumns
-	if !st.mirror {
-		cols = appendStageColumns
-	}
-	if st.live > 0 {
-		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", stageTable}, cols, st.source()); err != nil {
-			return classify(err, &batchError{what: "copy into staging table", err: err, key: s.copyErrorKey(err)})
+	if st.mirror && st.live > 0 {
+		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", stageTable}, mirrorStageColumns, st.source()); err != nil {
+			return classify(err, &batchError{what: "copy into staging table", err: err, key: s.copyErrorKey(err, -1)})
 		}
 	}
 	type stmt struct{ what, sql string }
@@ -327,7 +323,11 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 				stmts = append(stmts, stmt{"delete from " + q.table, q.delete})
 			}
 		case c.live > 0:
-			stmts = append(stmts, stmt{"insert into " + q.table, q.insert})
+			// Append: straight into the table, in event order.
+			id := pgx.Identifier{s.cfg.Schema, s.tables[i].name}
+			if _, err := s.conn.CopyFrom(ctx, id, appendCopyColumns, st.appendSource(i)); err != nil {
+				return classify(err, &batchError{what: "copy into " + q.table, err: err, key: s.copyErrorKey(err, i)})
+			}
 		}
 	}
 	b := &pgx.Batch{}
@@ -428,8 +428,9 @@ func isTransient(err error) bool {
 var copyLine = regexp.MustCompile(`COPY [^,\n]*, line (\d+)`)
 
 // copyErrorKey names the document key of the row a COPY failed on, from
-// the "COPY tide_stage, line N" context PostgreSQL reports.
-func (s *Sink) copyErrorKey(err error) string {
+// the "COPY table, line N" context PostgreSQL reports; tbl is the table
+// whose rows the COPY sent, or -1 for the staging table (every table's).
+func (s *Sink) copyErrorKey(err error, tbl int) string {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return ""
@@ -439,7 +440,7 @@ func (s *Sink) copyErrorKey(err error) string {
 		return ""
 	}
 	n, _ := strconv.Atoi(m[1])
-	r, ok := s.stage.nthLive(n)
+	r, ok := s.stage.nthLive(n, tbl)
 	if !ok {
 		return ""
 	}
@@ -473,8 +474,6 @@ func (s *Sink) diagnose(ctx context.Context, be *batchError) string {
 			one, tbl = tb.sql.upsertOne, i
 		case tb.sql.delete:
 			one, del, tbl = tb.sql.deleteOne, true, i
-		case tb.sql.insert:
-			one, tbl = tb.sql.insertOne, i
 		}
 	}
 	if one == "" {
@@ -487,30 +486,22 @@ func (s *Sink) diagnose(ctx context.Context, be *batchError) string {
 		return ""
 	}
 	defer tx.Rollback(context.WithoutCancel(dctx))
-	cols := mirrorStageColumns
-	if !st.mirror {
-		cols = appendStageColumns
-	}
-	if _, err := tx.CopyFrom(dctx, pgx.Identifier{"pg_temp", stageTable}, cols, st.source()); err != nil {
+	if _, err := tx.CopyFrom(dctx, pgx.Identifier{"pg_temp", stageTable}, mirrorStageColumns, st.source()); err != nil {
 		return ""
 	}
 	tried := 0
 	for i := range st.rows {
 		r := &st.rows[i]
-		if r.dead || r.tbl != tbl || (st.mirror && r.del != del) {
+		if r.dead || r.tbl != tbl || r.del != del {
 			continue
 		}
 		if tried++; tried > maxDiagnose {
 			return ""
 		}
-		var arg any = r.key
-		if !st.mirror {
-			arg = int64(i)
-		}
 		if _, err := tx.Exec(dctx, "SAVEPOINT tide_diagnose"); err != nil {
 			return ""
 		}
-		if _, err := tx.Exec(dctx, one, arg); err != nil {
+		if _, err := tx.Exec(dctx, one, r.key); err != nil {
 			return s.rowKey(r)
 		}
 		if _, err := tx.Exec(dctx, "RELEASE SAVEPOINT tide_diagnose"); err != nil {

@@ -30,11 +30,13 @@
 //
 // Put only copies the batch into the sink's own buffers, so that a batch
 // can be retried after a lost connection. Commit writes it in three round
-// trips: BEGIN; COPY into the session's temporary staging table; and one
-// flight of one set-based statement per kind of operation (mirror: upsert,
-// then delete; append: one insert in event order), the checkpoint row and
-// COMMIT. In mirror mode only the last event of a batch for each document
-// key is staged, so it alone decides the row.
+// trips. Mirror: BEGIN; COPY into the session's temporary staging table;
+// and one flight of one set-based statement per kind of operation (upsert,
+// then delete), the checkpoint row and COMMIT; only the last event of a
+// batch for each document key is staged, so it alone decides the row.
+// Append: BEGIN; a binary COPY straight into each table, in event order,
+// of the columns Put took from each record's envelope; and the checkpoint
+// row and COMMIT.
 //
 // # Guarantees
 //

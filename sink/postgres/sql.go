@@ -46,13 +46,11 @@ var appendColumns = []column{
 	{"_tide_synced_at", "timestamp with time zone"},
 }
 
-// stageColumns are the staging table's columns, in COPY order. t is the
-// index of the row's table among the sink's tables: one COPY stages the
-// rows of every table, and each table's statements take their own.
-var (
-	mirrorStageColumns = []string{"_id", "doc", "op", "ct", "del", "t"}
-	appendStageColumns = []string{"n", "rec", "t"}
-)
+// mirrorStageColumns are the mirror's staging table's columns, in COPY
+// order. t is the index of the row's table among the sink's tables: one
+// COPY stages the rows of every table, and each table's statements take
+// their own.
+var mirrorStageColumns = []string{"_id", "doc", "op", "ct", "del", "t"}
 
 // statements are the SQL texts of one sink, with its identifiers quoted.
 type statements struct {
@@ -63,9 +61,9 @@ type statements struct {
 	createCheckpoints string
 	createStage       string
 
-	// Applying a staged batch. Each applies every staged row of its
-	// kind; the ...One variant applies the row with _id (mirror) or n
-	// (append) = $1, to find the one a failing statement chokes on.
+	// Applying a staged batch (mirror). Each applies every staged row of
+	// its kind; the ...One variant applies the row with _id = $1, to find
+	// the one a failing statement chokes on.
 	upsert, upsertOne string
 
 	// Mirror mode, for a collection's drop and rename: the rows with a
@@ -73,7 +71,6 @@ type statements struct {
 	// cleared (deleted) once moved to the new name's table.
 	dropRows, clearRows string
 	delete, deleteOne   string
-	insert, insertOne   string
 
 	saveCheckpoint  string
 	loadCheckpoint  string
@@ -118,17 +115,8 @@ func newStatementsFor(cfg Config, tbl int) statements {
 	_headers jsonb,
 	_resume_token jsonb,
 	_tide_synced_at timestamptz NOT NULL DEFAULT now())`
-		s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (n bigint, rec jsonb, t int) ON COMMIT DELETE ROWS`
-		// A JSON null becomes SQL NULL; absent fields are NULL anyway.
-		sel := `SELECT rec->>'_namespace', rec->>'_op', nullif(rec->'_document_key', 'null'),
-	(rec->>'_cluster_time_s')::bigint, (rec->>'_cluster_time_i')::bigint, (rec->>'_wall_time_ms')::bigint,
-	nullif(rec->'_full_document', 'null'), nullif(rec->'_before', 'null'), nullif(rec->'_update_desc', 'null'),
-	nullif(rec->'_extra', 'null'), nullif(rec->'_headers', 'null'), nullif(rec->'_resume_token', 'null'), now()
-	FROM ` + stage + ` WHERE` + ofTable
-		ins := `INSERT INTO ` + s.table + ` (_namespace, _op, _document_key, _cluster_time_s, _cluster_time_i, _wall_time_ms,
-	_full_document, _before, _update_desc, _extra, _headers, _resume_token, _tide_synced_at) `
-		s.insert = ins + sel + ` ORDER BY n`
-		s.insertOne = ins + sel + ` AND n = $1`
+		// Rows are COPYed straight into the table (envelope.go): no
+		// staging table, no statement.
 		return s
 	}
 

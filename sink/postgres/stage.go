@@ -19,6 +19,7 @@ type stage struct {
 	del     int              // live rows that delete (mirror)
 	skipped int              // updates without a full document (mirror)
 	colls   []collOp         // drops and renames of collections with a table each (mirror), in event order
+	app     []appendRow      // append: the columns of rows[i], at app[i]
 	tmp     []byte
 }
 
@@ -45,6 +46,7 @@ func (st *stage) reset() {
 	clear(st.index)
 	st.live, st.upsert, st.del, st.skipped = 0, 0, 0, 0
 	st.colls = st.colls[:0]
+	st.app = st.app[:0]
 }
 
 // collOp is a collection's drop, or its rename to another table, applied
@@ -81,8 +83,15 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 		at = len(st.buf)
 		st.buf = append(st.buf, rec.Data...)
 		r.data, r.hasData = span{at, len(st.buf)}, true
+		var a appendRow
+		var err error
+		if st.buf, err = splitEnvelope(st.buf, at, &a); err != nil {
+			st.buf = st.buf[:r.rawKey.from]
+			return fmt.Errorf("postgres append: record of %s at position %s: envelope: %w (append mode needs the json or canonical envelope)", ev.Op, ev.Pos, err)
+		}
 		r.position = string(ev.Pos)
 		st.rows = append(st.rows, r)
+		st.app = append(st.app, a)
 		st.live++
 		return nil
 	}
@@ -185,10 +194,11 @@ func keyText(key []byte) string {
 	return string(b)
 }
 
-// nthLive returns the row sent as the n-th line (from 1) of the COPY.
-func (st *stage) nthLive(n int) (*row, bool) {
+// nthLive returns the row sent as the n-th line (from 1) of the COPY
+// of table tbl's rows, or of every table's (tbl < 0).
+func (st *stage) nthLive(n, tbl int) (*row, bool) {
 	for i := range st.rows {
-		if st.rows[i].dead {
+		if st.rows[i].dead || tbl >= 0 && st.rows[i].tbl != tbl {
 			continue
 		}
 		n--
@@ -205,16 +215,23 @@ func (st *stage) nthLive(n int) (*row, bool) {
 type copySource struct {
 	st   *stage
 	i    int
+	tbl  int // append: the table whose rows to feed
 	vals []any
 }
 
+// source feeds the mirror's staging table.
 func (st *stage) source() *copySource {
-	return &copySource{st: st, i: -1, vals: make([]any, 0, 6)}
+	return &copySource{st: st, i: -1, tbl: -1, vals: make([]any, 0, 6)}
+}
+
+// appendSource feeds the rows of table tbl to COPY into it (append).
+func (st *stage) appendSource(tbl int) *copySource {
+	return &copySource{st: st, i: -1, tbl: tbl, vals: make([]any, 0, nFields)}
 }
 
 func (c *copySource) Next() bool {
 	for c.i++; c.i < len(c.st.rows); c.i++ {
-		if !c.st.rows[c.i].dead {
+		if r := &c.st.rows[c.i]; !r.dead && (c.tbl < 0 || r.tbl == c.tbl) {
 			return true
 		}
 	}
@@ -225,7 +242,19 @@ func (c *copySource) Values() ([]any, error) {
 	r := &c.st.rows[c.i]
 	c.vals = c.vals[:0]
 	if !c.st.mirror {
-		return append(c.vals, int64(c.i), c.st.bytes(r.data), int32(r.tbl)), nil
+		a := &c.st.app[c.i]
+		for f := range nFields {
+			var v any
+			switch {
+			case !a.valid[f]:
+			case fieldKinds[f] == kindInt:
+				v = a.ints[f]
+			default:
+				v = c.st.bytes(a.span[f])
+			}
+			c.vals = append(c.vals, v)
+		}
+		return c.vals, nil
 	}
 	var doc any
 	if r.hasData {

@@ -14,10 +14,66 @@ import (
 // itself and the slice headers pointing into its buffer.
 const eventOverhead = 256
 
+// nsCache holds the last namespace seen, so that a stream of events of
+// one collection shares one string instead of building one per event.
+type nsCache struct {
+	db, coll []byte
+	ns       string
+}
+
+// namespace returns "db.coll" ("db" without a collection).
+func (c *nsCache) namespace(db, coll []byte, hasColl bool) string {
+	if c != nil && c.ns != "" && string(db) == string(c.db) && string(coll) == string(c.coll) && hasColl == (c.coll != nil) {
+		return c.ns
+	}
+	ns := string(db)
+	if hasColl {
+		ns += "." + string(coll)
+	}
+	if c != nil {
+		c.db, c.ns = append(c.db[:0], db...), ns
+		c.coll = nil
+		if hasColl {
+			c.coll = append([]byte{}, coll...)
+		}
+	}
+	return ns
+}
+
+// opOf returns the operation named s, without a string per event for
+// the common ones.
+func opOf(s []byte) cdc.Op {
+	switch string(s) {
+	case "insert":
+		return cdc.OpInsert
+	case "update":
+		return cdc.OpUpdate
+	case "replace":
+		return cdc.OpReplace
+	case "delete":
+		return cdc.OpDelete
+	}
+	return cdc.Op(s)
+}
+
+// stringBytes returns the bytes of a BSON string value, without
+// converting them to a Go string.
+func stringBytes(v bsoncore.Value) ([]byte, bool) {
+	if v.Type != bsoncore.TypeString || len(v.Data) < 5 {
+		return nil, false
+	}
+	n := int(int32(uint32(v.Data[0]) | uint32(v.Data[1])<<8 | uint32(v.Data[2])<<16 | uint32(v.Data[3])<<24))
+	if n < 1 || 4+n > len(v.Data) {
+		return nil, false
+	}
+	return v.Data[4 : 4+n-1], true
+}
+
 // changeEvent turns one change-stream document into an event. raw must
 // be the caller's own copy: the event's fields are sub-slices of it, so
-// that the reader allocates once per event and converts nothing.
-func changeEvent(raw []byte) (cdc.Event, error) {
+// that the reader allocates once per event and converts nothing. ns, if
+// not nil, keeps the namespace string for the next event.
+func changeEvent(raw []byte, ns *nsCache) (cdc.Event, error) {
 	ev := cdc.Event{Size: len(raw) + eventOverhead}
 	var extra []byte // elements for Extra, gathered in order
 	doc := bsoncore.Document(raw)
@@ -32,10 +88,10 @@ func changeEvent(raw []byte) (cdc.Event, error) {
 			return ev, fmt.Errorf("change event: malformed element at byte %d", len(raw)-len(rem))
 		}
 		rem = next
-		key := el.Key()
+		kb := el.KeyBytes() // bytes, not el.Key(): no string per field per event
 		v := el.Value()
 		var err error
-		switch key {
+		switch string(kb) {
 		case "_id":
 			if v.Type != bsoncore.TypeEmbeddedDocument {
 				return ev, fmt.Errorf("change event: _id is %s, not a resume token document "+
@@ -46,11 +102,11 @@ func changeEvent(raw []byte) (cdc.Event, error) {
 			}
 			ev.ResumeToken = v.Data
 		case "operationType":
-			s, ok := v.StringValueOK()
+			s, ok := stringBytes(v)
 			if !ok {
 				return ev, fmt.Errorf("change event: operationType is %s, not a string", v.Type)
 			}
-			ev.Op = cdc.Op(s)
+			ev.Op = opOf(s)
 		case "clusterTime":
 			if t, i, ok := v.TimestampOK(); ok {
 				ev.ClusterTime = cdc.Timestamp{T: t, I: i}
@@ -61,22 +117,18 @@ func changeEvent(raw []byte) (cdc.Event, error) {
 			}
 		case "ns":
 			if d, ok := v.DocumentOK(); ok {
-				db, _ := d.Lookup("db").StringValueOK()
-				coll, ok := d.Lookup("coll").StringValueOK()
-				if ok {
-					ev.Namespace = db + "." + coll
-				} else {
-					ev.Namespace = db
-				}
+				db, _ := stringBytes(d.Lookup("db"))
+				coll, ok := stringBytes(d.Lookup("coll"))
+				ev.Namespace = ns.namespace(db, coll, ok)
 			}
 		case "documentKey":
-			ev.DocumentKey, err = docOrNil(key, v)
+			ev.DocumentKey, err = docOrNil("documentKey", v)
 		case "fullDocument":
-			ev.FullDocument, err = docOrNil(key, v)
+			ev.FullDocument, err = docOrNil("fullDocument", v)
 		case "fullDocumentBeforeChange":
-			ev.PreImage, err = docOrNil(key, v)
+			ev.PreImage, err = docOrNil("fullDocumentBeforeChange", v)
 		case "updateDescription":
-			ev.UpdateDesc, err = docOrNil(key, v)
+			ev.UpdateDesc, err = docOrNil("updateDescription", v)
 		case "collectionUUID":
 			// The same on every event, and part of the source's identity.
 		default: // to, operationDescription, stateBeforeChange, lsid, txnNumber, splitEvent…
@@ -118,5 +170,5 @@ func docOrNil(key string, v bsoncore.Value) ([]byte, error) {
 // cloneEvent copies the driver's current document (which the driver
 // reuses) and converts the copy.
 func cloneEvent(current bson.Raw) (cdc.Event, error) {
-	return changeEvent(slices.Clone(current))
+	return changeEvent(slices.Clone(current), nil)
 }

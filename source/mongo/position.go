@@ -91,44 +91,74 @@ func startAfterPos(tok bson.Raw) cdc.Position {
 }
 
 func tokenPos(prefix string, tok bson.Raw) cdc.Position {
-	j := tokenJSON(tok)
-	b := make([]byte, 0, len(prefix)+len(j)+1)
-	b = append(b, prefix...)
-	b = append(b, j...)
-	return append(b, '}')
+	return appendTokenPos(nil, prefix, tok)
 }
 
-// tokenJSON returns tok as canonical Extended JSON. The common token,
-// {_data: "<hex>"}, is written directly.
-func tokenJSON(tok bson.Raw) []byte {
+// resumePrefix starts a resume position.
+const resumePrefix = `{"resume_token":`
+
+// appendResumePos appends {"resume_token": tok} to dst.
+func appendResumePos(dst []byte, tok bson.Raw) cdc.Position {
+	return appendTokenPos(dst, resumePrefix, tok)
+}
+
+func appendTokenPos(dst []byte, prefix string, tok bson.Raw) cdc.Position {
+	dst = append(dst, prefix...)
+	dst = appendTokenJSON(dst, tok)
+	return append(dst, '}')
+}
+
+// posRoom is the length of the resume position of the change event ev,
+// for the common token, or 0.
+func posRoom(ev bson.Raw) int {
+	id, ok := bsoncore.Document(ev).Lookup("_id").DocumentOK()
+	if !ok {
+		return 0
+	}
+	data, ok := plainToken(bson.Raw(id))
+	if !ok {
+		return 0
+	}
+	return len(resumePrefix) + len(`{"_data":""}`) + len(data) + 1
+}
+
+// tokenJSON returns tok as canonical Extended JSON.
+func tokenJSON(tok bson.Raw) []byte { return appendTokenJSON(nil, tok) }
+
+// appendTokenJSON appends tok as canonical Extended JSON. The common
+// token, {_data: "<hex>"}, is written directly.
+func appendTokenJSON(dst []byte, tok bson.Raw) []byte {
 	if data, ok := plainToken(tok); ok {
-		b := make([]byte, 0, len(data)+12)
-		b = append(b, `{"_data":"`...)
-		b = append(b, data...)
-		return append(b, `"}`...)
+		dst = append(dst, `{"_data":"`...)
+		dst = append(dst, data...)
+		return append(dst, `"}`...)
 	}
 	j, err := bson.MarshalExtJSON(tok, true, false)
 	if err != nil { // tok came from the server as valid BSON
 		panic(fmt.Sprintf("mongosource: resume token %x is not valid BSON: %v", []byte(tok), err))
 	}
-	return j
+	return append(dst, j...)
 }
 
 // plainToken returns the _data of a token that holds nothing else, if it
 // needs no JSON escaping.
-func plainToken(tok bson.Raw) (string, bool) {
-	elems, err := bsoncore.Document(tok).Elements()
-	if err != nil || len(elems) != 1 || elems[0].Key() != "_data" {
-		return "", false
+func plainToken(tok bson.Raw) ([]byte, bool) {
+	_, rem, ok := bsoncore.ReadLength(tok)
+	if !ok || len(rem) < 1 {
+		return nil, false
 	}
-	s, ok := elems[0].Value().StringValueOK()
+	el, rest, ok := bsoncore.ReadElement(rem[:len(rem)-1])
+	if !ok || len(rest) != 0 || el.Key() != "_data" {
+		return nil, false
+	}
+	s, ok := stringBytes(el.Value())
 	if !ok {
-		return "", false
+		return nil, false
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'F' || c >= 'a' && c <= 'f') {
-			return "", false
+			return nil, false
 		}
 	}
 	return s, true

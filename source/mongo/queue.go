@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tide-cdc/tide/cdc"
 )
@@ -15,6 +16,11 @@ import (
 type queue struct {
 	max   int64
 	ready chan struct{} // one pending wake-up for the runtime
+
+	// stalled, if set, is called when a push has waited stallAfter for
+	// room: the pipeline has stopped taking events (a stalled sink). It
+	// is called again only after poll has emptied half of the queue.
+	stalled func()
 
 	mu sync.Mutex // guards the fields below
 	// events[head:] are queued, oldest first. Poll takes from the front
@@ -28,7 +34,14 @@ type queue struct {
 	peak   int64
 	err    error         // set by fail; returned once events is empty
 	space  chan struct{} // closed and replaced when bytes are freed
+	calmed bool          // stalled was called, and the queue has not been half emptied since
 }
+
+// stallAfter is how long a push waits for room before the queue calls
+// stalled: longer than a pipeline takes to poll again between batches,
+// but a fraction of a sink's stall (and the call is once per half a
+// budget read, so a slow sink pays one collection per half budget).
+const stallAfter = 250 * time.Millisecond
 
 // maxIdleQueue is the capacity, in events, that an emptied queue keeps
 // for the next push.
@@ -46,6 +59,7 @@ func (q *queue) push(ctx context.Context, ev cdc.Event) error {
 		return fmt.Errorf("%w: a %s event of %d bytes exceeds max_buffered_bytes (%d); raise max_buffered_bytes",
 			ErrEventTooLarge, ev.Op, size, q.max)
 	}
+	var stall <-chan time.Time // armed at the first wait of this push
 	for {
 		q.mu.Lock()
 		if q.bytes+size <= q.max {
@@ -61,10 +75,21 @@ func (q *queue) push(ctx context.Context, ev cdc.Event) error {
 			q.wake()
 			return nil
 		}
-		space := q.space
+		space, calmed := q.space, q.calmed
 		q.mu.Unlock()
+		if stall == nil && q.stalled != nil && !calmed {
+			t := time.NewTimer(stallAfter)
+			defer t.Stop()
+			stall = t.C
+		}
 		select {
 		case <-space:
+		case <-stall:
+			q.mu.Lock()
+			q.calmed = true
+			q.mu.Unlock()
+			q.stalled()
+			stall = make(chan time.Time) // once per push: never fires again
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -110,6 +135,9 @@ func (q *queue) poll(buf []cdc.Event, n int) ([]cdc.Event, error) {
 			}
 		}
 		q.bytes -= freed
+		if q.bytes <= q.max/2 {
+			q.calmed = false
+		}
 		close(q.space)
 		q.space = make(chan struct{})
 	}

@@ -3,8 +3,10 @@ package mongo
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -147,7 +149,7 @@ func TestChangeEventRefusesMalformed(t *testing.T) {
 	}
 	for name, raw := range tests {
 		t.Run(name, func(t *testing.T) {
-			if _, err := changeEvent(raw); err == nil {
+			if _, err := changeEvent(raw, nil); err == nil {
 				t.Fatal("accepted")
 			}
 		})
@@ -164,7 +166,7 @@ func FuzzChangeEvent(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte{5, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		ev, err := changeEvent(raw)
+		ev, err := changeEvent(raw, nil)
 		if err != nil {
 			return
 		}
@@ -199,6 +201,57 @@ func FuzzParsePosition(f *testing.F) {
 			if _, err := parsePosition(resumePos(tok)); err != nil {
 				t.Fatalf("round trip of %s: %v", s, err)
 			}
+		}
+	})
+}
+
+// A push that waits stallAfter for room reports the stall once, and again
+// only after the queue was half emptied; a push that gets room sooner
+// reports nothing.
+func TestQueueStalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(1000)
+		var stalls atomic.Int32
+		q.stalled = func() { stalls.Add(1) }
+		ev := cdc.Event{Op: cdc.OpInsert, Size: 100}
+		for range 10 {
+			if err := q.push(t.Context(), ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pushed := make(chan error, 1)
+		waitFor := func(d time.Duration, want int32, what string) {
+			t.Helper()
+			time.Sleep(d)
+			synctest.Wait()
+			if n := stalls.Load(); n != want {
+				t.Fatalf("%s: %d stalls, want %d", what, n, want)
+			}
+		}
+		go func() { pushed <- q.push(t.Context(), ev) }()
+		waitFor(stallAfter/2, 0, "waiting half of stallAfter")
+		waitFor(stallAfter, 1, "waiting longer than stallAfter")
+		waitFor(10*stallAfter, 1, "one push waiting on")
+		// Room for the waiting push, the queue not half emptied: a new
+		// stall is not reported.
+		q.poll(nil, 1)
+		if err := <-pushed; err != nil {
+			t.Fatal(err)
+		}
+		go func() { pushed <- q.push(t.Context(), ev) }()
+		waitFor(2*stallAfter, 1, "a stall before the queue was half emptied")
+		q.poll(nil, 6) // half emptied
+		if err := <-pushed; err != nil {
+			t.Fatal(err)
+		}
+		for range 5 { // full again
+			q.push(t.Context(), ev)
+		}
+		go func() { pushed <- q.push(t.Context(), ev) }()
+		waitFor(2*stallAfter, 2, "a stall after the queue was half emptied")
+		q.poll(nil, 10)
+		if err := <-pushed; err != nil {
+			t.Fatal(err)
 		}
 	})
 }

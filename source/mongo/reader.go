@@ -47,6 +47,8 @@ type reader struct {
 	epoch    uint64          // catalog's epoch, named by every position
 	vanished map[string]bool // captured in the checkpoint, gone now, and no drop seen yet
 	msnap    *multiSnapshot
+
+	lastNS nsCache // the namespace of the last event, reused by the next
 }
 
 // resumePos is resumePos, naming the catalog epoch for many collections.
@@ -532,21 +534,13 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 	for {
 		if r.next(ctx) {
 			progressed = true
+			raw, err := r.copyCurrent(cs.Current)
+			if err == nil && raw == nil {
+				continue // more fragments to come
+			}
 			var ev cdc.Event
-			var err error
-			raw := bson.Raw(cs.Current)
-			if s.split {
-				var whole []byte
-				whole, err = r.frags.add(cs.Current)
-				if err == nil && whole == nil {
-					continue // more fragments to come
-				}
-				if whole != nil {
-					raw = whole
-					ev, err = changeEvent(whole)
-				}
-			} else {
-				ev, err = cloneEvent(cs.Current)
+			if err == nil {
+				ev, err = changeEvent(raw, &r.lastNS)
 			}
 			if err != nil {
 				return progressed, &permanentError{fmt.Errorf("change stream on %s: %w", s.ns, err)}
@@ -577,15 +571,19 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 					return progressed, err
 				}
 				if !deliver {
-					// Not captured: a marker keeps the position moving.
+					// Not captured: a marker keeps the position moving,
+					// holding neither the event nor its buffer.
 					tok := slices.Clone(ev.ResumeToken)
 					ev = marker(nil)
 					ev.ResumeToken = tok
+					raw = nil
 				} else if err := r.lookupRenamed(ctx, &ev, uuid); err != nil {
 					return progressed, err
 				}
 			}
-			ev.Pos = r.resumePos(ev.ResumeToken)
+			// The position goes in the room copyCurrent left after the
+			// event: one allocation per event.
+			ev.Pos = r.withEpoch(appendResumePos(raw[len(raw):], ev.ResumeToken))
 			ev.Size += len(ev.Pos)
 			if err := s.q.push(ctx, ev); err != nil {
 				return progressed, &permanentError{err}
@@ -604,6 +602,23 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 			return progressed, err
 		}
 	}
+}
+
+// copyCurrent copies the driver's current document, which the driver
+// reuses, into a buffer of the event's own, with room after it for the
+// event's position. With the split stage it returns the whole event once
+// its last fragment arrived, and nil before.
+func (r *reader) copyCurrent(cur bson.Raw) (bson.Raw, error) {
+	room := posRoom(cur)
+	if r.s.multi != nil {
+		room += len(`,"catalog":`) + 20
+	}
+	if r.s.split {
+		return r.frags.add(cur, room)
+	}
+	raw := make([]byte, len(cur), len(cur)+room)
+	copy(raw, cur)
+	return raw, nil
 }
 
 // renameTarget returns a rename event's new namespace, "db.coll", or "".

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,6 +130,18 @@ func (c *counters) op(op cdc.Op) *atomic.Int64 {
 	}
 	v, _ := c.ops.LoadOrStore(op, new(atomic.Int64))
 	return v.(*atomic.Int64)
+}
+
+// released runs when the reader has filled its budget and the pipeline
+// has taken nothing for a while (a stalled sink). The reads that filled
+// the queue left garbage (the driver's replies) that no collection would
+// free while nothing allocates, resident for as long as the stall lasts:
+// collect it now and hand it back to the system, so that the process
+// holds about its budget. It runs once per half a budget read, and costs
+// one collection.
+func (s *Source) released() {
+	debug.FreeOSMemory()
+	s.log.Debug("the pipeline takes no events: queue full, memory released", "queued_bytes", s.cfg.MaxBufferedBytes)
 }
 
 // New returns a source configured by cfg. It does no I/O.
@@ -331,6 +344,7 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 		s.streamHash = multiStreamHash(s.streamHash, s.multi.filter)
 	}
 	s.q = newQueue(s.cfg.MaxBufferedBytes)
+	s.q.stalled = s.released
 	s.statsQ.Store(s.q)
 	defer func() {
 		if err != nil {

@@ -23,15 +23,16 @@ func (f *fragments) reset()        { *f = fragments{} }
 func (f *fragments) pending() bool { return f.of > 0 }
 
 // add takes one change-stream document, which the caller's driver reuses.
-// It returns the whole event, a new buffer, when doc completes one (or is
-// not a fragment at all), and nil while fragments are missing.
-func (f *fragments) add(doc bson.Raw) ([]byte, error) {
+// It returns the whole event, a new buffer with room more bytes of
+// capacity, when doc completes one (or is not a fragment at all), and nil
+// while fragments are missing.
+func (f *fragments) add(doc bson.Raw, room int) ([]byte, error) {
 	split, err := doc.LookupErr("splitEvent")
 	if err != nil {
 		if f.pending() {
 			return nil, fmt.Errorf("change event without splitEvent where fragment %d of %d was due", f.next, f.of)
 		}
-		return append([]byte(nil), doc...), nil
+		return append(make([]byte, 0, len(doc)+room), doc...), nil
 	}
 	sd, ok := split.DocumentOK()
 	if !ok {
@@ -72,7 +73,7 @@ func (f *fragments) add(doc bson.Raw) ([]byte, error) {
 	if id == nil {
 		return nil, fmt.Errorf("fragment %d of %d has no _id (resume token)", n, of)
 	}
-	whole := make([]byte, 0, 4+len(id)+len(f.fields)+1)
+	whole := make([]byte, 0, 4+len(id)+len(f.fields)+1+room)
 	whole = bsoncore.BuildDocumentFromElements(whole, id, f.fields)
 	f.reset()
 	return whole, nil

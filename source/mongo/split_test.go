@@ -344,13 +344,13 @@ func fragment(t *testing.T, n, m int, key, value string) bson.Raw {
 // fragment 1) is an error, and reset drops a half-read event.
 func TestFragmentsJoin(t *testing.T) {
 	var f fragments
-	if whole, err := f.add(fragment(t, 1, 3, "operationType", "update")); whole != nil || err != nil || !f.pending() {
+	if whole, err := f.add(fragment(t, 1, 3, "operationType", "update"), 0); whole != nil || err != nil || !f.pending() {
 		t.Fatalf("fragment 1 of 3: %v, %v, pending %v; want nothing yet", whole, err, f.pending())
 	}
-	if whole, err := f.add(fragment(t, 2, 3, "fullDocument", "big")); whole != nil || err != nil {
+	if whole, err := f.add(fragment(t, 2, 3, "fullDocument", "big"), 0); whole != nil || err != nil {
 		t.Fatalf("fragment 2 of 3: %v, %v; want nothing yet", whole, err)
 	}
-	whole, err := f.add(fragment(t, 3, 3, "updateDescription", "desc"))
+	whole, err := f.add(fragment(t, 3, 3, "updateDescription", "desc"), 0)
 	if err != nil || whole == nil || f.pending() {
 		t.Fatalf("fragment 3 of 3: %v, %v, pending %v; want the whole event", whole, err, f.pending())
 	}
@@ -360,7 +360,7 @@ func TestFragmentsJoin(t *testing.T) {
 	}
 
 	plain, _ := bson.Marshal(bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: "p"}}}, {Key: "operationType", Value: "insert"}})
-	if got, err := f.add(plain); err != nil || !bytes.Equal(got, plain) {
+	if got, err := f.add(plain, 0); err != nil || !bytes.Equal(got, plain) {
 		t.Errorf("a whole event passes as it is: %v, %v", bson.Raw(got), err)
 	}
 
@@ -376,7 +376,7 @@ func TestFragmentsJoin(t *testing.T) {
 			var f fragments
 			var err error
 			for _, d := range docs {
-				if _, err = f.add(d); err != nil {
+				if _, err = f.add(d, 0); err != nil {
 					break
 				}
 			}
@@ -387,12 +387,12 @@ func TestFragmentsJoin(t *testing.T) {
 	}
 
 	f.reset()
-	f.add(fragment(t, 1, 2, "a", "x"))
+	f.add(fragment(t, 1, 2, "a", "x"), 0)
 	f.reset() // the stream broke: the event is read again from fragment 1
-	if _, err := f.add(fragment(t, 1, 2, "a", "x")); err != nil || !f.pending() {
+	if _, err := f.add(fragment(t, 1, 2, "a", "x"), 0); err != nil || !f.pending() {
 		t.Fatalf("after reset, fragment 1 again: %v, pending %v", err, f.pending())
 	}
-	if whole, err := f.add(fragment(t, 2, 2, "b", "y")); err != nil || bson.Raw(whole).Lookup("a").StringValue() != "x" || bson.Raw(whole).Lookup("b").StringValue() != "y" {
+	if whole, err := f.add(fragment(t, 2, 2, "b", "y"), 0); err != nil || bson.Raw(whole).Lookup("a").StringValue() != "x" || bson.Raw(whole).Lookup("b").StringValue() != "y" {
 		t.Fatalf("after reset: %v, %v; want a and b once", bson.Raw(whole), err)
 	}
 }

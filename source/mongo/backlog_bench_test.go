@@ -1,0 +1,143 @@
+package mongo
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/pipeline"
+	"github.com/tide-cdc/tide/sink/file"
+)
+
+// kibDoc is benchDoc padded to 1 KiB of BSON.
+func kibDoc(tb testing.TB, i int) bson.D {
+	d := benchDoc(i)
+	raw, err := bson.Marshal(d)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for k := range d {
+		if d[k].Key == "note" {
+			d[k].Value = strings.Repeat("n", 120+1024-len(raw))
+		}
+	}
+	return d
+}
+
+// BenchmarkBacklogToFile reads a backlog of inserts of 1 KiB documents
+// (TIDE_BENCH_BACKLOG, default 100000) from the embedded server, once
+// through the source, the runtime and the file sink with a durable
+// checkpoint store and the default batch settings (what tide run does),
+// and once with a bare driver Watch loop that only receives the events.
+// The two alternate, b.N rounds; the medians are reported.
+// TIDE_BENCH_MAX_RECORDS sets batch.max_records (and max_bytes 64 MiB)
+// instead of the defaults.
+func BenchmarkBacklogToFile(b *testing.B) {
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_BACKLOG")); err == nil && v > 0 {
+		n = v
+	}
+	e := newEnv(b)
+	cs, err := e.coll.Watch(context.Background(), mongo.Pipeline{}, options.ChangeStream().SetBatchSize(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := slices.Clone(cs.ResumeToken())
+	cs.Close(context.Background())
+	for i := 0; i < n; i += 1000 {
+		docs := make([]any, 0, 1000)
+		for j := i; j < min(i+1000, n); j++ {
+			docs = append(docs, kibDoc(b, j))
+		}
+		if _, err := e.coll.InsertMany(context.Background(), docs); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	var tide, bare []float64
+	for b.Loop() {
+		t0 := time.Now()
+		backlogTide(b, e, start, n)
+		tide = append(tide, float64(n)/time.Since(t0).Seconds())
+		t0 = time.Now()
+		backlogBare(b, e, start, n)
+		bare = append(bare, float64(n)/time.Since(t0).Seconds())
+	}
+	med := func(xs []float64) float64 {
+		xs = slices.Clone(xs)
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	ratios := make([]float64, len(tide))
+	for i := range tide {
+		ratios[i] = tide[i] / bare[i]
+	}
+	b.ReportMetric(med(tide), "tide_events/s")
+	b.ReportMetric(med(bare), "watch_events/s")
+	b.ReportMetric(med(ratios), "ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+func backlogTide(b *testing.B, e *env, start bson.Raw, n int) {
+	dir := b.TempDir()
+	cfg := e.config(b)
+	cfg.MaxAwait = 0 // the default, as tide run
+	probe := New(cfg)
+	if err := probe.Open(context.Background(), nil); err != nil {
+		b.Fatal(err)
+	}
+	id := probe.Identity()
+	probe.Close()
+	store, err := checkpoint.Open(filepath.Join(dir, "ckpt"), slogDiscard())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Save(context.Background(), "bench", cdc.Checkpoint{Source: resumePos(start), Meta: id}); err != nil {
+		b.Fatal(err)
+	}
+	sink := &countingSink{Sink: file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), reached: make(chan struct{}), want: n}
+	pc := pipeline.Config{Name: "bench"}
+	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_MAX_RECORDS")); err == nil && v > 0 {
+		pc.MaxRecords, pc.MaxBytes = v, 64<<20 // to see what the batch size does
+	}
+	p := pipeline.New(pc, New(cfg), encode.Envelope, sink, store)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-sink.reached:
+	case err := <-done:
+		b.Fatalf("run: %v", err)
+	}
+	cancel()
+	<-done
+}
+
+func backlogBare(b *testing.B, e *env, start bson.Raw, n int) {
+	ctx := context.Background()
+	cs, err := e.coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(start))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	got := 0
+	for got < n && cs.Next(ctx) {
+		got++
+	}
+	if got < n {
+		b.Fatalf("watch: %d of %d events: %v", got, n, cs.Err())
+	}
+}
