@@ -187,7 +187,7 @@ func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Even
 			if !ok {
 				return buf, s.endErr
 			}
-			if it.err == nil && s.cfg.Format == "json" && !json.Valid(it.ev.Payload) {
+			if it.err == nil && s.cfg.Format == "json" && !validJSON(it.ev.Payload) {
 				it.err = s.decodeFailed(ctx, &it)
 				if it.err == nil {
 					continue // skipped or dead-lettered
