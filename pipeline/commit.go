@@ -154,6 +154,7 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, e
 		p.failed(ctx, "commit", err)
 		return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
 	}
+	p.commitTook.Store(int64(time.Since(start)))
 	j := saveJob{next: next, n: n, nbytes: nbytes, started: start, wallMS: wallMS}
 	if _, ok := p.obs.(NamespaceObserver); ok && n > 0 {
 		j.byNS = countNamespaces(b.records[:n])

@@ -137,6 +137,9 @@ type Pipeline struct {
 	err  error         // Run's result, written before done is closed
 
 	free   chan *batchBuf // batch buffers not in flight; its capacity bounds batches in flight
+	// commitTook is how long the last batch's Put and Commit took: how
+	// long the reader lets a caught-up batch linger (reader.caughtUp).
+	commitTook atomic.Int64
 	chunks sync.Pool      // of *Chunk
 
 	mu       sync.Mutex // guards the fields below
