@@ -112,7 +112,9 @@ func BenchmarkJetStreamToFile(b *testing.B) {
 	name := func() string { consumers++; return "c" + strconv.Itoa(consumers) }
 	for range b.N {
 		rounds(b, n,
-			func() result { return jsConsume(b, benchConsumer(b, js, name()), n, filepath.Join(b.TempDir(), "plain.jsonl")) },
+			func() result {
+				return jsConsume(b, benchConsumer(b, js, name()), n, filepath.Join(b.TempDir(), "plain.jsonl"))
+			},
 			func() result { return jsTide(b, nc, js, name(), n, b.TempDir()) })
 	}
 }
@@ -343,7 +345,9 @@ func BenchmarkCoreToFile(b *testing.B) {
 	}
 	for range b.N {
 		rounds(b, n,
-			func() result { return coreSubscribe(b, srv.ClientURL(), n, publishAll, filepath.Join(b.TempDir(), "plain.jsonl")) },
+			func() result {
+				return coreSubscribe(b, srv.ClientURL(), n, publishAll, filepath.Join(b.TempDir(), "plain.jsonl"))
+			},
 			func() result {
 				src := New(Config{Name: "bench", Servers: []string{srv.ClientURL()}, Mode: "core", Subject: "core.data", Logger: testLogger(b)})
 				return runTide(b, src, n, publishAll, b.TempDir())
