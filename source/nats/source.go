@@ -183,13 +183,15 @@ func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Even
 		return buf, s.failed
 	}
 	start := len(buf)
+	var freed int64 // given back to the queue's budget once, on return
+	defer func() { s.room.give(freed) }()
 	for len(buf)-start < max {
 		select {
 		case it, ok := <-s.queue:
 			if !ok {
 				return buf, s.endErr
 			}
-			s.room.give(int64(it.ev.Size))
+			freed += int64(it.ev.Size)
 			if it.err == nil && s.cfg.Format == "json" && !validJSON(it.ev.Payload) {
 				it.err = s.decodeFailed(ctx, &it)
 				if it.err == nil {
