@@ -169,9 +169,45 @@ func jsTide(b testing.TB, nc *nats.Conn, js jetstream.JetStream, consumer string
 		Name: "bench", Conn: nc, Stream: "BENCH", Consumer: consumer,
 		MaxAckPending: 20000, FetchBatch: benchBatch, Logger: testLogger(b),
 	}
+	if v := os.Getenv("TIDE_BENCH_MAX_ACK_PENDING"); v != "" {
+		cfg.MaxAckPending, _ = strconv.Atoi(v)
+	}
 	// Pre-create the consumer as the plain loop does.
-	benchConsumer(b, js, cfg.Consumer)
-	return runTide(b, New(cfg), n, nil, dir)
+	cons := benchConsumer(b, js, cfg.Consumer)
+	if os.Getenv("TIDE_BENCH_ACK_PENDING") == "" {
+		return runTide(b, New(cfg), n, nil, dir)
+	}
+	// Sample the server's count of delivered, unacknowledged messages.
+	stop := make(chan struct{})
+	var peak, stalls atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			info, err := cons.Info(context.Background())
+			if err != nil {
+				continue
+			}
+			if int64(info.NumAckPending) > peak.Load() {
+				peak.Store(int64(info.NumAckPending))
+			}
+			if info.NumAckPending >= cfg.MaxAckPending {
+				stalls.Add(1)
+			}
+		}
+	}()
+	r := runTide(b, New(cfg), n, nil, dir)
+	close(stop)
+	<-done
+	b.Logf("ack pending: peak %d of max %d; at the max in %d samples of 20 ms", peak.Load(), cfg.MaxAckPending, stalls.Load())
+	return r
 }
 
 // runTide runs src through the runtime into a file with a checkpoint
