@@ -219,9 +219,13 @@ func runTide(b testing.TB, src *Source, n int, before func(), dir string) result
 		b.Fatal(err)
 	}
 	defer store.Close()
+	var ckpt pipeline.Checkpointer = store
+	if os.Getenv("TIDE_BENCH_MEM_CHECKPOINT") != "" { // to see what the durable checkpoint costs
+		ckpt = &checkpoint.Mem{}
+	}
 	obs := &countObserver{want: int64(n), done: make(chan struct{})}
 	p := pipeline.New(pipeline.Config{Name: "bench", Logger: testLogger(b), Observer: obs, MaxRecords: benchMaxBatch, MaxBytes: 16 << 20},
-		src, encode.Envelope, file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), store)
+		src, encode.Envelope, file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), ckpt)
 	h := pipeline.Start(context.Background(), p)
 	for h.State() == pipeline.Starting {
 		time.Sleep(time.Millisecond) // waiting for the subscription to exist
