@@ -84,6 +84,7 @@ func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *Chunk, jobs chan
 		if err != nil {
 			return err
 		}
+		p.closed.Add(-1)
 		b := c.batch
 		for _, c := range chunks {
 			p.putChunk(c)
@@ -213,9 +214,12 @@ const saveQueue = 4
 // checkpoint names them all. A pause barrier is never passed over.
 //
 // A store whose saves take a while (a disk flush: the local store; a
-// replicated write) is spaced: the next save starts no sooner than
-// saveSpacing after the last one began, and the batches committed
-// meanwhile share it. Each batch is still committed (fsynced) by the sink
+// replicated write) is spaced while another batch is closed and on its
+// way to the sink: the next save starts no sooner than saveSpacing after
+// the last one began, or once no batch is on its way, and the batches
+// committed meanwhile share it. So a source that waits for its
+// acknowledgements before it delivers more (JetStream at
+// max_ack_pending) never waits for a spaced save. Each batch is still committed (fsynced) by the sink
 // before its checkpoint is saved; what the spacing saves is the store's
 // own flush on every batch, which on one disk queues behind the sink's.
 // A barrier or the end of jobs ends the wait at once.
@@ -237,7 +241,7 @@ func (p *Pipeline) saveLoop(ctx context.Context, jobs <-chan saveJob) error {
 			}
 			group = append(group, j)
 			var spaced <-chan time.Time // nil: only what is waiting now joins
-			if wait := time.Until(next); wait > 0 {
+			if wait := time.Until(next); wait > 0 && p.closed.Load() > 0 {
 				if timer == nil {
 					timer = time.NewTimer(wait)
 				} else {
@@ -274,6 +278,9 @@ func (p *Pipeline) saveLoop(ctx context.Context, jobs <-chan saveJob) error {
 					break more
 				}
 				group = append(group, j)
+				if spaced != nil && p.closed.Load() == 0 {
+					break more // no batch is on its way to the committer
+				}
 			}
 			if spaced != nil {
 				timer.Stop()

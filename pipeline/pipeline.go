@@ -140,7 +140,8 @@ type Pipeline struct {
 	// commitTook is how long the last batch's Put and Commit took: how
 	// long the reader lets a caught-up batch linger (reader.caughtUp).
 	commitTook atomic.Int64
-	chunks     sync.Pool // of *Chunk
+	closed     atomic.Int32 // batches the reader closed that are not committed yet: the saver may wait for them
+	chunks     sync.Pool    // of *Chunk
 
 	mu       sync.Mutex // guards the fields below
 	state    State

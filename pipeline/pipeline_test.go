@@ -1100,3 +1100,59 @@ func TestCaughtUpBatchLingersForACommit(t *testing.T) {
 		<-errc
 	})
 }
+
+// slowStore is a memStore whose Save takes d (fake time, under synctest).
+type slowStore struct {
+	*memStore
+	d time.Duration
+}
+
+func (s *slowStore) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error {
+	time.Sleep(s.d)
+	return s.memStore.Save(ctx, pipeline, cp)
+}
+
+// ackGatedSource delivers its next event only once the previous one was
+// acknowledged, as JetStream does at max_ack_pending.
+type ackGatedSource struct {
+	*sliceSource
+	next, last int
+}
+
+func (s *ackGatedSource) Ack(ctx context.Context, upTo cdc.Position) error {
+	if err := s.sliceSource.Ack(ctx, upTo); err != nil {
+		return err
+	}
+	if s.next < s.last {
+		s.add(events(s.next, s.next+1)...)
+		s.next++
+	}
+	return nil
+}
+
+// TestSlowSavesNotSpacedForAnAckGatedSource: the spacing of a slow
+// store's saves never makes a source that waits for its acknowledgements
+// wait longer: with no batch on its way to the sink, each save starts at
+// once.
+func TestSlowSavesNotSpacedForAnAckGatedSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := &ackGatedSource{sliceSource: newSource(log, events(0, 1)), next: 1, last: 5}
+		store := &slowStore{memStore: newStore(log), d: time.Millisecond}
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, newSink(log), store)
+		start := time.Now()
+		errc := run(t.Context(), p)
+		for len(src.ackedList()) < 5 {
+			time.Sleep(100 * time.Microsecond) // fake time
+		}
+		// Five saves of 1 ms one after the other, nothing else takes
+		// fake time; spaced saves would have waited 3 ms before each.
+		if took := time.Since(start); took > 6*time.Millisecond {
+			t.Errorf("five ack-gated batches took %v, want about 5 ms: a save waited for spacing", took)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}

@@ -318,6 +318,7 @@ func (r *reader) closeBatch(ctx context.Context) error {
 	c.batch = r.cur
 	r.cur = nil
 	r.lingerUntil = time.Time{}
+	r.p.closed.Add(1)
 	return r.send(ctx, c)
 }
 
