@@ -20,9 +20,9 @@ import (
 //     that calls Save and Ack, in the same order.
 //
 // A batch's checkpoint reaches the saver only after its Commit returned,
-// and at most saveQueue committed batches wait for their save, so the
-// saves trail the commits by at most saveQueue+1 batches and never run
-// ahead of them. A saver that finds several batches waiting saves only
+// and at most saveQueue committed batches wait in the queue, so the saves
+// trail the commits by at most saveQueue+1 batches, or by maxSaveSpacing
+// for a slow store (saveLoop), and never run ahead of them. A saver that finds several batches waiting saves only
 // the newest checkpoint, which covers them all: a slow store (a
 // replicated NATS KV bucket) then costs one save per few batches instead
 // of holding the committer back.
@@ -84,6 +84,7 @@ func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *Chunk, jobs chan
 		if err != nil {
 			return err
 		}
+		p.closed.Add(-1)
 		b := c.batch
 		for _, c := range chunks {
 			p.putChunk(c)
@@ -154,6 +155,7 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, e
 		p.failed(ctx, "commit", err)
 		return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
 	}
+	p.commitTook.Store(int64(time.Since(start)))
 	j := saveJob{next: next, n: n, nbytes: nbytes, started: start, wallMS: wallMS}
 	if _, ok := p.obs.(NamespaceObserver); ok && n > 0 {
 		j.byNS = countNamespaces(b.records[:n])
@@ -210,9 +212,22 @@ const saveQueue = 4
 // acknowledges the source, in commit order, until jobs is closed. The
 // batches already waiting when a save starts share it: the newest
 // checkpoint names them all. A pause barrier is never passed over.
+//
+// A store whose saves take a while (a disk flush: the local store; a
+// replicated write) is spaced while another batch is closed and on its
+// way to the sink: the next save starts no sooner than saveSpacing after
+// the last one began, or once no batch is on its way, and the batches
+// committed meanwhile share it. So a source that waits for its
+// acknowledgements before it delivers more (JetStream at
+// max_ack_pending) never waits for a spaced save. Each batch is still committed (fsynced) by the sink
+// before its checkpoint is saved; what the spacing saves is the store's
+// own flush on every batch, which on one disk queues behind the sink's.
+// A barrier or the end of jobs ends the wait at once.
 func (p *Pipeline) saveLoop(ctx context.Context, jobs <-chan saveJob) error {
 	var group []saveJob
-	var barrier *pause // one taken from jobs while grouping, handled next
+	var barrier *pause    // one taken from jobs while grouping, handled next
+	var next time.Time    // the earliest start of the next save
+	var timer *time.Timer // for the spacing
 	for {
 		group = group[:0]
 		if barrier == nil {
@@ -225,25 +240,56 @@ func (p *Pipeline) saveLoop(ctx context.Context, jobs <-chan saveJob) error {
 				continue
 			}
 			group = append(group, j)
+			var spaced <-chan time.Time // nil: only what is waiting now joins
+			if wait := time.Until(next); wait > 0 && p.closed.Load() > 0 {
+				if timer == nil {
+					timer = time.NewTimer(wait)
+				} else {
+					timer.Reset(wait)
+				}
+				spaced = timer.C
+			}
 		more:
 			for {
-				select {
-				case j, ok := <-jobs:
-					if !ok {
+				var j saveJob
+				var ok bool
+				if spaced == nil {
+					select {
+					case j, ok = <-jobs:
+					default:
 						break more
 					}
-					if j.barrier != nil {
-						barrier = j.barrier
+				} else {
+					select {
+					case j, ok = <-jobs:
+					case <-spaced:
+						spaced = nil
 						break more
+					case <-ctx.Done():
+						timer.Stop()
+						return ctx.Err()
 					}
-					group = append(group, j)
-				default:
+				}
+				if !ok {
 					break more
 				}
+				if j.barrier != nil {
+					barrier = j.barrier
+					break more
+				}
+				group = append(group, j)
+				if spaced != nil && p.closed.Load() == 0 {
+					break more // no batch is on its way to the committer
+				}
 			}
+			if spaced != nil {
+				timer.Stop()
+			}
+			start := time.Now()
 			if err := p.saveAndAck(ctx, group); err != nil {
 				return err
 			}
+			next = start.Add(saveSpacing(time.Since(start)))
 		}
 		if barrier != nil {
 			p.pauseReached(barrier)
@@ -251,6 +297,21 @@ func (p *Pipeline) saveLoop(ctx context.Context, jobs <-chan saveJob) error {
 		}
 	}
 }
+
+// saveSpacing is how long after a save began the next one may begin, for
+// a save that took took: none for a store that answers in microseconds
+// (memory), four times its duration for one that flushes or replicates,
+// so that its saves use at most a fifth of the time, and at most
+// maxSaveSpacing, which bounds how far the checkpoint (and the source's
+// acknowledgements) trail the commits.
+func saveSpacing(took time.Duration) time.Duration {
+	if took < 100*time.Microsecond {
+		return 0
+	}
+	return min(4*took, maxSaveSpacing)
+}
+
+const maxSaveSpacing = 10 * time.Millisecond
 
 // saveAndAck records that committed batches are durable, with one save of
 // the last one's checkpoint.

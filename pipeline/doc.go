@@ -6,10 +6,13 @@
 //
 //   - the reader (read.go) polls the source and cuts what it reads into
 //     batches, and batches into chunks. A batch closes when it holds
-//     Config.MaxRecords events or Config.MaxBytes bytes, when the source is
-//     caught up (Poll returned fewer events than asked for), or
-//     Config.CommitInterval after its first event. An idle reader sleeps on
-//     the source's Ready channel, never on a timer.
+//     Config.MaxRecords events or Config.MaxBytes bytes, or
+//     Config.CommitInterval after its first event. When the source is
+//     caught up (Poll returned fewer events than asked for) it is a group
+//     commit: the batch stays open while the committer writes an earlier
+//     one, and with the committer idle it lingers as long as the last
+//     commit took (at most 5 ms) for more. An idle reader sleeps on the
+//     source's Ready channel, never on a timer.
 //   - the encode pool (encode.go, EncodeOrdered) encodes chunks on
 //     Config.Workers goroutines and hands them on in input order.
 //   - the committer (commit.go) puts each batch and commits it, one batch
@@ -24,7 +27,10 @@
 // queue (four): when the checkpoint store is slower than the sink (a
 // replicated NATS KV bucket), the batches waiting share one save of the
 // newest checkpoint, so saves trail the commits by at most five batches
-// and never run ahead of them; acknowledgements follow the saves.
+// and never run ahead of them; acknowledgements follow the saves. A store
+// whose saves take a while (a disk flush) is spaced while another batch is
+// on its way to the sink: the next save starts no sooner than four save
+// times (at most 10 ms) after the last began.
 //
 // # The commit path
 //

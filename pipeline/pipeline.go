@@ -136,8 +136,12 @@ type Pipeline struct {
 	done chan struct{} // closed when Run returns
 	err  error         // Run's result, written before done is closed
 
-	free   chan *batchBuf // batch buffers not in flight; its capacity bounds batches in flight
-	chunks sync.Pool      // of *Chunk
+	free chan *batchBuf // batch buffers not in flight; its capacity bounds batches in flight
+	// commitTook is how long the last batch's Put and Commit took: how
+	// long the reader lets a caught-up batch linger (reader.caughtUp).
+	commitTook atomic.Int64
+	closed     atomic.Int32 // batches the reader closed that are not committed yet: the saver may wait for them
+	chunks     sync.Pool    // of *Chunk
 
 	mu       sync.Mutex // guards the fields below
 	state    State

@@ -968,3 +968,191 @@ func TestEndWithReasonCommitsThenFails(t *testing.T) {
 		t.Errorf("state = %v, want failed", p.State())
 	}
 }
+
+// TestGroupCommitWhileCommitterBusy: events that arrive one by one while
+// the committer is still writing a batch wait in one open batch and are
+// put together once it is done, instead of as one small batch each; a
+// caught-up batch with the committer idle is put at once, without waiting
+// for the commit interval.
+func TestGroupCommitWhileCommitterBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, nil)
+		sink := newSink(log)
+		block := make(chan struct{})
+		sink.putBlock = block
+		p := New(Config{Name: "p", CommitInterval: time.Hour, Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait()
+
+		start := time.Now()
+		src.add(events(0, 1)...)
+		synctest.Wait() // batch [0] is in Put, blocked
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("a caught-up batch with the committer idle waited %v to be put", waited)
+		}
+		for i := 1; i < 4; i++ { // each is polled on its own
+			src.add(events(i, i+1)...)
+			synctest.Wait()
+		}
+		close(block)
+		synctest.Wait()
+		if got := sink.putSizes(); !slices.Equal(got, []int{1, 3}) {
+			t.Errorf("put sizes = %v, want [1 3]: the three events that came during the first put share one batch", got)
+		}
+		if got := sink.committedList(); !slices.Equal(got, want(0, 4)) {
+			t.Errorf("committed = %q", got)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("the group commit waited %v of fake time, want none: it closes when the committer is done", waited)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}
+
+// TestGroupCommitBoundedByCommitInterval: a batch held open while the
+// committer is busy closes at the commit interval even if the committer
+// is still busy, so that it is next in line.
+func TestGroupCommitBoundedByCommitInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, nil)
+		sink := newSink(log)
+		block := make(chan struct{})
+		sink.putBlock = block
+		p := New(Config{Name: "p", CommitInterval: time.Second, Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait()
+		src.add(events(0, 1)...)
+		synctest.Wait()
+		start := time.Now()
+		src.add(events(1, 2)...)
+		synctest.Wait() // held open, waiting for the committer or the interval
+		src.add(events(2, 3)...)
+		time.Sleep(2 * time.Second) // fake time: past the interval
+		src.add(events(3, 4)...)    // goes into the next batch
+		synctest.Wait()
+		close(block)
+		synctest.Wait()
+		if got := sink.putSizes(); !slices.Equal(got, []int{1, 2, 1}) {
+			t.Errorf("put sizes = %v, want [1 2 1]", got)
+		}
+		if elapsed := time.Since(start); elapsed != 2*time.Second {
+			t.Errorf("elapsed %v", elapsed)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}
+
+// slowCommitSink is a memSink whose Commit takes d (fake time, under
+// synctest), as an fsync does.
+type slowCommitSink struct {
+	*memSink
+	d time.Duration
+}
+
+func (s *slowCommitSink) Commit(ctx context.Context, next cdc.Checkpoint) error {
+	time.Sleep(s.d)
+	return s.memSink.Commit(ctx, next)
+}
+
+// TestCaughtUpBatchLingersForACommit: with the committer idle, a batch
+// caught up with a source still delivering stays open for as long as the
+// last commit took, counted from when it first caught up, and no longer;
+// events that come later go into the next batch.
+func TestCaughtUpBatchLingersForACommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, nil)
+		sink := &slowCommitSink{memSink: newSink(log), d: 4 * time.Millisecond}
+		p := New(Config{Name: "p", CommitInterval: time.Hour, Logger: discard()}, src, testEncode, sink, newStore(log))
+		errc := run(t.Context(), p)
+		synctest.Wait()
+		src.add(events(0, 1)...) // the first batch: no commit time known yet, put at once
+		synctest.Wait()
+		time.Sleep(10 * time.Millisecond) // committed (4 ms), and idle
+		if got := sink.putSizes(); !slices.Equal(got, []int{1}) {
+			t.Fatalf("put sizes = %v, want [1]", got)
+		}
+		for i := 1; i < 8; i++ { // one event a millisecond
+			src.add(events(i, i+1)...)
+			time.Sleep(time.Millisecond)
+		}
+		synctest.Wait()
+		time.Sleep(20 * time.Millisecond)
+		// 1..4 came within the 4 ms the batch lingered after event 1 caught
+		// it up; 5..7 came after it closed, and form the next batch.
+		if got := sink.putSizes(); !slices.Equal(got, []int{1, 4, 3}) {
+			t.Errorf("put sizes = %v, want [1 4 3]", got)
+		}
+		if got := sink.committedList(); !slices.Equal(got, want(0, 8)) {
+			t.Errorf("committed = %q", got)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}
+
+// slowStore is a memStore whose Save takes d (fake time, under synctest).
+type slowStore struct {
+	*memStore
+	d time.Duration
+}
+
+func (s *slowStore) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error {
+	time.Sleep(s.d)
+	return s.memStore.Save(ctx, pipeline, cp)
+}
+
+// ackGatedSource delivers its next event only once the previous one was
+// acknowledged, as JetStream does at max_ack_pending.
+type ackGatedSource struct {
+	*sliceSource
+	next, last int
+}
+
+func (s *ackGatedSource) Ack(ctx context.Context, upTo cdc.Position) error {
+	if err := s.sliceSource.Ack(ctx, upTo); err != nil {
+		return err
+	}
+	if s.next < s.last {
+		s.add(events(s.next, s.next+1)...)
+		s.next++
+	}
+	return nil
+}
+
+// TestSlowSavesNotSpacedForAnAckGatedSource: the spacing of a slow
+// store's saves never makes a source that waits for its acknowledgements
+// wait longer: with no batch on its way to the sink, each save starts at
+// once.
+func TestSlowSavesNotSpacedForAnAckGatedSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := &ackGatedSource{sliceSource: newSource(log, events(0, 1)), next: 1, last: 5}
+		store := &slowStore{memStore: newStore(log), d: time.Millisecond}
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, newSink(log), store)
+		start := time.Now()
+		errc := run(t.Context(), p)
+		for len(src.ackedList()) < 5 {
+			time.Sleep(100 * time.Microsecond) // fake time
+		}
+		// Five saves of 1 ms one after the other, nothing else takes
+		// fake time; spaced saves would have waited 3 ms before each.
+		if took := time.Since(start); took > 6*time.Millisecond {
+			t.Errorf("five ack-gated batches took %v, want about 5 ms: a save waited for spacing", took)
+		}
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-errc
+	})
+}

@@ -31,11 +31,14 @@ type reader struct {
 	first time.Time // when the open batch got its first event
 	tail  *Chunk    // the open batch's newest chunk, not yet sent
 
-	carry   []cdc.Event // polled events that did not fit the batch's byte budget
-	ended   bool        // the source returned cdc.ErrEnd
-	endErr  error       // the source's end, when it wraps cdc.ErrEnd with a reason; Run returns it
-	avgSize int         // running average event size, to size polls by bytes
-	barrier *pause      // the pause the last barrier was sent for
+	spare       *batchBuf   // a free batch buffer taken early: the committer is idle
+	timer       *time.Timer // bounds a group-commit wait
+	lingerUntil time.Time   // when the open batch, caught up with the committer idle, closes; zero before
+	carry       []cdc.Event // polled events that did not fit the batch's byte budget
+	ended       bool        // the source returned cdc.ErrEnd
+	endErr      error       // the source's end, when it wraps cdc.ErrEnd with a reason; Run returns it
+	avgSize     int         // running average event size, to size polls by bytes
+	barrier     *pause      // the pause the last barrier was sent for
 }
 
 func (r *reader) run(ctx context.Context) error {
@@ -71,14 +74,19 @@ func (r *reader) run(ctx context.Context) error {
 			return r.closeBatch(ctx)
 		}
 		if r.cur == nil {
-			select { // at most batchesInFlight batches: this bounds memory
-			case b := <-p.free:
-				r.cur = b
+			if r.spare != nil {
+				r.cur, r.spare = r.spare, nil
 				r.bytes = 0
-			case <-changed:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
+			} else {
+				select { // at most batchesInFlight batches: this bounds memory
+				case b := <-p.free:
+					r.cur = b
+					r.bytes = 0
+				case <-changed:
+					continue
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 		}
 
@@ -110,7 +118,7 @@ func (r *reader) run(ctx context.Context) error {
 			r.polled(evs[before:])
 			if added == 0 && !end {
 				if before > 0 {
-					if err := r.closeBatch(ctx); err != nil { // caught up
+					if err := r.caughtUp(ctx, changed); err != nil {
 						return err
 					}
 					continue
@@ -125,16 +133,19 @@ func (r *reader) run(ctx context.Context) error {
 				}
 				continue
 			}
-			caughtUp = added < room || end
+			caughtUp = added < room
 		}
 
 		full, err := r.accept(ctx, before)
 		if err != nil {
 			return err
 		}
-		if full || caughtUp || time.Since(r.first) >= p.cfg.CommitInterval {
+		switch {
+		case full || r.ended && len(r.carry) == 0 || time.Since(r.first) >= p.cfg.CommitInterval:
 			err = r.closeBatch(ctx)
-		} else {
+		case caughtUp:
+			err = r.caughtUp(ctx, changed)
+		default:
 			err = r.sendTail(ctx)
 		}
 		if err != nil {
@@ -142,6 +153,76 @@ func (r *reader) run(ctx context.Context) error {
 		}
 	}
 }
+
+// caughtUp handles the open batch, not empty, when the source has handed
+// out all it has for now. If the committer is idle, the batch closes once
+// the source has added nothing for as long as the last commit took (see
+// maxLinger), at once for a sink that commits in microseconds. While the
+// committer still writes
+// an earlier batch, this one could not be written before that ends
+// anyway, so it stays open and takes what the source delivers meanwhile:
+// a group commit, one put and one commit (fsync) for what would have been
+// several small batches. It then closes when the committer is done or the
+// commit interval has passed since its first event, and returns without
+// closing it when the source signals more (to poll again), or when a
+// pause or drain was requested (the reader's loop handles those).
+func (r *reader) caughtUp(ctx context.Context, changed <-chan struct{}) error {
+	p := r.p
+	if r.spare == nil {
+		select {
+		case b := <-p.free:
+			r.spare = b
+		default:
+		}
+	}
+	wait := time.Until(r.first.Add(p.cfg.CommitInterval))
+	var idle <-chan *batchBuf = p.free
+	if r.spare != nil {
+		// The committer is idle. A source still delivering (a JetStream
+		// pull answered in parts, a publisher a little slower than us)
+		// gets as long as a commit takes, at most maxLinger, counted from
+		// when the batch first caught up, to add to it before it closes:
+		// at worst the latency of one more commit, for fewer, larger
+		// commits (fsyncs) while it streams.
+		if r.lingerUntil.IsZero() {
+			r.lingerUntil = time.Now().Add(min(time.Duration(p.commitTook.Load()), maxLinger))
+		}
+		wait = min(wait, time.Until(r.lingerUntil))
+		idle = nil
+	}
+	if wait <= minLinger {
+		return r.closeBatch(ctx)
+	}
+	if err := r.sendTail(ctx); err != nil { // encoded while we wait
+		return err
+	}
+	if r.timer == nil {
+		r.timer = time.NewTimer(wait)
+	} else {
+		r.timer.Reset(wait)
+	}
+	defer r.timer.Stop()
+	select {
+	case b := <-idle:
+		r.spare = b
+		return r.closeBatch(ctx)
+	case <-r.timer.C:
+		return r.closeBatch(ctx)
+	case <-p.src.Ready():
+		return nil
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A caught-up batch lingers for at most maxLinger with the committer idle,
+// and not at all when commits take under minLinger (a sink without fsync).
+const (
+	maxLinger = 5 * time.Millisecond
+	minLinger = 50 * time.Microsecond
+)
 
 // room returns how many events to ask the source for: what is left of
 // MaxRecords, and of MaxBytes at the average event size seen so far.
@@ -236,6 +317,8 @@ func (r *reader) closeBatch(ctx context.Context) error {
 	c.last = true
 	c.batch = r.cur
 	r.cur = nil
+	r.lingerUntil = time.Time{}
+	r.p.closed.Add(1)
 	return r.send(ctx, c)
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,6 +114,73 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.SetBytes(lineBytes())
 		runTidePipeline(b, b.TempDir(), b.N, &checkpoint.Mem{})
 	})
+}
+
+// BenchmarkDurableCheckpoint measures what the durable checkpoint costs:
+// generate → file with the local checkpoint store against the same
+// pipeline with the in-memory store, TIDE_BENCH_EVENTS events per run
+// (default 1,000,000), TIDE_BENCH_ROUNDS rounds (default 3) alternating
+// which goes first; the metrics are medians, the ratio the median of the
+// rounds' durable/memory throughput ratios.
+//
+//	go test ./cmd/tide -run '^$' -bench DurableCheckpoint -benchtime 1x -v
+func BenchmarkDurableCheckpoint(b *testing.B) {
+	n := envCount(b, "TIDE_BENCH_EVENTS", 1_000_000)
+	k := envCount(b, "TIDE_BENCH_ROUNDS", 3)
+	log := slog.New(slog.DiscardHandler)
+	durable := func() float64 {
+		dir := b.TempDir()
+		store, err := checkpoint.Open(filepath.Join(dir, ".tide"), log)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer store.Close()
+		start := time.Now()
+		runTidePipeline(b, dir, n, store)
+		return float64(n) / time.Since(start).Seconds()
+	}
+	memory := func() float64 {
+		start := time.Now()
+		runTidePipeline(b, b.TempDir(), n, &checkpoint.Mem{})
+		return float64(n) / time.Since(start).Seconds()
+	}
+	for range b.N {
+		var ds, ms, ratios []float64
+		for i := range k {
+			var d, m float64
+			if i%2 == 0 {
+				d, m = durable(), memory()
+			} else {
+				m, d = memory(), durable()
+			}
+			ds, ms, ratios = append(ds, d), append(ms, m), append(ratios, d/m)
+			b.Logf("round %d, %d events: durable %.0f events/s, memory %.0f events/s: %.3fx", i+1, n, d, m, d/m)
+		}
+		b.ReportMetric(median(ds), "durable-events/s")
+		b.ReportMetric(median(ms), "memory-events/s")
+		b.ReportMetric(median(ratios), "ratio")
+	}
+}
+
+func envCount(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q is not a positive count", name, v)
+	}
+	return n
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // TestBaselineWritesTideLines keeps the benchmark honest: the baseline must

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+
 	natssink "github.com/tide-cdc/tide/sink/nats"
 	natssource "github.com/tide-cdc/tide/source/nats"
 )
@@ -12,6 +14,10 @@ import (
 // Config.Validate.
 type NATSSource struct {
 	natssource.Config `yaml:",inline"`
+
+	// MaxBufferedBytes is the source's MaxBufferedBytes, written with a
+	// unit (64MiB); the source's own field has no YAML form.
+	MaxBufferedBytes ByteSize `yaml:"max_buffered_bytes"` // default 64MiB
 }
 
 // setDefaults fills in, before the YAML is decoded, the defaults that an
@@ -32,13 +38,22 @@ func (c *NATSSource) setDefaults() {
 func (c *NATSSource) Source(pipeline string) natssource.Config {
 	cfg := c.Config
 	cfg.Name = pipeline
+	cfg.MaxBufferedBytes = int64(c.MaxBufferedBytes)
 	if cfg.LagPollInterval == 0 {
 		cfg.LagPollInterval = -1
 	}
 	return cfg
 }
 
-func (c *NATSSource) validate(path string) []error { return prefixed(path, c.Config.Validate()) }
+func (c *NATSSource) validate(path string) []error {
+	errs := prefixed(path, c.Config.Validate())
+	if c.MaxBufferedBytes < 0 {
+		errs = append(errs, fmt.Errorf("%s.max_buffered_bytes: %d is negative", path, c.MaxBufferedBytes))
+	} else if c.MaxBufferedBytes > 0 && c.MaxBufferedBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("%s.max_buffered_bytes: %d is below the minimum of 1MiB", path, c.MaxBufferedBytes))
+	}
+	return errs
+}
 
 // NATSSink configures the JetStream sink (sink.nats). Its keys are the
 // sink's own Config; validation is the sink's Config.Validate.

@@ -31,6 +31,14 @@ source: {nats: {stream: "OR.DERS", consumer: "a b", subject: "orders.>.x", filte
 sink: {file: {path: out.jsonl}}`, want: []string{`source.nats.stream: "OR.DERS" is not a legal stream name`,
 			`source.nats.consumer: "a b" is not a legal consumer name`, `source.nats.subject: "orders.>.x" is not a legal subject`,
 			`source.nats.filter_subjects[1]: "bad..x" is not a legal subject`}},
+		"max_buffered_bytes too small": {yaml: `
+name: p
+source: {nats: {stream: S, consumer: c, max_buffered_bytes: 64KiB}}
+sink: {file: {path: out.jsonl}}`, want: []string{`source.nats.max_buffered_bytes: 65536 is below the minimum of 1MiB`}},
+		"max_buffered_bytes with a unit": {yaml: `
+name: p
+source: {nats: {stream: S, consumer: c, max_buffered_bytes: 64MiB}}
+sink: {file: {path: out.jsonl}}`},
 		"start positions": {yaml: `
 name: p
 source: {nats: {stream: S, consumer: c, deliver: by_start_time, start_time: "yesterday"}}
@@ -127,5 +135,23 @@ func TestNATSSinkMaxOutage(t *testing.T) {
 				t.Errorf("max_outage = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestNATSMaxBufferedBytesReachesTheSource: the size in the file is the
+// source's budget, and absent means the source's default.
+func TestNATSMaxBufferedBytesReachesTheSource(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	for yaml, want := range map[string]int64{
+		"max_buffered_bytes: 16MiB, ": 16 << 20,
+		"":                            0, // the source applies DefaultMaxBufferedBytes
+	} {
+		p, err := Parse([]byte("name: p\nsource: {nats: {"+yaml+"stream: S, consumer: c}}\nsink: {file: {path: out.jsonl}}\n"), env)
+		if err != nil {
+			t.Fatalf("%q: %v", yaml, err)
+		}
+		if got := p.Source.NATS.Source("p").MaxBufferedBytes; got != want {
+			t.Errorf("%q: source MaxBufferedBytes = %d, want %d", yaml, got, want)
+		}
 	}
 }

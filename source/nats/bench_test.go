@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -54,7 +55,7 @@ const benchMaxBatch = 5000
 
 // benchConsumer creates a fresh durable consumer reading the whole stream;
 // every contestant gets the same configuration.
-func benchConsumer(b *testing.B, js jetstream.JetStream, name string) jetstream.Consumer {
+func benchConsumer(b testing.TB, js jetstream.JetStream, name string) jetstream.Consumer {
 	c, err := js.CreateOrUpdateConsumer(context.Background(), "BENCH", benchConsumerConfig(name))
 	if err != nil {
 		b.Fatal(err)
@@ -75,15 +76,15 @@ type lineFile struct {
 	w *bufio.Writer
 }
 
-func newLineFile(b *testing.B) *lineFile {
-	f, err := os.Create(filepath.Join(b.TempDir(), "plain.jsonl"))
+func newLineFile(b testing.TB, path string) *lineFile {
+	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return &lineFile{f: f, w: bufio.NewWriterSize(f, 1<<20)}
 }
 
-func (l *lineFile) sync(b *testing.B) {
+func (l *lineFile) sync(b testing.TB) {
 	if err := l.w.Flush(); err != nil {
 		b.Fatal(err)
 	}
@@ -93,10 +94,14 @@ func (l *lineFile) sync(b *testing.B) {
 }
 
 // BenchmarkJetStreamToFile reads an already published stream of 256-byte
-// messages into a JSON-lines file, acknowledging only what is on disk:
-// with two plain nats.go loops (Consume callbacks; Fetch(500)) and with
-// Tide (this source, the runtime, the envelope encoder, the file sink and
-// a checkpoint directory). Run with -benchtime=1x; compare msgs/s.
+// messages into a JSON-lines file, acknowledging only what is on disk: a
+// plain nats.go Consume loop (fsync per batch of benchBatch, then an ack
+// for each message) and Tide (this source, the runtime, the envelope
+// encoder, the file sink and a checkpoint directory). Both write the same
+// bytes (TestBenchBaselinesWriteTideLines). The contestants run
+// TIDE_BENCH_ROUNDS times (default 3) in turn, alternating which goes
+// first, against the same server; the metrics are medians, and the ratio
+// is the median of the rounds' ratios. Run with -benchtime=1x.
 func BenchmarkJetStreamToFile(b *testing.B) {
 	n := benchMsgs(b)
 	srv := testenv.NATS(b)
@@ -105,107 +110,233 @@ func BenchmarkJetStreamToFile(b *testing.B) {
 	publish(b, js, "bench.data", 0, n, payload256)
 	consumers := 0
 	name := func() string { consumers++; return "c" + strconv.Itoa(consumers) }
+	for range b.N {
+		rounds(b, n,
+			func() result {
+				return jsConsume(b, benchConsumer(b, js, name()), n, filepath.Join(b.TempDir(), "plain.jsonl"))
+			},
+			func() result { return jsTide(b, nc, js, name(), n, b.TempDir()) })
+	}
+}
 
-	b.Run("nats.go-consume", func(b *testing.B) {
-		for range b.N {
-			cons := benchConsumer(b, js, name())
-			out := newLineFile(b)
-			done := make(chan struct{})
-			var got int
-			pending := make([]jetstream.Msg, 0, benchBatch)
-			flush := func() {
-				out.sync(b)
-				for _, m := range pending {
-					m.Ack()
-				}
-				pending = pending[:0]
-			}
-			start, cpu0 := time.Now(), cpuTime()
-			cc, err := cons.Consume(func(m jetstream.Msg) {
-				out.w.Write(m.Data())
-				out.w.WriteByte('\n')
-				pending = append(pending, m)
-				got++
-				if len(pending) == benchBatch || got == n {
-					flush()
-				}
-				if got == n {
-					close(done)
-				}
-			}, jetstream.PullMaxMessages(benchBatch))
-			if err != nil {
-				b.Fatal(err)
-			}
-			<-done
-			report(b, n, start, cpu0)
-			cc.Stop()
-			<-cc.Closed()
+// jsConsume is the plain loop: Consume callbacks writing Tide's lines,
+// fsync per benchBatch messages, then an ack for each.
+func jsConsume(b testing.TB, cons jetstream.Consumer, n int, path string) result {
+	out := newLineFile(b, path)
+	done := make(chan struct{})
+	var got int
+	var line []byte
+	pending := make([]jetstream.Msg, 0, benchBatch)
+	flush := func() {
+		out.sync(b)
+		for _, m := range pending {
+			m.Ack()
 		}
-	})
-
-	b.Run("nats.go-fetch500", func(b *testing.B) {
-		for range b.N {
-			cons := benchConsumer(b, js, name())
-			out := newLineFile(b)
-			start, cpu0 := time.Now(), cpuTime()
-			got := 0
-			msgs := make([]jetstream.Msg, 0, benchBatch)
-			for got < n {
-				batch, err := cons.Fetch(benchBatch, jetstream.FetchMaxWait(time.Second))
-				if err != nil {
-					b.Fatal(err)
-				}
-				for m := range batch.Messages() {
-					out.w.Write(m.Data())
-					out.w.WriteByte('\n')
-					msgs = append(msgs, m)
-				}
-				out.sync(b)
-				for _, m := range msgs {
-					m.Ack()
-				}
-				got += len(msgs)
-				msgs = msgs[:0]
-			}
-			report(b, n, start, cpu0)
+		pending = pending[:0]
+	}
+	start, cpu0 := time.Now(), cpuTime()
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			b.Error(err)
+			return
 		}
-	})
+		line = tideLine(line[:0], m.Subject(), meta.Timestamp.UnixMilli(), m.Data())
+		out.w.Write(line)
+		pending = append(pending, m)
+		got++
+		if len(pending) == benchBatch || got == n {
+			flush()
+		}
+		if got == n {
+			close(done)
+		}
+	}, jetstream.PullMaxMessages(benchBatch))
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-done
+	r := since(n, start, cpu0)
+	cc.Stop()
+	<-cc.Closed()
+	out.f.Close()
+	return r
+}
 
-	b.Run("tide", func(b *testing.B) {
-		for range b.N {
-			cfg := Config{
-				Name: "bench", Conn: nc, Stream: "BENCH", Consumer: name(),
-				MaxAckPending: 20000, FetchBatch: benchBatch, Logger: testLogger(b),
-			}
-			// Pre-create the consumer as the plain loops do.
-			benchConsumer(b, js, cfg.Consumer)
-			dir := b.TempDir()
-			store, err := checkpoint.Open(filepath.Join(dir, "ckpt"), testLogger(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			obs := &countObserver{want: int64(n), done: make(chan struct{})}
-			p := pipeline.New(pipeline.Config{Name: "bench", Logger: testLogger(b), Observer: obs, MaxRecords: benchMaxBatch, MaxBytes: 16 << 20},
-				New(cfg), encode.Envelope, file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), store)
-			start, cpu0 := time.Now(), cpuTime()
-			h := pipeline.Start(context.Background(), p)
+// jsTide moves the stream through a Tide pipeline, fresh consumer name.
+func jsTide(b testing.TB, nc *nats.Conn, js jetstream.JetStream, consumer string, n int, dir string) result {
+	cfg := Config{
+		Name: "bench", Conn: nc, Stream: "BENCH", Consumer: consumer,
+		MaxAckPending: 20000, FetchBatch: benchBatch, Logger: testLogger(b),
+	}
+	if v := os.Getenv("TIDE_BENCH_MAX_ACK_PENDING"); v != "" {
+		cfg.MaxAckPending, _ = strconv.Atoi(v)
+	}
+	// Pre-create the consumer as the plain loop does.
+	cons := benchConsumer(b, js, cfg.Consumer)
+	if os.Getenv("TIDE_BENCH_ACK_PENDING") == "" {
+		return runTide(b, New(cfg), n, nil, dir)
+	}
+	// Sample the server's count of delivered, unacknowledged messages.
+	stop := make(chan struct{})
+	var peak, stalls atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
 			select {
-			case <-obs.done:
-			case <-time.After(10 * time.Minute):
-				b.Fatal("not done in 10 minutes")
+			case <-stop:
+				return
+			case <-t.C:
 			}
-			report(b, n, start, cpu0)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := h.Drain(ctx); err != nil {
-				b.Fatal(err)
+			info, err := cons.Info(context.Background())
+			if err != nil {
+				continue
 			}
-			cancel()
-			if err := h.Wait(); err != nil {
-				b.Fatal(err)
+			if int64(info.NumAckPending) > peak.Load() {
+				peak.Store(int64(info.NumAckPending))
 			}
-			store.Close()
+			if info.NumAckPending >= cfg.MaxAckPending {
+				stalls.Add(1)
+			}
 		}
-	})
+	}()
+	r := runTide(b, New(cfg), n, nil, dir)
+	close(stop)
+	<-done
+	b.Logf("ack pending: peak %d of max %d; at the max in %d samples of 20 ms", peak.Load(), cfg.MaxAckPending, stalls.Load())
+	return r
+}
+
+// runTide runs src through the runtime into a file with a checkpoint
+// directory until n records are committed, writing dir/out.jsonl;
+// before, if not nil, starts the load once the pipeline runs.
+func runTide(b testing.TB, src *Source, n int, before func(), dir string) result {
+	store, err := checkpoint.Open(filepath.Join(dir, "ckpt"), testLogger(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	var ckpt pipeline.Checkpointer = store
+	if os.Getenv("TIDE_BENCH_MEM_CHECKPOINT") != "" { // to see what the durable checkpoint costs
+		ckpt = &checkpoint.Mem{}
+	}
+	obs := &countObserver{want: int64(n), done: make(chan struct{})}
+	p := pipeline.New(pipeline.Config{Name: "bench", Logger: testLogger(b), Observer: obs, MaxRecords: benchMaxBatch, MaxBytes: 16 << 20},
+		src, encode.Envelope, file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), ckpt)
+	h := pipeline.Start(context.Background(), p)
+	for h.State() == pipeline.Starting {
+		time.Sleep(time.Millisecond) // waiting for the subscription to exist
+	}
+	start, cpu0 := time.Now(), cpuTime()
+	if before != nil {
+		before()
+	}
+	select {
+	case <-obs.done:
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("committed %d of %d in 10 minutes", atomic.LoadInt64(&obs.got), n)
+	}
+	r := since(n, start, cpu0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Drain(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := h.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	if d := src.Stats().Fetched; d != uint64(n) {
+		b.Fatalf("fetched %d of %d", d, n)
+	}
+	r.batches = p.Stats().Batches
+	r.commitMS = float64(obs.took.Load()) / float64(max(r.batches, 1)) / 1e6
+	return r
+}
+
+// result is one contestant's run.
+type result struct {
+	msgsPerSec float64
+	cpuPerMsg  float64 // µs, this process (the in-process server included)
+	batches    int64   // Tide's committed batches
+	commitMS   float64 // Tide's mean put+commit+save time per batch
+}
+
+func since(n int, start time.Time, cpu0 time.Duration) result {
+	return result{
+		msgsPerSec: float64(n) / time.Since(start).Seconds(),
+		cpuPerMsg:  float64((cpuTime() - cpu0).Microseconds()) / float64(n),
+	}
+}
+
+// rounds runs base and tide TIDE_BENCH_ROUNDS times in turn, alternating
+// which goes first, logs each round and reports the medians.
+// TIDE_BENCH_ONLY=tide or baseline runs only that one, for a profile.
+func rounds(b *testing.B, n int, base, tide func() result) {
+	k := 3
+	if v := os.Getenv("TIDE_BENCH_ROUNDS"); v != "" {
+		var err error
+		if k, err = strconv.Atoi(v); err != nil || k <= 0 {
+			b.Fatalf("TIDE_BENCH_ROUNDS=%q is not a positive count", v)
+		}
+	}
+	switch os.Getenv("TIDE_BENCH_ONLY") { // for a profile of one contestant
+	case "tide":
+		for range k {
+			b.ReportMetric(tide().msgsPerSec, "tide-msgs/s")
+		}
+		return
+	case "baseline":
+		for range k {
+			b.ReportMetric(base().msgsPerSec, "base-msgs/s")
+		}
+		return
+	}
+	var bs, ts, ratios, bcpu, tcpu []float64
+	for i := range k {
+		var br, tr result
+		if i%2 == 0 {
+			br, tr = base(), tide()
+		} else {
+			tr, br = tide(), base()
+		}
+		bs, ts = append(bs, br.msgsPerSec), append(ts, tr.msgsPerSec)
+		bcpu, tcpu = append(bcpu, br.cpuPerMsg), append(tcpu, tr.cpuPerMsg)
+		ratios = append(ratios, tr.msgsPerSec/br.msgsPerSec)
+		b.Logf("round %d, %d msgs: baseline %.0f msgs/s (%.2f cpu-µs/msg), tide %.0f msgs/s (%.2f cpu-µs/msg, %d batches, %.1f ms each): %.2fx",
+			i+1, n, br.msgsPerSec, br.cpuPerMsg, tr.msgsPerSec, tr.cpuPerMsg, tr.batches, tr.commitMS, ratios[i])
+	}
+	b.ReportMetric(median(bs), "base-msgs/s")
+	b.ReportMetric(median(ts), "tide-msgs/s")
+	b.ReportMetric(median(bcpu), "base-cpu-µs/msg")
+	b.ReportMetric(median(tcpu), "tide-cpu-µs/msg")
+	b.ReportMetric(median(ratios), "ratio")
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// tideLine appends the line Tide's envelope encoder and file sink write
+// for a JSON message without headers, built by hand: the baselines do
+// the least work that yields the same bytes. subject must need no JSON
+// escaping, and the payload no line-break replacement.
+func tideLine(dst []byte, subject string, wallMS int64, payload []byte) []byte {
+	dst = append(dst, `{"_namespace":"`...)
+	dst = append(dst, subject...)
+	dst = append(dst, `","_op":"insert","_document_key":null,"_cluster_time_s":0,"_cluster_time_i":0,"_wall_time_ms":`...)
+	dst = strconv.AppendInt(dst, wallMS, 10)
+	dst = append(dst, `,"_full_document":`...)
+	dst = append(dst, payload...)
+	dst = append(dst, `,"_update_desc":null,"_resume_token":null}`...)
+	return append(dst, '\n')
 }
 
 // cpuTime is the CPU time (user and system) this process has used: the
@@ -217,21 +348,17 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// report reports msgs/s and CPU µs per message since start and cpu0.
-func report(b *testing.B, n int, start time.Time, cpu0 time.Duration) {
-	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(n), "cpu-µs/msg")
-}
-
 // countObserver closes done once want records were committed.
 type countObserver struct {
 	want, got int64
+	took      atomic.Int64 // put, commit and save time of every batch, summed
 	done      chan struct{}
 	closed    atomic.Bool
 }
 
 func (o *countObserver) Polled(int, int) {}
-func (o *countObserver) Committed(records, _ int, _ time.Duration, _ cdc.Checkpoint) {
+func (o *countObserver) Committed(records, _ int, took time.Duration, _ cdc.Checkpoint) {
+	o.took.Add(int64(took))
 	if atomic.AddInt64(&o.got, int64(records)) >= o.want && o.closed.CompareAndSwap(false, true) {
 		close(o.done)
 	}
@@ -240,13 +367,15 @@ func (o *countObserver) Failed(string, error) {}
 
 // BenchmarkCoreToFile receives n 256-byte messages published as fast as
 // one connection can, into a JSON-lines file: a plain Subscribe callback
-// writing through a bufio.Writer, and Tide in core mode. Neither may drop
-// a message as a slow consumer.
+// writing Tide's lines through a bufio.Writer, and Tide in core mode.
+// Both make the same bytes durable the same way (coreSyncPolicy), and
+// neither may drop a message as a slow consumer. Rounds and metrics as in
+// BenchmarkJetStreamToFile.
 func BenchmarkCoreToFile(b *testing.B) {
 	n := benchMsgs(b)
 	srv := testenv.NATS(b)
 	pub := connectTo(b, srv)
-	publishAll := func(b *testing.B) {
+	publishAll := func() {
 		for i := range n {
 			if err := pub.Publish("core.data", payload256(i)); err != nil {
 				b.Fatal(err)
@@ -254,76 +383,68 @@ func BenchmarkCoreToFile(b *testing.B) {
 		}
 		pub.Flush()
 	}
-
-	b.Run("nats.go-subscribe", func(b *testing.B) {
-		for range b.N {
-			nc := connectTo(b, srv)
-			out := newLineFile(b)
-			done := make(chan struct{})
-			got := 0
-			sub, err := nc.Subscribe("core.data", func(m *nats.Msg) {
-				out.w.Write(m.Data)
-				out.w.WriteByte('\n')
-				if got++; got == n {
-					out.sync(b)
-					close(done)
-				}
+	for range b.N {
+		rounds(b, n,
+			func() result {
+				return coreSubscribe(b, srv.ClientURL(), n, publishAll, filepath.Join(b.TempDir(), "plain.jsonl"))
+			},
+			func() result {
+				src := New(Config{Name: "bench", Servers: []string{srv.ClientURL()}, Mode: "core", Subject: "core.data", Logger: testLogger(b)})
+				return runTide(b, src, n, publishAll, b.TempDir())
 			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			sub.SetPendingLimits(-1, -1)
-			nc.Flush()
-			start, cpu0 := time.Now(), cpuTime()
-			publishAll(b)
-			<-done
-			report(b, n, start, cpu0)
-			if d, _ := sub.Dropped(); d > 0 {
-				b.Fatalf("dropped %d", d)
-			}
-			sub.Unsubscribe()
-			nc.Close()
-		}
-	})
+	}
+}
 
-	b.Run("tide", func(b *testing.B) {
-		for range b.N {
-			dir := b.TempDir()
-			store, err := checkpoint.Open(filepath.Join(dir, "ckpt"), testLogger(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			obs := &countObserver{want: int64(n), done: make(chan struct{})}
-			src := New(Config{Name: "bench", Servers: []string{srv.ClientURL()}, Mode: "core", Subject: "core.data", Logger: testLogger(b)})
-			p := pipeline.New(pipeline.Config{Name: "bench", Logger: testLogger(b), Observer: obs, MaxRecords: benchMaxBatch, MaxBytes: 16 << 20},
-				src, encode.Envelope, file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), store)
-			h := pipeline.Start(context.Background(), p)
-			// Wait until the subscription exists: the pipeline opened.
-			for h.State() == pipeline.Starting {
-				time.Sleep(time.Millisecond)
-			}
-			start, cpu0 := time.Now(), cpuTime()
-			publishAll(b)
-			select {
-			case <-obs.done:
-			case <-time.After(5 * time.Minute):
-				b.Fatalf("committed %d of %d in 5 minutes (dropped as a slow consumer?)", atomic.LoadInt64(&obs.got), n)
-			}
-			report(b, n, start, cpu0)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := h.Drain(ctx); err != nil {
-				b.Fatal(err)
-			}
-			cancel()
-			if err := h.Wait(); err != nil {
-				b.Fatal(err)
-			}
-			store.Close()
-			if d := src.Stats().Fetched; d != uint64(n) {
-				b.Fatalf("fetched %d of %d", d, n)
-			}
+// coreSubscribe is the plain loop. Its fsync policy is Tide's batch rule
+// with max_records benchMaxBatch: a batch is made durable when it is full
+// or when the reader caught up (nothing is waiting in the client), so no
+// record waits for its fsync behind a later one, and the last batch is
+// synced when the last message arrives.
+func coreSubscribe(b testing.TB, url string, n int, publishAll func(), path string) result {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	out := newLineFile(b, path)
+	defer out.f.Close()
+	done := make(chan struct{})
+	got, inBatch := 0, 0
+	var line []byte
+	var sub *nats.Subscription
+	sub, err = nc.Subscribe("core.data", func(m *nats.Msg) {
+		line = tideLine(line[:0], m.Subject, time.Now().UnixMilli(), m.Data)
+		out.w.Write(line)
+		got++
+		inBatch++
+		if inBatch == benchMaxBatch || got == n || caughtUp(sub) {
+			out.sync(b)
+			inBatch = 0
+		}
+		if got == n {
+			close(done)
 		}
 	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sub.SetPendingLimits(-1, -1)
+	nc.Flush()
+	start, cpu0 := time.Now(), cpuTime()
+	publishAll()
+	<-done
+	r := since(n, start, cpu0)
+	if d, _ := sub.Dropped(); d > 0 {
+		b.Fatalf("dropped %d", d)
+	}
+	sub.Unsubscribe()
+	return r
+}
+
+// caughtUp reports whether no message waits in the client for sub.
+func caughtUp(sub *nats.Subscription) bool {
+	msgs, _, err := sub.Pending()
+	return err == nil && msgs == 0
 }
 
 // BenchmarkRestartToFirstDelivery measures a restart after a crash: the

@@ -56,6 +56,16 @@ type Config struct {
 	CloseTimeout time.Duration `yaml:"-"` // how long Close waits for the reader and acks in flight; default 5s
 	QueueSize    int           `yaml:"-"` // events buffered between the reader and Poll; default 4×FetchBatch (core: 8192)
 
+	// MaxBufferedBytes bounds the messages the source holds for the
+	// pipeline (source.nats.max_buffered_bytes in a pipeline file,
+	// default 64 MiB): three quarters for its queue, by the size of each
+	// event, and in JetStream mode an eighth for each pull request the
+	// client keeps open (about two at a time), but at least twice the
+	// server's max_payload, so that any message fits. With a stalled sink
+	// the source's memory stays within it. In core mode the client's own
+	// buffer for a slow consumer comes on top (NATS drops beyond it).
+	MaxBufferedBytes int64 `yaml:"-"`
+
 	// Conn, if set, is used instead of dialing Servers; Close leaves it open.
 	Conn *nats.Conn `yaml:"-"`
 
@@ -71,11 +81,12 @@ type TLS = natsconn.TLS
 
 // Defaults applied by New to zero fields.
 const (
-	DefaultAckWait         = 30 * time.Second
-	DefaultMaxAckPending   = 1000
-	DefaultFetchBatch      = 500
-	DefaultFetchMaxWait    = time.Second
-	DefaultLagPollInterval = 5 * time.Second
+	DefaultAckWait          = 30 * time.Second
+	DefaultMaxAckPending    = 1000
+	DefaultFetchBatch       = 500
+	DefaultFetchMaxWait     = time.Second
+	DefaultLagPollInterval  = 5 * time.Second
+	DefaultMaxBufferedBytes = 64 << 20
 )
 
 // syncQueueLen is how many messages the client buffers for a core
@@ -135,6 +146,9 @@ func (c *Config) setDefaults() {
 		if c.Mode == modeCore {
 			c.QueueSize = 8192
 		}
+	}
+	if c.MaxBufferedBytes <= 0 {
+		c.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
 	if len(c.FilterSubjects) == 0 && c.Subject != "" {
 		c.FilterSubjects = []string{c.Subject}

@@ -101,6 +101,10 @@ func (s *Source) readCore(sub *nats.Subscription, seq uint64) {
 		pos = append(pos[:0:0], `{"seq":`...)
 		pos = append(strconv.AppendUint(pos, seq, 10), '}')
 		it := item{ev: event(msg.Subject, msg.Data, msg.Header, format, pos, time.Now().UnixMilli())}
+		if !s.room.take(int64(it.ev.Size), s.stop) {
+			s.endErr = fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
+			return
+		}
 		select {
 		case s.queue <- it:
 			s.wake()

@@ -83,7 +83,7 @@
 //
 // # Payloads
 //
-// Format json validates each payload with json.Valid; a payload that is not
+// Format json validates each payload by the rules of json.Valid; a payload that is not
 // JSON is a decode error, handled per OnDecodeError: fail stops the pipeline
 // with the message unacknowledged, skip acknowledges and counts it,
 // dead_letter republishes it with its headers and the error to

@@ -39,6 +39,11 @@ import (
 // nats-server (see TestMain), so that a test can SIGKILL it.
 const childNATSEnv = "TIDE_TEST_NATS_CHILD"
 
+// childNATSNoSyncEnv, set to 1 with childNATSEnv, makes the child server
+// fsync on nats-server's own schedule instead of every write: for a
+// benchmark that publishes a large backlog, not for a crash test.
+const childNATSNoSyncEnv = "TIDE_TEST_NATS_CHILD_NOSYNC"
+
 // runChildNATS serves JetStream with every write fsynced before its
 // PubAck (sync_interval: always): a SIGKILL then loses nothing the
 // publisher was told is stored. It runs until the process is killed.
@@ -51,7 +56,7 @@ func runChildNATS(spec string) {
 	}
 	s, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: n, JetStream: true, StoreDir: store,
-		SyncAlways: true, NoLog: true, NoSigs: true,
+		SyncAlways: os.Getenv(childNATSNoSyncEnv) != "1", NoLog: true, NoSigs: true,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -71,14 +76,19 @@ func runChildNATS(spec string) {
 
 // natsProc is a nats-server in a child process, on a fixed port and store.
 type natsProc struct {
-	t     *testing.T
-	port  int
-	store string
-	cmd   *exec.Cmd
-	kills int
+	t      testing.TB
+	port   int
+	store  string
+	noSync bool // see childNATSNoSyncEnv
+	cmd    *exec.Cmd
+	kills  int
 }
 
-func startNATSProc(t *testing.T) *natsProc {
+func startNATSProc(t testing.TB) *natsProc { return startNATSProcSync(t, true) }
+
+// startNATSProcSync starts the child server; sync false lets it fsync on
+// its own schedule.
+func startNATSProcSync(t testing.TB, sync bool) *natsProc {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -86,7 +96,7 @@ func startNATSProc(t *testing.T) *natsProc {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	n := &natsProc{t: t, port: port, store: t.TempDir()}
+	n := &natsProc{t: t, port: port, store: t.TempDir(), noSync: !sync}
 	n.start()
 	t.Cleanup(func() {
 		if n.cmd != nil {
@@ -103,6 +113,9 @@ func (n *natsProc) start() {
 	n.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childNATSEnv+"="+strconv.Itoa(n.port)+":"+n.store)
+	if n.noSync {
+		cmd.Env = append(cmd.Env, childNATSNoSyncEnv+"=1")
+	}
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {

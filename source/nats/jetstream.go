@@ -360,7 +360,7 @@ func (s *Source) consume(d *deliverer, reconnected chan nats.Status) error {
 	failed := make(chan error, 1)
 	gen := d.generation()
 	cc, err := s.cons.Consume(func(msg jetstream.Msg) { d.deliver(gen, msg) },
-		jetstream.PullMaxMessages(s.cfg.FetchBatch),
+		jetstream.PullMaxMessagesWithBytesLimit(s.cfg.FetchBatch, s.pullBytes()),
 		jetstream.PullExpiry(max(s.cfg.FetchMaxWait, time.Second)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			select {
@@ -397,6 +397,15 @@ func (s *Source) consume(d *deliverer, reconnected chan nats.Status) error {
 			return d.fault
 		}
 	}
+}
+
+// pullBytes bounds each pull request in bytes, so that what the client
+// holds for us is bounded by MaxBufferedBytes, whatever the message size:
+// an eighth of it (the client keeps about two requests open), and at
+// least twice the server's max_payload, since a message larger than a
+// request's limit would never be delivered.
+func (s *Source) pullBytes() int {
+	return int(max(s.cfg.MaxBufferedBytes/8, 2*s.nc.MaxPayload()))
 }
 
 // awaitSettled waits until every message handed out was acknowledged
@@ -493,8 +502,11 @@ func (d *deliverer) deliver(gen int, msg jetstream.Msg) {
 	})
 }
 
-// queue waits for room in the queue, or for Close.
+// queue waits for room in the queue and its byte budget, or for Close.
 func (d *deliverer) queue(it item) {
+	if !d.s.room.take(int64(it.ev.Size), d.s.stop) {
+		return
+	}
 	select {
 	case d.s.queue <- it:
 		d.s.wake()

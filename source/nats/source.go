@@ -30,6 +30,7 @@ type Source struct {
 	acks    *acker // nil unless JetStream with explicit acks
 
 	queue chan item     // reader → Poll; the reader closes it
+	room  *budget       // bounds the bytes in queue (MaxBufferedBytes)
 	ready chan struct{} // one pending wake-up for the runtime
 	stop  chan struct{} // closed by Close
 	// life bounds the reader's calls to the server; canceled by Close.
@@ -80,6 +81,7 @@ func New(cfg Config) *Source {
 		ready:   make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		settled: make(chan struct{}, 1),
+		room:    newBudget(cfg.MaxBufferedBytes / 4 * 3),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.m.hook = cfg.Metrics
@@ -181,13 +183,16 @@ func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Even
 		return buf, s.failed
 	}
 	start := len(buf)
+	var freed int64 // given back to the queue's budget once, on return
+	defer func() { s.room.give(freed) }()
 	for len(buf)-start < max {
 		select {
 		case it, ok := <-s.queue:
 			if !ok {
 				return buf, s.endErr
 			}
-			if it.err == nil && s.cfg.Format == "json" && !json.Valid(it.ev.Payload) {
+			freed += int64(it.ev.Size)
+			if it.err == nil && s.cfg.Format == "json" && !validJSON(it.ev.Payload) {
 				it.err = s.decodeFailed(ctx, &it)
 				if it.err == nil {
 					continue // skipped or dead-lettered
