@@ -223,3 +223,27 @@ func TestValidateWithoutFile(t *testing.T) {
 		t.Errorf("Validate of a struct not from a file names lines: %v", err)
 	}
 }
+
+// The PostgreSQL sink gets its own batch sizes where the file sets none;
+// what the file sets stands, and other sinks keep the general defaults.
+func TestPostgresBatchDefaults(t *testing.T) {
+	for name, tc := range map[string]struct {
+		yaml           string
+		records, bytes int
+	}{
+		"postgres, unset":        {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\"}}\n", PostgresMaxRecords, PostgresMaxBytes},
+		"postgres, records set":  {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\"}}\nbatch: {max_records: 1000}\n", 1000, PostgresMaxBytes},
+		"postgres, bytes set":    {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\"}}\nbatch: {max_bytes: 1MiB}\n", PostgresMaxRecords, 1 << 20},
+		"file keeps the default": {"name: p\nsource: {generate: {}}\nsink: {file: {path: out.jsonl}}\n", DefaultMaxRecords, DefaultMaxBytes},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := Parse([]byte(tc.yaml), func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Batch.MaxRecords != tc.records || int(p.Batch.MaxBytes) != tc.bytes {
+				t.Fatalf("batch = %d records, %d bytes; want %d, %d", p.Batch.MaxRecords, p.Batch.MaxBytes, tc.records, tc.bytes)
+			}
+		})
+	}
+}
