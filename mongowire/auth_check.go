@@ -30,6 +30,7 @@ var anyUserCommands = map[string]bool{
 	"listDatabases": true, // filtered to the caller's databases without the listDatabases action
 	// A transaction's statements are checked one by one; ending it needs nothing more.
 	"commitTransaction": true, "abortTransaction": true,
+	"applyOps": true, // each entry runs as its own command, checked as that command
 }
 
 // clusterCommands need one cluster action.

@@ -37,6 +37,7 @@ func (s *Server) commandTable() map[string]command {
 		// Sorted. One file per command (or per family of trivial ones).
 		"abortTransaction":    {run: s.cmdAbortTransaction, adminOnly: true},
 		"aggregate":           {run: s.cmdAggregate},
+		"applyOps":            {run: s.cmdApplyOps},
 		"authenticate":        {run: s.cmdAuthenticate},
 		"buildInfo":           {run: s.cmdBuildInfo},
 		"collMod":             {run: s.cmdCollMod},
