@@ -18,7 +18,11 @@ import (
 // sizes are the BSON sizes of the documents, storage and data alike, and
 // index sizes are 0. 26 NamespaceNotFound when the collection is missing.
 func (s *Server) storageStats(ns store.Namespace, scale int64) (bson.D, error) {
-	if _, ok := s.store.Collection(ns); !ok {
+	if ns == oplogNS {
+		return s.oplogStats(scale), nil // local_db.go
+	}
+	info, ok := s.store.Collection(ns)
+	if !ok {
 		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "Collection [%s] not found.", ns)
 	}
 	docs, err := s.store.Find(ns, store.FindSpec{})
@@ -41,21 +45,36 @@ func (s *Server) storageStats(ns store.Namespace, scale int64) (bson.D, error) {
 	for _, sp := range specs {
 		indexSizes = append(indexSizes, bson.E{Key: sp.Name, Value: int32(0)})
 	}
-	return bson.D{
+	st := bson.D{
 		{Key: "size", Value: appendNumber(size / scale)},
 		{Key: "count", Value: appendNumber(int64(len(docs)))},
 		{Key: "avgObjSize", Value: appendNumber(avg)},
 		{Key: "numOrphanDocs", Value: appendNumber(int64(0))},
 		{Key: "storageSize", Value: appendNumber(size / scale)},
 		{Key: "freeStorageSize", Value: appendNumber(int64(0))},
-		{Key: "capped", Value: false},
-		{Key: "nindexes", Value: int32(len(specs))},
-		{Key: "indexBuilds", Value: bson.A{}},
-		{Key: "totalIndexSize", Value: appendNumber(int64(0))},
-		{Key: "totalSize", Value: appendNumber(size / scale)},
-		{Key: "indexSizes", Value: indexSizes},
-		{Key: "scaleFactor", Value: appendNumber(scale)},
-	}, nil
+	}
+	if capped, _ := s.store.IsCapped(ns); capped {
+		st = append(st, bson.E{Key: "capped", Value: true})
+		for _, o := range info.Options {
+			if o.Key == "max" || o.Key == "size" {
+				n := anyInt64(o.Value)
+				if o.Key == "size" {
+					o.Key, n = "maxSize", n/scale
+				}
+				st = append(st, bson.E{Key: o.Key, Value: appendNumber(n)})
+			}
+		}
+	} else {
+		st = append(st, bson.E{Key: "capped", Value: false})
+	}
+	return append(st,
+		bson.E{Key: "nindexes", Value: int32(len(specs))},
+		bson.E{Key: "indexBuilds", Value: bson.A{}},
+		bson.E{Key: "totalIndexSize", Value: appendNumber(int64(0))},
+		bson.E{Key: "totalSize", Value: appendNumber(size / scale)},
+		bson.E{Key: "indexSizes", Value: indexSizes},
+		bson.E{Key: "scaleFactor", Value: appendNumber(scale)},
+	), nil
 }
 
 // statsScale reads a scale option: a positive number, default 1.
@@ -124,6 +143,11 @@ func (s *Server) collStatsStage(ns store.Namespace, stages []bson.Raw) ([]bson.R
 			}
 			out = append(out, bson.E{Key: "storageStats", Value: st})
 		case "count":
+			if ns == oplogNS {
+				n, _, _ := s.store.Oplog().Stats()
+				out = append(out, bson.E{Key: "count", Value: appendNumber(int64(n))})
+				continue
+			}
 			if _, ok := s.store.Collection(ns); !ok {
 				return nil, mongoerr.New(mongoerr.NamespaceNotFound, "Unable to retrieve count in $collStats stage :: caused by :: Collection [%s] not found.", ns)
 			}
@@ -170,4 +194,23 @@ func appendNumber(n int64) any {
 		return int32(n)
 	}
 	return n
+}
+
+// anyInt64 reads a number held as a bson.RawValue or a decoded Go value.
+func anyInt64(v any) int64 {
+	switch n := v.(type) {
+	case bson.RawValue:
+		if i, ok := n.AsInt64OK(); ok {
+			return i
+		}
+		f, _ := n.DoubleOK()
+		return int64(f)
+	case int32:
+		return int64(n)
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return 0
 }

@@ -348,8 +348,31 @@ func refuseOplogWrite(r *request) error {
 		return mongoerr.New(mongoerr.InvalidNamespace, "cannot write to '%s'", oplogNS)
 	case "create", "drop", "collMod", "createIndexes", "dropIndexes":
 		return mongoerr.New(mongoerr.IllegalOperation, "%s on '%s' is not allowed: the oplog of this server is read-only", r.name, oplogNS)
-	case "aggregate", "count", "distinct", "explain":
+	case "aggregate":
+		if isCollStats(r.cmd) { // cmd_collstats.go answers for the oplog
+			return nil
+		}
+		return mongoerr.New(mongoerr.IllegalOperation, "%s on '%s' is not supported by this server: read the oplog with find", r.name, oplogNS)
+	case "count", "distinct", "explain":
 		return mongoerr.New(mongoerr.IllegalOperation, "%s on '%s' is not supported by this server: read the oplog with find", r.name, oplogNS)
 	}
 	return nil
+}
+
+// isCollStats reports whether an aggregate's pipeline starts with $collStats.
+func isCollStats(cmd bson.Raw) bool {
+	p, ok := cmd.Lookup("pipeline").ArrayOK()
+	if !ok {
+		return false
+	}
+	first, err := p.IndexErr(0)
+	if err != nil {
+		return false
+	}
+	d, ok := first.DocumentOK()
+	if !ok {
+		return false
+	}
+	e, err := d.IndexErr(0)
+	return err == nil && e.Key() == "$collStats"
 }

@@ -161,6 +161,7 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if !ok || (cmd.testOnly && !s.cfg.EnableTestCommands) {
 		return s.errorReply(mongoerr.New(mongoerr.CommandNotFound, "no such command: '%s'", r.name)), nil
 	}
+	s.counters.count(r)
 	if err := checkAPIParameters(name, r.cmd); err != nil {
 		return s.errorReply(err), nil
 	}
