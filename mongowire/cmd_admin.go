@@ -42,6 +42,7 @@ func (s *Server) cmdBuildInfo(context.Context, *conn, *request) (bson.D, error) 
 // parameters are what getParameter reports.
 func (s *Server) parameters() bson.D {
 	return bson.D{
+		{Key: "authSchemaVersion", Value: int32(5)}, // SCRAM users, what mongorestore checks before restoring users
 		{Key: "authenticationMechanisms", Value: bson.A{mechSHA1, mechSHA256}},
 		{Key: "cursorTimeoutMillis", Value: int64(s.cfg.CursorTimeout / time.Millisecond)},
 		{Key: "enableTestCommands", Value: s.cfg.EnableTestCommands},

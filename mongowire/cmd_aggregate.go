@@ -93,12 +93,8 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 			return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 		}
 	}
-	if ns == replsetNS { // local_db.go: the config document, aggregated
-		cfg, err := s.findReplSet(store.FindSpec{})
-		if err != nil {
-			return nil, err
-		}
-		docs, err := s.store.AggregateDocs(ns.DB, stages, cfg)
+	if static, ok := s.staticDocs(ns); ok { // local_db.go
+		docs, err := s.store.AggregateDocs(ns.DB, stages, static)
 		if err != nil {
 			return nil, err
 		}

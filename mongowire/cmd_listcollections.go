@@ -33,9 +33,7 @@ func (s *Server) cmdListCollections(ctx context.Context, _ *conn, r *request) (b
 	}
 	var docs []bson.Raw
 	var local []collListing
-	if r.db == oplogNS.DB {
-		local = s.localListings() // local_db.go
-	}
+	local = s.renderedListings(r.db) // local_db.go
 	emit := func(name string, full bson.D) error {
 		raw, err := bson.Marshal(full)
 		if err != nil {

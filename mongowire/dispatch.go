@@ -101,6 +101,7 @@ func (s *Server) commandTable() map[string]command {
 		"revokeRolesFromUser": {run: s.cmdRevokeRolesFromUser},
 
 		"dropAllUsersFromDatabase": {run: s.cmdDropAllUsersFromDatabase},
+		"_mergeAuthzCollections":   {run: s.cmdMergeAuthzCollections, adminOnly: true},
 	}
 }
 

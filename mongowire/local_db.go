@@ -16,6 +16,34 @@ import (
 // rs.printReplicationInfo, mongodump --oplog) find them.
 var replsetNS = store.Namespace{DB: "local", Coll: "system.replset"}
 
+// versionNS is admin.system.version: the feature compatibility version
+// and the auth schema version, which mongodump dumps and mongorestore
+// reads before it restores users.
+var versionNS = store.Namespace{DB: "admin", Coll: "system.version"}
+
+// staticDocs returns the documents of a collection this server renders
+// from its own state (system.replset, system.version), and whether ns
+// is one.
+func (s *Server) staticDocs(ns store.Namespace) ([]bson.Raw, bool) {
+	var docs []bson.D
+	switch ns {
+	case replsetNS:
+		docs = []bson.D{s.replSetConfig()}
+	case versionNS:
+		docs = []bson.D{
+			{{Key: "_id", Value: "featureCompatibilityVersion"}, {Key: "version", Value: "7.0"}},
+			{{Key: "_id", Value: "authSchema"}, {Key: "currentVersion", Value: int32(5)}},
+		}
+	default:
+		return nil, false
+	}
+	out := make([]bson.Raw, len(docs))
+	for i, d := range docs {
+		out[i] = mustMarshal(d)
+	}
+	return out, true
+}
+
 // localUUID is a stable UUID for a collection this server renders: the
 // same name on the same replica set always has the same one.
 func (s *Server) localUUID(name string) bson.Binary {
@@ -27,7 +55,24 @@ func (s *Server) localUUID(name string) bson.Binary {
 	return bson.Binary{Subtype: bson.TypeBinaryUUID, Data: b}
 }
 
-// localListings are listCollections entries of the rendered collections.
+// renderedListings are the listCollections entries of the collections of
+// db this server renders, sorted by name.
+func (s *Server) renderedListings(db string) []collListing {
+	switch db {
+	case "local":
+		return s.localListings()
+	case "admin":
+		return []collListing{{name: versionNS.Coll, doc: bson.D{
+			{Key: "name", Value: versionNS.Coll},
+			{Key: "type", Value: "collection"},
+			{Key: "options", Value: bson.D{}},
+			{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}, {Key: "uuid", Value: s.localUUID(versionNS.String())}}},
+			{Key: "idIndex", Value: idIndex},
+		}}}
+	}
+	return nil
+}
+
 func (s *Server) localListings() []collListing {
 	_, _, maxBytes := s.store.Oplog().Stats()
 	return []collListing{
@@ -52,30 +97,40 @@ type collListing struct {
 	doc  bson.D
 }
 
-// findReplSet answers a find on local.system.replset: the one config
-// document replSetGetConfig reports, filtered and projected.
-func (s *Server) findReplSet(spec store.FindSpec) ([]bson.Raw, error) {
+// findStatic answers a find on a rendered collection: its documents,
+// filtered, skipped, limited and projected.
+func findStatic(docs []bson.Raw, spec store.FindSpec) ([]bson.Raw, error) {
 	f, err := mql.CompileFilter(spec.Filter)
 	if err != nil {
 		return nil, err
 	}
-	doc, err := bson.Marshal(s.replSetConfig())
-	if err != nil {
-		return nil, err
-	}
-	if !f.Match(doc) || spec.Skip > 0 {
-		return nil, nil
-	}
+	var proj *mql.Projection
 	if len(spec.Projection) > 0 {
-		proj, err := mql.CompileProjection(spec.Projection)
-		if err != nil {
-			return nil, err
-		}
-		if doc, err = proj.Apply(doc, -1); err != nil {
+		if proj, err = mql.CompileProjection(spec.Projection); err != nil {
 			return nil, err
 		}
 	}
-	return []bson.Raw{doc}, nil
+	var out []bson.Raw
+	skip := spec.Skip
+	for _, doc := range docs {
+		if !f.Match(doc) {
+			continue
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if proj != nil {
+			if doc, err = proj.Apply(doc, -1); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, doc)
+		if spec.Limit > 0 && int64(len(out)) >= spec.Limit {
+			break
+		}
+	}
+	return out, nil
 }
 
 // oplogStats is storageStats for local.oplog.rs.
