@@ -2,6 +2,7 @@ package mongowire
 
 import (
 	"context"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -87,7 +88,7 @@ func checkIDIndex(ns store.Namespace, r *request, v bson.RawValue) error {
 	}
 	if vv, err := spec.LookupErr("v"); err == nil {
 		if n, ok := vv.AsInt64OK(); !ok || (n != 1 && n != 2) {
-			return mongoerr.New(mongoerr.CannotCreateIndex, "Invalid index specification %s; cannot create an index with v=%s", spec, vv)
+			return mongoerr.New(mongoerr.CannotCreateIndex, "Invalid index specification %s; cannot create an index with v=%s", spec, numberString(vv))
 		}
 	}
 	return refuseCollation(spec)
@@ -96,4 +97,12 @@ func checkIDIndex(ns store.Namespace, r *request, v bson.RawValue) error {
 func isNumberOne(v bson.RawValue) bool {
 	f, ok := v.AsFloat64OK()
 	return ok && f == 1
+}
+
+// numberString shows a number as mongod's messages do (3, not {"$numberInt": "3"}).
+func numberString(v bson.RawValue) string {
+	if n, ok := v.AsInt64OK(); ok {
+		return strconv.FormatInt(n, 10)
+	}
+	return v.String()
 }

@@ -1,0 +1,396 @@
+package mongowire_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// What MongoDB's database tools (mongodump --oplog, mongorestore
+// --oplogReplay / --preserveUUID / users, mongostat) and mongosh's
+// replication helpers need from the server. tests/tools runs the tools
+// themselves when they are available.
+
+// TestApplyOpsReplaysOplog: every entry of one server's local.oplog.rs,
+// applied in order with applyOps to a second server, rebuilds the same
+// collections (options, UUIDs, indexes) and documents — what
+// mongorestore --oplogReplay --preserveUUID relies on.
+func TestApplyOpsReplaysOplog(t *testing.T) {
+	_, a := setup(t)
+	_, b := setup(t)
+	ctx := t.Context()
+	db := a.Database("rp")
+	mustRun := func(cmd bson.D) { run(t, db, cmd) }
+	mustRun(bson.D{{Key: "create", Value: "c"}, {Key: "validator", Value: bson.D{{Key: "x", Value: bson.D{{Key: "$exists", Value: true}}}}}})
+	c := db.Collection("c")
+	for i := range 5 {
+		if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "x", Value: i},
+			{Key: "arr", Value: bson.A{1, 2, bson.D{{Key: "k", Value: i}}}},
+			{Key: "sub", Value: bson.D{{Key: "p", Value: 1}, {Key: "q", Value: bson.D{{Key: "r", Value: 2}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "x", Value: 1}}, Options: options.Index().SetUnique(true).SetName("ux")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "sub.p", Value: -1}},
+		Options: options.Index().SetExpireAfterSeconds(100000).SetPartialFilterExpression(bson.D{{Key: "x", Value: bson.D{{Key: "$gt", Value: 0}}}})}); err != nil {
+		t.Fatal(err)
+	}
+	updates := []struct {
+		id     int
+		update any
+	}{
+		{0, bson.D{{Key: "$set", Value: bson.D{{Key: "sub.q.r", Value: 3}, {Key: "arr.2.k", Value: "z"}, {Key: "new", Value: 1}}}, {Key: "$unset", Value: bson.D{{Key: "sub.p", Value: ""}}}}},
+		{1, bson.D{{Key: "$push", Value: bson.D{{Key: "arr", Value: 9}}}}},
+		{2, bson.D{{Key: "$pop", Value: bson.D{{Key: "arr", Value: 1}}}}},
+		{3, mongo.Pipeline{{{Key: "$set", Value: bson.D{{Key: "arr", Value: bson.A{7}}}}}}},
+		{3, bson.D{{Key: "$set", Value: bson.D{{Key: "arr.4", Value: "pad"}}}}},
+	}
+	for _, u := range updates {
+		if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.id}}, u.update); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.ReplaceOne(ctx, bson.D{{Key: "_id", Value: 4}}, bson.D{{Key: "x", Value: 40}, {Key: "only", Value: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(bson.D{{Key: "create", Value: "capped"}, {Key: "capped", Value: true}, {Key: "size", Value: 4096}, {Key: "max", Value: 3}})
+	for i := range 5 {
+		if _, err := db.Collection("capped").InsertOne(ctx, bson.D{{Key: "i", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustRun(bson.D{{Key: "create", Value: "v"}, {Key: "viewOn", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "x", Value: 0}}}}}}})
+	if err := c.Indexes().DropOne(ctx, "ux"); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(bson.D{{Key: "collMod", Value: "c"}, {Key: "validationLevel", Value: "moderate"}})
+	run(t, a.Database("admin"), bson.D{{Key: "renameCollection", Value: "rp.c"}, {Key: "to", Value: "rp.c2"}})
+	sess, err := a.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+		if _, err := db.Collection("c2").InsertOne(sc, bson.D{{Key: "_id", Value: 100}, {Key: "x", Value: 100}}); err != nil {
+			return nil, err
+		}
+		return db.Collection("c2").UpdateOne(sc, bson.D{{Key: "_id", Value: 0}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "x", Value: 1000}}}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sess.EndSession(ctx)
+	mustRun(bson.D{{Key: "create", Value: "gone"}})
+	mustRun(bson.D{{Key: "drop", Value: "gone"}})
+
+	cur, err := a.Database("local").Collection("oplog.rs").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "$natural", Value: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []bson.Raw
+	if err := cur.All(ctx, &ops); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		if err := b.Database("admin").RunCommand(ctx, bson.D{{Key: "applyOps", Value: bson.A{op}}}).Err(); err != nil {
+			t.Fatalf("applyOps %s: %v", op, err)
+		}
+	}
+	if diff := compareServers(t, a, b, "rp"); diff != "" {
+		t.Fatal(diff)
+	}
+	// Replaying again is idempotent for the documents (inserts upsert).
+	for _, op := range ops {
+		if op.Lookup("op").StringValue() != "i" {
+			continue
+		}
+		if err := b.Database("admin").RunCommand(ctx, bson.D{{Key: "applyOps", Value: bson.A{op}}}).Err(); err != nil {
+			t.Fatalf("applyOps again %s: %v", op, err)
+		}
+	}
+}
+
+// compareServers returns what differs between db on a and on b: the
+// collection listings (options and UUIDs), indexes and documents.
+func compareServers(t *testing.T, a, b *mongo.Client, db string) string {
+	t.Helper()
+	list := func(c *mongo.Client) []bson.Raw {
+		cur, err := c.Database(db).ListCollections(t.Context(), bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []bson.Raw
+		if err := cur.All(t.Context(), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	la, lb := list(a), list(b)
+	if len(la) != len(lb) {
+		return fmt.Sprintf("collections:\n%v\n%v", la, lb)
+	}
+	for i := range la {
+		if !bytes.Equal(la[i], lb[i]) {
+			return fmt.Sprintf("listing:\n%s\n%s", la[i], lb[i])
+		}
+		name := la[i].Lookup("name").StringValue()
+		if la[i].Lookup("type").StringValue() == "view" {
+			continue
+		}
+		for _, what := range []string{"indexes", "documents"} {
+			read := func(c *mongo.Client) []string {
+				coll := c.Database(db).Collection(name)
+				var cur *mongo.Cursor
+				var err error
+				if what == "indexes" {
+					cur, err = coll.Indexes().List(t.Context())
+				} else {
+					cur, err = coll.Find(t.Context(), bson.D{}, options.Find().SetSort(bson.D{{Key: "$natural", Value: 1}}))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				var docs []bson.Raw
+				if err := cur.All(t.Context(), &docs); err != nil {
+					t.Fatal(err)
+				}
+				out := make([]string, len(docs))
+				for j, d := range docs {
+					out[j] = d.String()
+				}
+				return out
+			}
+			if da, dbb := read(a), read(b); !slices.Equal(da, dbb) {
+				return fmt.Sprintf("%s of %s:\n%v\n%v", what, name, da, dbb)
+			}
+		}
+	}
+	return ""
+}
+
+// TestApplyOpsRefusals: malformed entries fail with mongod's codes and
+// name what is wrong; applyOps is no transaction statement.
+func TestApplyOpsRefusals(t *testing.T) {
+	_, c := setup(t)
+	admin := c.Database("admin")
+	run(t, c.Database("x"), bson.D{{Key: "create", Value: "c"}})
+	for name, tc := range map[string]struct {
+		ops  any
+		code int32
+		msg  string
+	}{
+		"not an array":   {"x", 14, "'applyOps.applyOps' is the wrong type"},
+		"not an object":  {bson.A{1}, 9, "entry 0 is a int"},
+		"no op":          {bson.A{bson.D{{Key: "ns", Value: "x.c"}}}, 9, "no 'op' field"},
+		"unknown op":     {bson.A{bson.D{{Key: "op", Value: "z"}, {Key: "ns", Value: "x.c"}, {Key: "o", Value: bson.D{}}}}, 2, "'op' \"z\" is not one of"},
+		"bad ui":         {bson.A{bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "x.c"}, {Key: "ui", Value: "u"}, {Key: "o", Value: bson.D{{Key: "_id", Value: 1}}}}}, 207, "'ui' is not a UUID"},
+		"missing ui":     {bson.A{bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "x.c"}, {Key: "ui", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}, {Key: "o", Value: bson.D{{Key: "_id", Value: 1}}}}}, 26, "missing collection"},
+		"insert no _id":  {bson.A{bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "x.c"}, {Key: "o", Value: bson.D{{Key: "a", Value: 1}}}}}, 4, "has no _id"},
+		"update no o2":   {bson.A{bson.D{{Key: "op", Value: "u"}, {Key: "ns", Value: "x.c"}, {Key: "o", Value: bson.D{{Key: "a", Value: 1}}}}}, 9, "no object 'o2'"},
+		"bad diff":       {bson.A{bson.D{{Key: "op", Value: "u"}, {Key: "ns", Value: "x.c"}, {Key: "o", Value: bson.D{{Key: "$v", Value: 2}, {Key: "diff", Value: bson.D{{Key: "q", Value: 1}}}}}, {Key: "o2", Value: bson.D{{Key: "_id", Value: 1}}}}}, 9, "unknown section 'q'"},
+		"unknown cmd":    {bson.A{bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "x.$cmd"}, {Key: "o", Value: bson.D{{Key: "emptycapped", Value: "c"}}}}}, 115, "\"emptycapped\" is not supported"},
+		"failing create": {bson.A{bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "x.$cmd"}, {Key: "o", Value: bson.D{{Key: "create", Value: "c"}}}}}, 48, "already exists"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := admin.RunCommand(t.Context(), bson.D{{Key: "applyOps", Value: tc.ops}}).Err()
+			wantCode(t, err, tc.code, tc.msg)
+		})
+	}
+	// The entries before a failing one stay applied (mongod would apply
+	// an all-CRUD batch atomically; the README says so).
+	err := admin.RunCommand(t.Context(), bson.D{{Key: "applyOps", Value: bson.A{
+		bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "x.c"}, {Key: "o", Value: bson.D{{Key: "_id", Value: 7}}}},
+		bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "x.c"}, {Key: "o", Value: bson.D{{Key: "a", Value: 1}}}},
+	}}}).Err()
+	wantCode(t, err, 4, "entry 1")
+	if n, _ := c.Database("x").Collection("c").CountDocuments(t.Context(), bson.D{{Key: "_id", Value: 7}}); n != 1 {
+		t.Fatalf("entry 0 applied %d times, want 1", n)
+	}
+	r := run(t, admin, bson.D{{Key: "applyOps", Value: bson.A{bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "noop"}}}}}}})
+	if r.Lookup("applied").Int32() != 1 {
+		t.Fatalf("applyOps of a no-op = %s", r)
+	}
+}
+
+// TestCreateIdIndex: create takes mongorestore's idIndex, checks it as
+// mongod does, and does not list it among the options.
+func TestCreateIdIndex(t *testing.T) {
+	_, c := setup(t)
+	db := c.Database("ii")
+	good := bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "_id_"}, {Key: "ns", Value: "ii.c"}, {Key: "v", Value: 2}}
+	run(t, db, bson.D{{Key: "create", Value: "c"}, {Key: "idIndex", Value: good}})
+	r := run(t, db, bson.D{{Key: "listCollections", Value: 1}, {Key: "filter", Value: bson.D{{Key: "name", Value: "c"}}}})
+	info := r.Lookup("cursor", "firstBatch", "0").Document()
+	if opts := info.Lookup("options").Document(); len(opts) != 5 {
+		t.Fatalf("options = %s, want {}", opts)
+	}
+	if info.Lookup("idIndex", "name").StringValue() != "_id_" {
+		t.Fatalf("listing = %s", info)
+	}
+	for name, tc := range map[string]struct {
+		spec bson.D
+		more bson.D
+		code int32
+		msg  string
+	}{
+		"key":     {bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "_id_"}}, nil, 2, "must be {_id: 1}"},
+		"name":    {bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "x"}}, nil, 2, "must be '_id_'"},
+		"no name": {bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}}, nil, 9, "'name' field is a required"},
+		"unique":  {bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "_id_"}, {Key: "unique", Value: true}}, nil, 197, "'unique' is not valid for an _id index"},
+		"ns":      {bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "_id_"}, {Key: "ns", Value: "ii.other"}}, nil, 2, "doesn't match the namespace"},
+		"version": {bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "_id_"}, {Key: "v", Value: 3}}, nil, 67, "v=3"},
+		"view":    {good, bson.D{{Key: "viewOn", Value: "c"}}, 72, "not allowed with 'viewOn'"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := append(bson.D{{Key: "create", Value: "d"}, {Key: "idIndex", Value: tc.spec}}, tc.more...)
+			wantCode(t, db.RunCommand(t.Context(), cmd).Err(), tc.code, tc.msg)
+		})
+	}
+	wantCode(t, db.RunCommand(t.Context(), bson.D{{Key: "create", Value: "d"}, {Key: "idIndex", Value: 1}}).Err(), 14, "'create.idIndex' is the wrong type")
+}
+
+// TestLocalAndAdminRendered: local (listed by listDatabases) holds the
+// capped oplog.rs with collStats and $collStats, and system.replset;
+// admin.system.version holds the auth schema version mongorestore reads.
+func TestLocalAndAdminRendered(t *testing.T) {
+	_, c := setup(t)
+	ctx := t.Context()
+	if _, err := c.Database("app").Collection("c").InsertOne(ctx, bson.D{{Key: "a", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	names, err := c.ListDatabaseNames(ctx, bson.D{})
+	if err != nil || !slices.Contains(names, "local") || !slices.Contains(names, "app") {
+		t.Fatalf("databases = %v, %v", names, err)
+	}
+	local := c.Database("local")
+	colls, err := local.ListCollectionNames(ctx, bson.D{})
+	if err != nil || !slices.Equal(colls, []string{"oplog.rs", "system.replset"}) {
+		t.Fatalf("local collections = %v, %v", colls, err)
+	}
+	r := run(t, local, bson.D{{Key: "listCollections", Value: 1}, {Key: "filter", Value: bson.D{{Key: "name", Value: "oplog.rs"}}}})
+	opl := r.Lookup("cursor", "firstBatch", "0").Document()
+	if !opl.Lookup("options", "capped").Boolean() || opl.Lookup("options", "size").AsInt64() != 256<<20 {
+		t.Fatalf("oplog.rs listing = %s", opl)
+	}
+	st := run(t, local, bson.D{{Key: "collStats", Value: "oplog.rs"}})
+	if !st.Lookup("capped").Boolean() || st.Lookup("maxSize").AsInt64() != 256<<20 || st.Lookup("count").AsInt64() < 2 || st.Lookup("size").AsInt64() <= 0 {
+		t.Fatalf("collStats oplog.rs = %s", st)
+	}
+	cur, err := local.Collection("oplog.rs").Aggregate(ctx, mongo.Pipeline{{{Key: "$collStats", Value: bson.D{{Key: "storageStats", Value: bson.D{}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agg []bson.Raw
+	if err := cur.All(ctx, &agg); err != nil || len(agg) != 1 || agg[0].Lookup("storageStats", "maxSize").AsInt64() != 256<<20 {
+		t.Fatalf("$collStats on oplog.rs = %v, %v", agg, err)
+	}
+	_, err = local.Collection("oplog.rs").Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}})
+	wantCode(t, err, 20, "read the oplog with find")
+	var cfg bson.Raw
+	if err := local.Collection("system.replset").FindOne(ctx, bson.D{}).Decode(&cfg); err != nil || cfg.Lookup("_id").StringValue() != "rs0" {
+		t.Fatalf("system.replset = %s, %v", cfg, err)
+	}
+	if n, err := local.Collection("system.replset").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Fatalf("system.replset count = %d, %v", n, err)
+	}
+	var auth bson.Raw
+	if err := c.Database("admin").Collection("system.version").FindOne(ctx, bson.D{{Key: "_id", Value: "authSchema"}}).Decode(&auth); err != nil || auth.Lookup("currentVersion").Int32() != 5 {
+		t.Fatalf("authSchema = %s, %v", auth, err)
+	}
+	p := run(t, c.Database("admin"), bson.D{{Key: "getParameter", Value: 1}, {Key: "authSchemaVersion", Value: 1}})
+	if p.Lookup("authSchemaVersion").Int32() != 5 {
+		t.Fatalf("getParameter = %s", p)
+	}
+	// A capped collection's stats report its bounds.
+	run(t, c.Database("app"), bson.D{{Key: "create", Value: "cap"}, {Key: "capped", Value: true}, {Key: "size", Value: 10000}, {Key: "max", Value: 5}})
+	cs := run(t, c.Database("app"), bson.D{{Key: "collStats", Value: "cap"}})
+	if !cs.Lookup("capped").Boolean() || cs.Lookup("maxSize").AsInt64() != 10000 || cs.Lookup("max").AsInt64() != 5 {
+		t.Fatalf("collStats cap = %s", cs)
+	}
+}
+
+// TestServerStatusForMongostat: the fields mongostat decodes, in mongod's
+// types (uptime a whole number in a double), and opcounters that count.
+func TestServerStatusForMongostat(t *testing.T) {
+	_, c := setup(t)
+	admin := c.Database("admin")
+	before := run(t, admin, bson.D{{Key: "serverStatus", Value: 1}})
+	coll := c.Database("ss").Collection("c")
+	if _, err := coll.InsertMany(t.Context(), []any{bson.D{}, bson.D{}, bson.D{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.UpdateOne(t.Context(), bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.FindOne(t.Context(), bson.D{}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	after := run(t, admin, bson.D{{Key: "serverStatus", Value: 1}})
+	up := after.Lookup("uptime").Double()
+	if up != float64(int64(up)) {
+		t.Fatalf("uptime = %v, want a whole number of seconds", up)
+	}
+	delta := func(path ...string) int64 {
+		return after.Lookup(path...).AsInt64() - before.Lookup(path...).AsInt64()
+	}
+	if delta("opcounters", "insert") != 3 || delta("opcounters", "update") != 1 || delta("opcounters", "query") != 1 || delta("opcounters", "command") < 1 {
+		t.Fatalf("opcounters %s -> %s", before.Lookup("opcounters"), after.Lookup("opcounters"))
+	}
+	if delta("network", "bytesIn") <= 0 || delta("network", "numRequests") < 4 || after.Lookup("network", "bytesOut").AsInt64() <= 0 {
+		t.Fatalf("network = %s", after.Lookup("network"))
+	}
+	for _, path := range [][]string{{"mem", "resident"}, {"mem", "virtual"}, {"globalLock", "totalTime"}, {"opcountersRepl", "insert"}, {"asserts", "regular"}} {
+		if _, err := after.LookupErr(path...); err != nil {
+			t.Errorf("serverStatus has no %v", path)
+		}
+	}
+	if !after.Lookup("repl", "ismaster").Boolean() || after.Lookup("repl", "secondary").Boolean() {
+		t.Fatalf("repl = %s", after.Lookup("repl"))
+	}
+}
+
+// TestMergeAuthzCollections: mongorestore's user restore. Users loaded
+// into a temporary collection replace the users of that name; drop
+// removes the others of the scope; only root may run it.
+func TestMergeAuthzCollections(t *testing.T) {
+	s := startAuth(t)
+	root := mustConnectAs(t, s, "admin", adminPassword, "admin", "")
+	ctx := t.Context()
+	createUser(t, root, "shop", "alice", "alice-pw", "readWrite")
+	createUser(t, root, "shop", "bob", "bob-pw", "read")
+	var alice bson.Raw
+	if err := root.Database("admin").Collection("system.users").FindOne(ctx, bson.D{{Key: "_id", Value: "shop.alice"}}).Decode(&alice); err != nil {
+		t.Fatal(err)
+	}
+	run(t, root.Database("shop"), bson.D{{Key: "dropUser", Value: "alice"}})
+	if _, err := connectAs(t, s, "alice", "alice-pw", "shop", ""); err == nil {
+		t.Fatal("alice logs in after dropUser")
+	}
+	if _, err := root.Database("admin").Collection("tempusers").InsertOne(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	merge := bson.D{{Key: "_mergeAuthzCollections", Value: 1}, {Key: "tempUsersCollection", Value: "admin.tempusers"}, {Key: "db", Value: "shop"}, {Key: "drop", Value: true}}
+	bob := mustConnectAs(t, s, "bob", "bob-pw", "shop", "")
+	wantCode(t, bob.Database("admin").RunCommand(ctx, merge).Err(), 13, "not authorized")
+	run(t, root.Database("admin"), merge)
+	mustConnectAs(t, s, "alice", "alice-pw", "shop", "") // restored, with her credentials
+	if _, err := connectAs(t, s, "bob", "bob-pw", "shop", ""); err == nil {
+		t.Fatal("bob survives a merge with drop: true that does not hold him")
+	}
+	mustConnectAs(t, s, "admin", adminPassword, "admin", "") // outside the db scope: kept
+	wantCode(t, root.Database("admin").RunCommand(ctx, bson.D{{Key: "_mergeAuthzCollections", Value: 1}, {Key: "tempUsersCollection", Value: "shop.x"}}).Err(), 2, "must be in the admin database")
+	wantCode(t, root.Database("admin").RunCommand(ctx, bson.D{{Key: "_mergeAuthzCollections", Value: 1}}).Err(), 2, "at least one of")
+	if _, err := root.Database("admin").Collection("temproles").InsertOne(ctx, bson.D{{Key: "_id", Value: "shop.r"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, root.Database("admin").RunCommand(ctx, bson.D{{Key: "_mergeAuthzCollections", Value: 1}, {Key: "tempRolesCollection", Value: "admin.temproles"}}).Err(), 115, "custom roles")
+}
