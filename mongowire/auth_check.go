@@ -46,6 +46,7 @@ var clusterCommands = map[string]action{
 	"getDefaultRWConcern": actGetDefaultRWConcern,
 	"killAllSessions":     actKillAnySession,
 	"configureFailPoint":  actConfigureFailPoint,
+	"top":                 actTop,
 }
 
 // collCommands need actions on the collection named by their first field.

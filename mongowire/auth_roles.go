@@ -58,6 +58,7 @@ const (
 	actGetDefaultRWConcern
 	actKillAnySession
 	actConfigureFailPoint
+	actTop
 	actLast
 )
 
@@ -68,7 +69,7 @@ var actionNames = [...]string{
 	"createUser", "dropUser", "grantRole", "revokeRole", "viewUser", "viewRole", "changePassword",
 	"changeCustomData", "bypassDocumentValidation", "listDatabases", "serverStatus", "replSetGetConfig", "replSetGetStatus",
 	"getCmdLineOpts", "getLog", "getParameter", "hostInfo", "inprog", "getDefaultRWConcern",
-	"killAnySession", "configureFailPoint",
+	"killAnySession", "configureFailPoint", "top",
 }
 
 // names lists the actions of a, in bit order.
@@ -92,7 +93,7 @@ const (
 	userAdminActions = actCreateUser | actDropUser | actGrantRole | actRevokeRole | actViewUser | actViewRole |
 		actChangePassword | actChangeCustomData
 	clusterMonitorActions = actListDatabases | actServerStatus | actReplSetGetConfig | actReplSetGetStatus |
-		actGetCmdLineOpts | actGetLog | actGetParameter | actHostInfo | actInprog | actGetDefaultRWConcern
+		actGetCmdLineOpts | actGetLog | actGetParameter | actHostInfo | actInprog | actGetDefaultRWConcern | actTop
 	clusterAdminActions = clusterMonitorActions | actKillAnySession
 )
 

@@ -99,6 +99,7 @@ func (s *Server) commandTable() map[string]command {
 		// Apart, so that the long name leaves the alignment above alone.
 		"getDefaultRWConcern": {run: s.cmdGetDefaultRWConcern, adminOnly: true},
 		"revokeRolesFromUser": {run: s.cmdRevokeRolesFromUser},
+		"top":                 {run: s.cmdTop, adminOnly: true},
 
 		"dropAllUsersFromDatabase": {run: s.cmdDropAllUsersFromDatabase},
 		"_mergeAuthzCollections":   {run: s.cmdMergeAuthzCollections, adminOnly: true},
@@ -145,6 +146,7 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 		return s.errorReply(err), nil
 	}
 	reply, err := s.runCommand(ctx, c, r)
+	s.top.record(r, time.Since(received))
 	if berr := s.store.Broken(); err == nil && berr != nil && !answersWhenBroken[r.name] {
 		// The journal failed under this command: its reply would count
 		// what it applied in memory, which a restart does not find.

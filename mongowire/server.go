@@ -136,6 +136,7 @@ type Server struct {
 	failpoints failPoints
 	auth       authState  // users and authentication counters (auth_users.go)
 	counters   opCounters // serverStatus opcounters and network (cmd_serverstatus.go)
+	top        topTable   // the top command (cmd_top.go)
 }
 
 // New returns a server configured by cfg, with defaults applied. It does no I/O.

@@ -394,3 +394,28 @@ func TestMergeAuthzCollections(t *testing.T) {
 	}
 	wantCode(t, root.Database("admin").RunCommand(ctx, bson.D{{Key: "_mergeAuthzCollections", Value: 1}, {Key: "tempRolesCollection", Value: "admin.temproles"}}).Err(), 115, "custom roles")
 }
+
+// TestTop: top (mongotop) reports, per namespace, the commands that named
+// it: totals, readers and writers, and by kind, with times in µs.
+func TestTop(t *testing.T) {
+	_, c := setup(t)
+	coll := c.Database("tp").Collection("c")
+	for i := range 3 {
+		if _, err := coll.InsertOne(t.Context(), bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := coll.FindOne(t.Context(), bson.D{}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, c.Database("admin"), bson.D{{Key: "top", Value: 1}})
+	e := r.Lookup("totals", "tp.c").Document()
+	count := func(k string) int64 { return e.Lookup(k, "count").AsInt64() }
+	if count("total") != 4 || count("insert") != 3 || count("queries") != 1 || count("writeLock") != 3 || count("readLock") != 1 || count("remove") != 0 {
+		t.Fatalf("top tp.c = %s", e)
+	}
+	if e.Lookup("total", "time").AsInt64() < e.Lookup("insert", "time").AsInt64() {
+		t.Fatalf("top total time below insert time: %s", e)
+	}
+	wantCode(t, c.Database("tp").RunCommand(t.Context(), bson.D{{Key: "top", Value: 1}}).Err(), 13, "may only be run against the admin database")
+}
