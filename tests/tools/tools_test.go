@@ -416,6 +416,19 @@ func TestDumpOplogReplay(t *testing.T) {
 					return
 				}
 			}
+			if n%50 == 0 { // a transaction: one applyOps entry in the oplog
+				sess, err := a.StartSession()
+				if err != nil {
+					return
+				}
+				_, err = sess.WithTransaction(ctx, func(sc context.Context) (any, error) {
+					return a.Database("live").Collection("txn").InsertMany(sc, []any{bson.D{{Key: "_id", Value: 2 * n}}, bson.D{{Key: "_id", Value: 2*n + 1}}})
+				})
+				sess.EndSession(context.Background())
+				if err != nil {
+					return
+				}
+			}
 			n++
 		}
 	}()
@@ -456,6 +469,10 @@ func TestDumpOplogReplay(t *testing.T) {
 	missing, err := b.Database("live").Collection("w").CountDocuments(t.Context(), bson.D{{Key: "next", Value: bson.D{{Key: "$exists", Value: false}}}})
 	if err != nil || missing > 2 {
 		t.Fatalf("%d restored writer documents lack their update (want at most 2), %v", missing, err)
+	}
+	// Transactions replay whole: both documents of each, or neither.
+	if n, err := b.Database("live").Collection("txn").CountDocuments(t.Context(), bson.D{}); err != nil || n == 0 || n%2 != 0 {
+		t.Fatalf("restored %d transaction documents, %v", n, err)
 	}
 	if !bytes.Equal(firstBatch(t, a, "app"), firstBatch(t, b, "app")) {
 		t.Fatal("--preserveUUID: listings differ")
