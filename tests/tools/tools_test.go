@@ -36,7 +36,16 @@ var (
 	toolsOnce sync.Once
 	toolsDir  string
 	toolsErr  error
+	builtDir  string // removed by TestMain: tools this run built
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
 
 // tools returns the directory of the tool binaries, or skips.
 func tools(t *testing.T) string {
@@ -65,6 +74,7 @@ func findTools() (string, error) {
 		if err != nil {
 			return "", err
 		}
+		builtDir = dir
 		for _, n := range toolNames {
 			cmd := exec.Command("go", "build", "-mod=vendor", "-o", filepath.Join(dir, n), "./"+n+"/main")
 			cmd.Dir = src
