@@ -269,6 +269,14 @@ func (ap *applier) createWithUUID(db string, o bson.Raw, ui bson.Binary) error {
 			return err
 		}
 	}
+	for _, refuse := range []func(*request) error{refuseUsersDDL, refuseSystemWrite, refuseOplogWrite} {
+		if err := refuse(r); err != nil {
+			return err
+		}
+	}
+	if err := refuseCollation(raw); err != nil {
+		return err
+	}
 	ns, err := collNS(r)
 	if err != nil {
 		return err

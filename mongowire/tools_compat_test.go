@@ -419,3 +419,27 @@ func TestTop(t *testing.T) {
 	}
 	wantCode(t, c.Database("tp").RunCommand(t.Context(), bson.D{{Key: "top", Value: 1}}).Err(), 13, "may only be run against the admin database")
 }
+
+// TestApplyOpsPreserveUUID: a create entry with ui makes the collection
+// with that UUID, once; later entries find it by UUID, whatever their ns
+// says; the refusals of create still apply.
+func TestApplyOpsPreserveUUID(t *testing.T) {
+	_, c := setup(t)
+	admin := c.Database("admin")
+	ui := bson.Binary{Subtype: 4, Data: []byte("0123456789abcdef")}
+	create := bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "pu.$cmd"}, {Key: "ui", Value: ui}, {Key: "o", Value: bson.D{{Key: "create", Value: "c"}, {Key: "idIndex", Value: bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "_id_"}}}}}}
+	run(t, admin, bson.D{{Key: "applyOps", Value: bson.A{create}}})
+	r := run(t, c.Database("pu"), bson.D{{Key: "listCollections", Value: 1}})
+	if _, data := r.Lookup("cursor", "firstBatch", "0", "info", "uuid").Binary(); string(data) != "0123456789abcdef" {
+		t.Fatalf("listing = %s", r)
+	}
+	insert := bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "pu.elsewhere"}, {Key: "ui", Value: ui}, {Key: "o", Value: bson.D{{Key: "_id", Value: 1}}}}
+	run(t, admin, bson.D{{Key: "applyOps", Value: bson.A{insert}}})
+	if n, _ := c.Database("pu").Collection("c").CountDocuments(t.Context(), bson.D{}); n != 1 {
+		t.Fatalf("the insert by UUID went elsewhere: %d documents in pu.c", n)
+	}
+	other := bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "pu.$cmd"}, {Key: "ui", Value: ui}, {Key: "o", Value: bson.D{{Key: "create", Value: "d"}}}}
+	wantCode(t, admin.RunCommand(t.Context(), bson.D{{Key: "applyOps", Value: bson.A{other}}}).Err(), 48, "UUID 30313233-3435-3637-3839-616263646566 already exists")
+	sys := bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"}, {Key: "ui", Value: bson.Binary{Subtype: 4, Data: []byte("fedcba9876543210")}}, {Key: "o", Value: bson.D{{Key: "create", Value: "system.users"}}}}
+	wantCode(t, admin.RunCommand(t.Context(), bson.D{{Key: "applyOps", Value: bson.A{sys}}}).Err(), 73, "cannot write to 'admin.system.users'")
+}
