@@ -515,3 +515,44 @@ func TestStatAndTop(t *testing.T) {
 		t.Fatalf("mongotop:\n%s", out)
 	}
 }
+
+// BenchmarkDumpRestore: mongodump --archive and mongorestore of
+// TIDE_BENCH_DOCS (default 100000) 200-byte documents, in documents per
+// second through the real tools.
+func BenchmarkDumpRestore(b *testing.B) {
+	dir, err := findTools()
+	if err != nil {
+		b.Skip(err)
+	}
+	n := 100000
+	if v := os.Getenv("TIDE_BENCH_DOCS"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	src, dst := testenv.MongoWire(b), testenv.MongoWire(b)
+	c := testenv.MongoClient(b, src.URI())
+	for i := 0; i < n; i += 1000 {
+		batch := make([]any, 0, 1000)
+		for j := i; j < min(i+1000, n); j++ {
+			batch = append(batch, bson.D{{Key: "_id", Value: j}, {Key: "pad", Value: strings.Repeat("x", 170)}})
+		}
+		if _, err := c.Database("bench").Collection("c").InsertMany(b.Context(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	archive := filepath.Join(b.TempDir(), "a.archive")
+	var dump, restore time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if out, err := exec.Command(filepath.Join(dir, "mongodump"), "--uri", src.URI(), "--archive="+archive, "--db", "bench").CombinedOutput(); err != nil {
+			b.Fatalf("mongodump: %v\n%s", err, out)
+		}
+		dump += time.Since(start)
+		start = time.Now()
+		if out, err := exec.Command(filepath.Join(dir, "mongorestore"), "--uri", dst.URI(), "--archive="+archive, "--drop").CombinedOutput(); err != nil {
+			b.Fatalf("mongorestore: %v\n%s", err, out)
+		}
+		restore += time.Since(start)
+	}
+	b.ReportMetric(float64(n*b.N)/dump.Seconds(), "dump-docs/s")
+	b.ReportMetric(float64(n*b.N)/restore.Seconds(), "restore-docs/s")
+}
