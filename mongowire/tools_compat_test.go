@@ -91,6 +91,11 @@ func TestApplyOpsReplaysOplog(t *testing.T) {
 	sess.EndSession(ctx)
 	mustRun(bson.D{{Key: "create", Value: "gone"}})
 	mustRun(bson.D{{Key: "drop", Value: "gone"}})
+	mustRun(bson.D{{Key: "create", Value: "moved"}})
+	if _, err := db.Collection("moved").InsertOne(ctx, bson.D{{Key: "_id", Value: "m"}}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, a.Database("admin"), bson.D{{Key: "renameCollection", Value: "rp.moved"}, {Key: "to", Value: "rp2.there"}})
 
 	cur, err := a.Database("local").Collection("oplog.rs").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "$natural", Value: 1}}))
 	if err != nil {
@@ -105,12 +110,16 @@ func TestApplyOpsReplaysOplog(t *testing.T) {
 			t.Fatalf("applyOps %s: %v", op, err)
 		}
 	}
-	if diff := compareServers(t, a, b, "rp"); diff != "" {
-		t.Fatal(diff)
+	for _, name := range []string{"rp", "rp2"} {
+		if diff := compareServers(t, a, b, name); diff != "" {
+			t.Fatal(diff)
+		}
 	}
-	// Replaying again is idempotent for the documents (inserts upsert).
+	// Inserts replayed again over documents that are there do not fail
+	// (they upsert), as mongorestore --oplogReplay needs when the oplog
+	// overlaps the dumped data.
 	for _, op := range ops {
-		if op.Lookup("op").StringValue() != "i" {
+		if op.Lookup("op").StringValue() != "i" || op.Lookup("ns").StringValue() != "rp.c" {
 			continue
 		}
 		if err := b.Database("admin").RunCommand(ctx, bson.D{{Key: "applyOps", Value: bson.A{op}}}).Err(); err != nil {
