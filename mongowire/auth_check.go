@@ -193,8 +193,8 @@ func (s *Server) permits(p *privileges, r *request) bool {
 			}
 		}
 		return p.on(need, r.db, "")
-	case "_mergeAuthzCollections": // mongorestore's user restore writes users of any database: root only
-		return false
+	case "_mergeAuthzCollections": // mongorestore's user restore writes users of any database: root and restore
+		return p.restore
 	case "dropUser", "dropAllUsersFromDatabase":
 		return p.on(actDropUser, r.db, "")
 	case "grantRolesToUser":

@@ -242,13 +242,30 @@ func (ap *applier) command(db string, o bson.Raw, ui *bson.Binary) error {
 		return mongoerr.New(mongoerr.CommandNotSupported, "applyOps: the command entry %q is not supported by this server", name)
 	}
 	_, err = ap.run(db, body)
+	if e, ok := mongoerr.As(err); ok && acceptableErrors[name] == e.Code {
+		return nil // already applied: a replay overlaps what it replays onto
+	}
 	return err
+}
+
+// acceptableErrors are the failures of a command entry that mean it is
+// already applied, as mongod's oplog application lists them: replaying
+// an oplog that starts before the dumped data ends meets them.
+var acceptableErrors = map[string]int32{
+	"create":           mongoerr.NamespaceExists,
+	"drop":             mongoerr.NamespaceNotFound,
+	"collMod":          mongoerr.NamespaceNotFound,
+	"renameCollection": mongoerr.NamespaceNotFound,
+	"dropIndexes":      mongoerr.IndexNotFound,
 }
 
 // createWithUUID applies a create entry that names the collection's UUID
 // (mongorestore --preserveUUID).
 func (ap *applier) createWithUUID(db string, o bson.Raw, ui bson.Binary) error {
-	if _, taken := ap.nsByUUID(ui); taken {
+	if at, taken := ap.nsByUUID(ui); taken {
+		if coll, _ := o.Index(0).Value().StringValueOK(); at.DB == db && at.Coll == coll {
+			return nil // already applied
+		}
 		return mongoerr.New(mongoerr.NamespaceExists, "a collection with UUID %s already exists", uuidString(ui))
 	}
 	body := bson.D{}

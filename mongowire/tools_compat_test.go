@@ -207,7 +207,7 @@ func TestApplyOpsRefusals(t *testing.T) {
 		"update no o2":   {bson.A{bson.D{{Key: "op", Value: "u"}, {Key: "ns", Value: "x.c"}, {Key: "o", Value: bson.D{{Key: "a", Value: 1}}}}}, 9, "no object 'o2'"},
 		"bad diff":       {bson.A{bson.D{{Key: "op", Value: "u"}, {Key: "ns", Value: "x.c"}, {Key: "o", Value: bson.D{{Key: "$v", Value: 2}, {Key: "diff", Value: bson.D{{Key: "q", Value: 1}}}}}, {Key: "o2", Value: bson.D{{Key: "_id", Value: 1}}}}}, 9, "unknown section 'q'"},
 		"unknown cmd":    {bson.A{bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "x.$cmd"}, {Key: "o", Value: bson.D{{Key: "emptycapped", Value: "c"}}}}}, 115, "\"emptycapped\" is not supported"},
-		"failing create": {bson.A{bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "x.$cmd"}, {Key: "o", Value: bson.D{{Key: "create", Value: "c"}}}}}, 48, "already exists"},
+		"failing create": {bson.A{bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "x.$cmd"}, {Key: "o", Value: bson.D{{Key: "create", Value: "d"}, {Key: "capped", Value: true}}}}}, 72, "size"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := admin.RunCommand(t.Context(), bson.D{{Key: "applyOps", Value: tc.ops}}).Err()
@@ -223,6 +223,16 @@ func TestApplyOpsRefusals(t *testing.T) {
 	wantCode(t, err, 4, "entry 1")
 	if n, _ := c.Database("x").Collection("c").CountDocuments(t.Context(), bson.D{{Key: "_id", Value: 7}}); n != 1 {
 		t.Fatalf("entry 0 applied %d times, want 1", n)
+	}
+	// Entries already applied, as a replay that overlaps the dumped data
+	// meets them, succeed: mongod's acceptable errors.
+	for _, o := range []bson.D{
+		{{Key: "create", Value: "c"}},
+		{{Key: "drop", Value: "missing"}},
+		{{Key: "dropIndexes", Value: "c"}, {Key: "index", Value: "nope"}},
+		{{Key: "renameCollection", Value: "x.missing"}, {Key: "to", Value: "x.other"}},
+	} {
+		run(t, admin, bson.D{{Key: "applyOps", Value: bson.A{bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "x.$cmd"}, {Key: "o", Value: o}}}}})
 	}
 	r := run(t, admin, bson.D{{Key: "applyOps", Value: bson.A{bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "noop"}}}}}}})
 	if r.Lookup("applied").Int32() != 1 {
@@ -447,8 +457,53 @@ func TestApplyOpsPreserveUUID(t *testing.T) {
 	if n, _ := c.Database("pu").Collection("c").CountDocuments(t.Context(), bson.D{}); n != 1 {
 		t.Fatalf("the insert by UUID went elsewhere: %d documents in pu.c", n)
 	}
+	run(t, admin, bson.D{{Key: "applyOps", Value: bson.A{create}}}) // again: already applied
 	other := bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "pu.$cmd"}, {Key: "ui", Value: ui}, {Key: "o", Value: bson.D{{Key: "create", Value: "d"}}}}
 	wantCode(t, admin.RunCommand(t.Context(), bson.D{{Key: "applyOps", Value: bson.A{other}}}).Err(), 48, "UUID 30313233-3435-3637-3839-616263646566 already exists")
 	sys := bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"}, {Key: "ui", Value: bson.Binary{Subtype: 4, Data: []byte("fedcba9876543210")}}, {Key: "o", Value: bson.D{{Key: "create", Value: "system.users"}}}}
 	wantCode(t, admin.RunCommand(t.Context(), bson.D{{Key: "applyOps", Value: bson.A{sys}}}).Err(), 73, "cannot write to 'admin.system.users'")
+}
+
+// TestBackupRestoreRoles: backup reads what mongodump reads (users, the
+// oplog, local and config) and writes nothing; restore writes any
+// database and merges users, and reads no system collection.
+func TestBackupRestoreRoles(t *testing.T) {
+	s := startAuth(t)
+	root := mustConnectAs(t, s, "admin", adminPassword, "admin", "")
+	createUser(t, root, "admin", "bk", "bk-pw", "backup")
+	createUser(t, root, "admin", "rs", "rs-pw", "restore")
+	ctx := t.Context()
+	if _, err := root.Database("app").Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	bk := mustConnectAs(t, s, "bk", "bk-pw", "admin", "")
+	for _, ns := range [][2]string{{"app", "c"}, {"admin", "system.users"}, {"admin", "system.version"}, {"local", "oplog.rs"}, {"config", "transactions"}} {
+		if err := bk.Database(ns[0]).Collection(ns[1]).FindOne(ctx, bson.D{}).Err(); err != nil && err != mongo.ErrNoDocuments {
+			t.Errorf("backup find %s.%s: %v", ns[0], ns[1], err)
+		}
+	}
+	if _, err := bk.Database("local").ListCollectionNames(ctx, bson.D{}); err != nil {
+		t.Errorf("backup listCollections local: %v", err)
+	}
+	_, err := bk.Database("app").Collection("c").InsertOne(ctx, bson.D{})
+	wantCode(t, err, 13, "not authorized")
+
+	rs := mustConnectAs(t, s, "rs", "rs-pw", "admin", "")
+	if _, err := rs.Database("other").Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatalf("restore insert: %v", err)
+	}
+	err = rs.Database("admin").Collection("system.users").FindOne(ctx, bson.D{}).Err()
+	wantCode(t, err, 13, "not authorized")
+	if _, err := rs.Database("admin").Collection("tempusers").InsertOne(ctx, bson.D{{Key: "_id", Value: "app.x"}, {Key: "user", Value: "x"}, {Key: "db", Value: "app"},
+		{Key: "userId", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}, {Key: "credentials", Value: bson.D{}}, {Key: "roles", Value: bson.A{}}}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, rs.Database("admin"), bson.D{{Key: "_mergeAuthzCollections", Value: 1}, {Key: "tempUsersCollection", Value: "admin.tempusers"}, {Key: "db", Value: "app"}})
+	r := run(t, root.Database("app"), bson.D{{Key: "usersInfo", Value: "x"}})
+	if vals, _ := r.Lookup("users").Array().Values(); len(vals) != 1 {
+		t.Fatalf("merged user x: %s", r)
+	}
+	// applyOps runs each entry as the caller: restore may insert, not read users.
+	err = rs.Database("admin").RunCommand(ctx, bson.D{{Key: "applyOps", Value: bson.A{bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "admin.system.users"}, {Key: "o", Value: bson.D{{Key: "_id", Value: "app.y"}}}}}}}).Err()
+	wantCode(t, err, 13, "not authorized")
 }
