@@ -101,6 +101,9 @@ func (ap *applier) apply(op bson.Raw) error {
 	if kind == "c" {
 		return ap.command(db, o, ui)
 	}
+	if ns == usersNS { // by name: its UUID is the source server's
+		return ap.userEntry(kind, o, op)
+	}
 	if ui != nil { // mongod resolves a CRUD entry by its collection's UUID
 		found, ok := ap.nsByUUID(*ui)
 		if !ok {
@@ -480,4 +483,60 @@ func removeField(doc bson.D, k string) bson.D {
 		}
 	}
 	return doc
+}
+
+// userEntry applies an entry on admin.system.users (a createUser,
+// updateUser or dropUser on the replayed server) through the user store,
+// so that the users in memory follow. Only root and restore may.
+func (ap *applier) userEntry(kind string, o, op bson.Raw) error {
+	if ap.s.cfg.Auth {
+		if p := ap.s.privilegesOf(ap.c); p == nil || !(p.all || p.restore) {
+			return mongoerr.New(mongoerr.Unauthorized, "not authorized to apply an entry on %s", usersNS)
+		}
+	}
+	var doc bson.Raw
+	switch kind {
+	case "i":
+		doc = o
+	case "u":
+		o2, ok := op.Lookup("o2").DocumentOK()
+		id, ok2 := o2.Lookup("_id").StringValueOK()
+		if !ok || !ok2 {
+			return mongoerr.New(mongoerr.FailedToParse, "an update entry on %s has no o2 {_id}", usersNS)
+		}
+		doc = o
+		if first, err := o.IndexErr(0); err == nil && first.Key() == "$v" {
+			db, user, _ := strings.Cut(id, ".")
+			cur := ap.s.lookupUser(db, user)
+			if cur == nil {
+				return mongoerr.New(mongoerr.UserNotFound, "Could not find user %q to update", id)
+			}
+			var d bson.D
+			if err := bson.Unmarshal(mustMarshal(cur.document(true)), &d); err != nil {
+				return err
+			}
+			next, err := applyDocDiff(d, o.Lookup("diff").Document())
+			if err != nil {
+				return err
+			}
+			doc = mustMarshal(next)
+		}
+	case "d":
+		id, ok := o.Lookup("_id").StringValueOK()
+		if !ok {
+			return mongoerr.New(mongoerr.FailedToParse, "a delete entry on %s has no _id", usersNS)
+		}
+		_, err := ap.s.dropUsers(func(u *authUser) bool { return u.ID == id })
+		return err
+	default:
+		return mongoerr.New(mongoerr.BadValue, "the oplog entry's 'op' %q is not one of i, u, d, c, n", kind)
+	}
+	u, err := parseUser(doc)
+	if err != nil {
+		return mongoerr.New(mongoerr.BadValue, "%s: %v", usersNS, err)
+	}
+	if u.ID != u.DB+"."+u.User || u.User == "" {
+		return mongoerr.New(mongoerr.BadValue, "%s: user document %s has an _id that is not db.user", usersNS, doc)
+	}
+	return ap.s.putUser(u, ap.s.lookupUser(u.DB, u.User) == nil)
 }

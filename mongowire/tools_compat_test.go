@@ -507,3 +507,36 @@ func TestBackupRestoreRoles(t *testing.T) {
 	err = rs.Database("admin").RunCommand(ctx, bson.D{{Key: "applyOps", Value: bson.A{bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "admin.system.users"}, {Key: "o", Value: bson.D{{Key: "_id", Value: "app.y"}}}}}}}).Err()
 	wantCode(t, err, 13, "not authorized")
 }
+
+// TestApplyOpsUsers: entries on admin.system.users (createUser, updateUser
+// and dropUser as the oplog records them) go through the user store: the
+// user can log in after an insert and cannot after a delete.
+func TestApplyOpsUsers(t *testing.T) {
+	s := startAuth(t)
+	root := mustConnectAs(t, s, "admin", adminPassword, "admin", "")
+	ctx := t.Context()
+	createUser(t, root, "shop", "carol", "carol-pw", "read")
+	var doc bson.Raw
+	if err := root.Database("admin").Collection("system.users").FindOne(ctx, bson.D{{Key: "_id", Value: "shop.carol"}}).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	run(t, root.Database("shop"), bson.D{{Key: "dropUser", Value: "carol"}})
+	apply := func(c *mongo.Client, op bson.D) error {
+		return c.Database("admin").RunCommand(ctx, bson.D{{Key: "applyOps", Value: bson.A{op}}}).Err()
+	}
+	insert := bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "admin.system.users"}, {Key: "ui", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}, {Key: "o", Value: doc}}
+	createUser(t, root, "shop", "dave", "dave-pw", "readWrite")
+	dave := mustConnectAs(t, s, "dave", "dave-pw", "shop", "")
+	wantCode(t, apply(dave, insert), 13, "not authorized")
+	if err := apply(root, insert); err != nil {
+		t.Fatal(err)
+	}
+	mustConnectAs(t, s, "carol", "carol-pw", "shop", "")
+	if err := apply(root, bson.D{{Key: "op", Value: "d"}, {Key: "ns", Value: "admin.system.users"}, {Key: "o", Value: bson.D{{Key: "_id", Value: "shop.carol"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := connectAs(t, s, "carol", "carol-pw", "shop", ""); err == nil {
+		t.Fatal("carol logs in after the delete entry")
+	}
+	wantCode(t, apply(root, bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "admin.system.users"}, {Key: "o", Value: bson.D{{Key: "_id", Value: "shop.x"}, {Key: "user", Value: "y"}, {Key: "db", Value: "shop"}}}}), 2, "not db.user")
+}

@@ -556,3 +556,26 @@ func BenchmarkDumpRestore(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/dump.Seconds(), "dump-docs/s")
 	b.ReportMetric(float64(n*b.N)/restore.Seconds(), "restore-docs/s")
 }
+
+// TestBackupRestoreRoles: mongodump --oplog as a backup user, then
+// mongorestore --oplogReplay --drop (users included) as a restore user.
+func TestBackupRestoreRoles(t *testing.T) {
+	tools(t)
+	sa, _, a := authServer(t, "")
+	sb, _, b := authServer(t, "")
+	seed(t, a)
+	for _, c := range []*mongo.Client{a, b} {
+		for _, u := range [][2]string{{"bk", "backup"}, {"rs", "restore"}} {
+			if err := c.Database("admin").RunCommand(t.Context(), bson.D{{Key: "createUser", Value: u[0]}, {Key: "pwd", Value: u[0] + "-pw"}, {Key: "roles", Value: bson.A{u[1]}}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	as := func(s *mongowire.Server, user string) string {
+		return "mongodb://" + user + ":" + user + "-pw@" + s.Addr() + "/?authSource=admin&directConnection=true"
+	}
+	out := filepath.Join(t.TempDir(), "dump")
+	tool(t, "mongodump", "--uri", as(sa, "bk"), "--oplog", "--out", out)
+	tool(t, "mongorestore", "--uri", as(sb, "rs"), "--oplogReplay", "--drop", out)
+	same(t, a, b, "app", false)
+}
