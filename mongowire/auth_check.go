@@ -32,6 +32,7 @@ var anyUserCommands = map[string]bool{
 	"commitTransaction": true, "abortTransaction": true,
 	// mongod's Stable API test commands (test commands only) do nothing.
 	"testVersion2": true, "testVersion1And2": true, "testDeprecation": true,
+	"applyOps": true, // each entry runs as its own command, checked as that command
 }
 
 // clusterCommands need one cluster action.
@@ -47,6 +48,7 @@ var clusterCommands = map[string]action{
 	"getDefaultRWConcern": actGetDefaultRWConcern,
 	"killAllSessions":     actKillAnySession,
 	"configureFailPoint":  actConfigureFailPoint,
+	"top":                 actTop,
 }
 
 // collCommands need actions on the collection named by their first field.
@@ -193,6 +195,8 @@ func (s *Server) permits(p *privileges, r *request) bool {
 			}
 		}
 		return p.on(need, r.db, "")
+	case "_mergeAuthzCollections": // mongorestore's user restore writes users of any database: root and restore
+		return p.restore
 	case "dropUser", "dropAllUsersFromDatabase":
 		return p.on(actDropUser, r.db, "")
 	case "grantRolesToUser":

@@ -58,6 +58,7 @@ const (
 	actGetDefaultRWConcern
 	actKillAnySession
 	actConfigureFailPoint
+	actTop
 	actLast
 )
 
@@ -68,7 +69,7 @@ var actionNames = [...]string{
 	"createUser", "dropUser", "grantRole", "revokeRole", "viewUser", "viewRole", "changePassword",
 	"changeCustomData", "bypassDocumentValidation", "listDatabases", "serverStatus", "replSetGetConfig", "replSetGetStatus",
 	"getCmdLineOpts", "getLog", "getParameter", "hostInfo", "inprog", "getDefaultRWConcern",
-	"killAnySession", "configureFailPoint",
+	"killAnySession", "configureFailPoint", "top",
 }
 
 // names lists the actions of a, in bit order.
@@ -92,7 +93,7 @@ const (
 	userAdminActions = actCreateUser | actDropUser | actGrantRole | actRevokeRole | actViewUser | actViewRole |
 		actChangePassword | actChangeCustomData
 	clusterMonitorActions = actListDatabases | actServerStatus | actReplSetGetConfig | actReplSetGetStatus |
-		actGetCmdLineOpts | actGetLog | actGetParameter | actHostInfo | actInprog | actGetDefaultRWConcern
+		actGetCmdLineOpts | actGetLog | actGetParameter | actHostInfo | actInprog | actGetDefaultRWConcern | actTop
 	clusterAdminActions = clusterMonitorActions | actKillAnySession
 )
 
@@ -102,7 +103,16 @@ type builtinRole struct {
 	anyDB     action // on every database but local and config
 	cluster   action
 	all       bool // root: everything, system collections included
+	backup    bool // reads what mongodump reads beyond anyDB (backupNamespaces)
+	restore   bool // mongorestore's user restore (_mergeAuthzCollections)
 	adminOnly bool // exists only in the admin database
+}
+
+// backupNamespaces are the collections outside anyDB that the backup
+// role reads, as mongod's does: the users and versions mongodump dumps,
+// the oplog of --oplog, and local and config as a whole.
+var backupNamespaces = map[string]bool{
+	"admin.system.users": true, "admin.system.roles": true, "admin.system.version": true, "local.oplog.rs": true,
 }
 
 // builtinRoles are the roles this server knows; there are no custom roles.
@@ -118,6 +128,10 @@ var builtinRoles = map[string]builtinRole{
 	"clusterMonitor":       {cluster: clusterMonitorActions, adminOnly: true},
 	"clusterAdmin":         {cluster: clusterAdminActions, anyDB: actDropDatabase | actKillAnyCursor, adminOnly: true},
 	"root":                 {all: true, adminOnly: true},
+	// mongodump and mongorestore with least privilege.
+	"backup": {anyDB: readActions, cluster: actListDatabases | actServerStatus | actGetParameter, backup: true, adminOnly: true},
+	"restore": {anyDB: readWriteActions | actCollMod | actBypassDocumentValidation, cluster: actListDatabases | actGetParameter,
+		restore: true, adminOnly: true},
 }
 
 // checkRole reports RoleNotFound for a role this server does not have.
@@ -133,6 +147,8 @@ func checkRole(r roleRef) error {
 // command: a few masks and one map, read without locks or allocation.
 type privileges struct {
 	all     bool
+	backup  bool // backupNamespaces readable
+	restore bool // may merge users
 	cluster action
 	anyDB   action
 	dbs     map[string]action
@@ -146,6 +162,8 @@ func compilePrivileges(roles []roleRef) *privileges {
 			continue
 		}
 		p.all = p.all || br.all
+		p.backup = p.backup || br.backup
+		p.restore = p.restore || br.restore
 		p.cluster |= br.cluster
 		p.anyDB |= br.anyDB
 		if br.db != 0 {
@@ -162,6 +180,9 @@ func (p *privileges) on(a action, db, coll string) bool {
 		return false
 	}
 	if p.all {
+		return true
+	}
+	if p.backup && a&^readActions == 0 && (backupNamespaces[db+"."+coll] || db == "local" && coll == "" || db == "config" && !strings.HasPrefix(coll, "system.")) {
 		return true
 	}
 	if strings.HasPrefix(coll, "system.") {

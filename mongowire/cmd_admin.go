@@ -42,6 +42,7 @@ func (s *Server) cmdBuildInfo(context.Context, *conn, *request) (bson.D, error) 
 // parameters are what getParameter reports.
 func (s *Server) parameters() bson.D {
 	return bson.D{
+		{Key: "authSchemaVersion", Value: int32(5)}, // SCRAM users, what mongorestore checks before restoring users
 		{Key: "authenticationMechanisms", Value: bson.A{mechSHA1, mechSHA256}},
 		{Key: "cursorTimeoutMillis", Value: int64(s.cfg.CursorTimeout / time.Millisecond)},
 		{Key: "enableTestCommands", Value: s.cfg.EnableTestCommands},
@@ -93,12 +94,12 @@ func (s *Server) cmdServerStatus(context.Context, *conn, *request) (bson.D, erro
 	host, _ := os.Hostname()
 	up := time.Since(s.started)
 	live := s.live.Load()
-	return bson.D{
+	status := bson.D{
 		{Key: "host", Value: host},
 		{Key: "version", Value: serverVersion},
 		{Key: "process", Value: "mongod"},
 		{Key: "pid", Value: int64(os.Getpid())},
-		{Key: "uptime", Value: up.Seconds()},
+		{Key: "uptime", Value: float64(int64(up.Seconds()))}, // whole seconds, as mongod's double
 		{Key: "uptimeMillis", Value: up.Milliseconds()},
 		{Key: "uptimeEstimate", Value: int64(up.Seconds())},
 		{Key: "localTime", Value: bson.NewDateTimeFromTime(time.Now())},
@@ -110,12 +111,15 @@ func (s *Server) cmdServerStatus(context.Context, *conn, *request) (bson.D, erro
 		{Key: "repl", Value: bson.D{
 			{Key: "setName", Value: s.cfg.ReplSet},
 			{Key: "isWritablePrimary", Value: true},
+			{Key: "ismaster", Value: true}, // serverStatus keeps the legacy name, which mongostat reads
+			{Key: "secondary", Value: false},
 			{Key: "primary", Value: s.advertise},
 			{Key: "me", Value: s.advertise},
 			{Key: "hosts", Value: bson.A{s.advertise}},
 		}},
 		{Key: "storageEngine", Value: bson.D{{Key: "name", Value: "tide"}, {Key: "persistent", Value: s.cfg.DataDir != ""}}},
-	}, nil
+	}
+	return append(status, s.statusSections(up)...), nil
 }
 
 func (s *Server) cmdHostInfo(context.Context, *conn, *request) (bson.D, error) {

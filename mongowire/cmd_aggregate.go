@@ -115,6 +115,13 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 			return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 		}
 	}
+	if static, ok := s.staticDocs(ns); ok { // local_db.go
+		docs, err := s.store.AggregateDocs(ns.DB, stages, static)
+		if err != nil {
+			return nil, err
+		}
+		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
+	}
 	if len(stages) > 0 && stages[0].Index(0).Key() == "$currentOp" { // db.currentOp(): nothing to list
 		if r.db != "admin" || ns.Coll != "" {
 			return nil, mongoerr.New(mongoerr.InvalidNamespace, "$currentOp must be run against the 'admin' database with {aggregate: 1}")

@@ -18,6 +18,9 @@ import (
 // sizes are the BSON sizes of the documents, storage and data alike, and
 // index sizes are 0. 26 NamespaceNotFound when the collection is missing.
 func (s *Server) storageStats(ns store.Namespace, scale int64) (bson.D, error) {
+	if ns == oplogNS {
+		return s.oplogStats(scale), nil // local_db.go
+	}
 	info, ok := s.store.Collection(ns)
 	if !ok {
 		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "Collection [%s] not found.", ns)
@@ -131,6 +134,11 @@ func (s *Server) collStatsStage(ns store.Namespace, stages []bson.Raw) ([]bson.R
 			}
 			out = append(out, bson.E{Key: "storageStats", Value: st})
 		case "count":
+			if ns == oplogNS {
+				n, _, _ := s.store.Oplog().Stats()
+				out = append(out, bson.E{Key: "count", Value: appendNumber(int64(n))})
+				continue
+			}
 			if _, ok := s.store.Collection(ns); !ok {
 				return nil, mongoerr.New(mongoerr.NamespaceNotFound, "Unable to retrieve count in $collStats stage :: caused by :: Collection [%s] not found.", ns)
 			}

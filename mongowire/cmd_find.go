@@ -57,6 +57,9 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 	switch {
 	case ns == oplogNS:
 		docs, err = findOplog(s.store.Oplog(), spec)
+	case ns == replsetNS || ns == versionNS:
+		static, _ := s.staticDocs(ns) // local_db.go
+		docs, err = findStatic(static, spec)
 	case snapshot:
 		docs, err = s.store.FindAt(ns, spec, at)
 	case returnKey || showRecordID:

@@ -32,7 +32,34 @@ func (s *Server) cmdListCollections(ctx context.Context, _ *conn, r *request) (b
 		return nil, err
 	}
 	var docs []bson.Raw
+	var local []collListing
+	local = s.renderedListings(r.db) // local_db.go
+	emit := func(name string, full bson.D) error {
+		raw, err := bson.Marshal(full)
+		if err != nil {
+			return fmt.Errorf("encode collection %s: %w", name, err)
+		}
+		if filter != nil && !f.Match(raw) {
+			return nil
+		}
+		if nameOnly {
+			if raw, err = bson.Marshal(full[:2]); err != nil {
+				return fmt.Errorf("encode collection %s: %w", name, err)
+			}
+		}
+		docs = append(docs, raw)
+		return nil
+	}
 	for _, info := range s.store.ListCollections(r.db) {
+		for len(local) > 0 && local[0].name < info.Name {
+			if err := emit(local[0].name, local[0].doc); err != nil {
+				return nil, err
+			}
+			local = local[1:]
+		}
+		if len(local) > 0 && local[0].name == info.Name {
+			local = local[1:] // a user's collection of that name shadows it
+		}
 		options := info.Options
 		if options == nil {
 			options = bson.D{}
@@ -49,19 +76,14 @@ func (s *Server) cmdListCollections(ctx context.Context, _ *conn, r *request) (b
 		} else if info.Clustered() {
 			full = full[:4] // mongod lists the clusteredIndex option, no idIndex
 		}
-		raw, err := bson.Marshal(full)
-		if err != nil {
-			return nil, fmt.Errorf("encode collection %s: %w", info.Name, err)
+		if err := emit(info.Name, full); err != nil {
+			return nil, err
 		}
-		if filter != nil && !f.Match(raw) {
-			continue
+	}
+	for _, l := range local {
+		if err := emit(l.name, l.doc); err != nil {
+			return nil, err
 		}
-		if nameOnly {
-			if raw, err = bson.Marshal(full[:2]); err != nil {
-				return nil, fmt.Errorf("encode collection %s: %w", info.Name, err)
-			}
-		}
-		docs = append(docs, raw)
 	}
 	return s.openCursor(ctx, r.db+".$cmd.listCollections", &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 }

@@ -3,10 +3,13 @@ package mongowire
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mql"
+	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
 // cmdListDatabases: {listDatabases: 1, nameOnly, filter} ->
@@ -32,7 +35,7 @@ func (s *Server) cmdListDatabases(_ context.Context, c *conn, r *request) (bson.
 	if p := s.privilegesOf(c); s.cfg.Auth && !p.onCluster(actListDatabases) {
 		only = p
 	}
-	for _, info := range s.store.ListDatabases() {
+	for _, info := range withLocal(s.store.ListDatabases(), s.store.Oplog()) {
 		if only != nil && !only.anyOn(info.Name) {
 			continue
 		}
@@ -58,4 +61,17 @@ func (s *Server) cmdListDatabases(_ context.Context, c *conn, r *request) (bson.
 		reply = append(reply, bson.E{Key: "totalSize", Value: total}, bson.E{Key: "totalSizeMb", Value: total >> 20})
 	}
 	return reply, nil
+}
+
+// withLocal adds the local database, which mongod always lists: here it
+// holds the oplog even when no one created a collection in it.
+func withLocal(dbs []store.DatabaseInfo, o *store.Oplog) []store.DatabaseInfo {
+	_, size, _ := o.Stats()
+	i := sort.Search(len(dbs), func(i int) bool { return dbs[i].Name >= "local" })
+	if i < len(dbs) && dbs[i].Name == "local" {
+		dbs[i].SizeOnDisk += size
+		dbs[i].Empty = false
+		return dbs
+	}
+	return slices.Insert(dbs, i, store.DatabaseInfo{Name: "local", SizeOnDisk: size})
 }

@@ -173,8 +173,7 @@ func nextTS(ts bson.Timestamp) (bson.Timestamp, bool) {
 
 // oplogDoc renders an entry in mongod's oplog shape: op (i, u, d, c), ns
 // (db.$cmd for commands), ui, o, o2 (updates), ts, t, v, wall. An update's
-// o is {$v: 2, diff: {u: {...}, d: {...}}} with the updated and removed
-// paths flat, not nested per sub-document as mongod's diff is.
+// o is mongod's nested {$v: 2, diff} (oplog_diff.go).
 func oplogDoc(e *store.OplogEntry) (bson.Raw, error) {
 	d := bson.D{}
 	var o, o2 any
@@ -185,29 +184,12 @@ func oplogDoc(e *store.OplogEntry) (bson.Raw, error) {
 	case "replace":
 		d, o, o2 = append(d, bson.E{Key: "op", Value: "u"}), e.Doc, e.DocKey
 	case "update":
-		diff := bson.D{}
-		if u := e.Update; u != nil {
-			if len(u.UpdatedFields) > 0 {
-				diff = append(diff, bson.E{Key: "u", Value: u.UpdatedFields})
-			}
-			if len(u.RemovedFields) > 0 {
-				rm := bson.D{}
-				for _, f := range u.RemovedFields {
-					rm = append(rm, bson.E{Key: f, Value: false})
-				}
-				diff = append(diff, bson.E{Key: "d", Value: rm})
-			}
-		}
 		d = append(d, bson.E{Key: "op", Value: "u"})
-		o, o2 = bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: diff}}, e.DocKey
+		o, o2 = bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: updateDiff(e.Update, e.Doc)}}, e.DocKey
 	case "delete":
 		d, o = append(d, bson.E{Key: "op", Value: "d"}), e.DocKey
 	default: // DDL
-		cmd := bson.D{{Key: e.Op, Value: e.NS.Coll}}
-		if e.Op == "dropDatabase" {
-			cmd = bson.D{{Key: e.Op, Value: int32(1)}}
-		}
-		d, o = append(d, bson.E{Key: "op", Value: "c"}), append(cmd, e.Extra...)
+		d, o, o2 = append(d, bson.E{Key: "op", Value: "c"}), ddlObject(e), ddlObject2(e)
 		ns = e.NS.DB + ".$cmd"
 	}
 	d = append(d, bson.E{Key: "ns", Value: ns})
@@ -229,6 +211,127 @@ func oplogDoc(e *store.OplogEntry) (bson.Raw, error) {
 	return bson.Marshal(d)
 }
 
+// ddlObject is the o of a DDL entry as mongod 7.0 writes it, so that
+// mongorestore --oplogReplay (and applyOps) can apply it: create with its
+// options flat and the idIndex, createIndexes with one index spec flat,
+// dropIndexes naming the index, renameCollection with full namespaces,
+// collMod with the changed options.
+func ddlObject(e *store.OplogEntry) bson.D {
+	extra := func(key string) any {
+		for _, x := range e.Extra {
+			if x.Key == key {
+				return x.Value
+			}
+		}
+		return nil
+	}
+	switch e.Op {
+	case "dropDatabase":
+		return bson.D{{Key: "dropDatabase", Value: int32(1)}}
+	case "create":
+		o := bson.D{{Key: "create", Value: e.NS.Coll}}
+		opts, _ := extra("options").(bson.D)
+		view, clustered := false, false
+		for _, x := range opts {
+			view = view || x.Key == "viewOn"
+			clustered = clustered || x.Key == "clusteredIndex"
+		}
+		o = append(o, opts...)
+		if !view && !clustered {
+			o = append(o, bson.E{Key: "idIndex", Value: idIndex})
+		}
+		return o
+	case "createIndexes":
+		o := bson.D{{Key: "createIndexes", Value: e.NS.Coll}}
+		if spec := firstIndexSpec(extra("indexes")); spec != nil {
+			o = append(o, spec...)
+		}
+		return o
+	case "dropIndexes":
+		o := bson.D{{Key: "dropIndexes", Value: e.NS.Coll}}
+		if spec := firstIndexSpec(extra("indexes")); spec != nil {
+			name, _ := lookupE(spec, "name").(string)
+			o = append(o, bson.E{Key: "index", Value: name})
+		}
+		return o
+	case "rename":
+		o := bson.D{{Key: "renameCollection", Value: e.NS.String()}, {Key: "to", Value: extra("to")}, {Key: "stayTemp", Value: false}}
+		if dt := extra("dropTarget"); dt != nil {
+			o = append(o, bson.E{Key: "dropTarget", Value: dt})
+		}
+		return o
+	case "modify":
+		o := bson.D{{Key: "collMod", Value: e.NS.Coll}}
+		for _, x := range e.Extra {
+			if x.Key != "stateBeforeChange" {
+				o = append(o, x)
+			}
+		}
+		return o
+	}
+	return append(bson.D{{Key: e.Op, Value: e.NS.Coll}}, e.Extra...)
+}
+
+// ddlObject2 is the o2 mongod writes with some DDL: the dropped index's
+// spec, and the options a collMod replaced.
+func ddlObject2(e *store.OplogEntry) any {
+	switch e.Op {
+	case "dropIndexes":
+		for _, x := range e.Extra {
+			if x.Key == "indexes" {
+				if spec := firstIndexSpec(x.Value); spec != nil {
+					return spec
+				}
+			}
+		}
+	case "modify":
+		for _, x := range e.Extra {
+			if x.Key == "stateBeforeChange" {
+				if old, ok := lookupE(asD(x.Value), "collectionOptions").(bson.D); ok {
+					return bson.D{{Key: "collectionOptions_old", Value: old}}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// firstIndexSpec returns the index spec of an indexes: [spec] detail (a
+// store entry holds one index).
+func firstIndexSpec(v any) bson.D {
+	arr, ok := v.(bson.A)
+	if !ok || len(arr) == 0 {
+		return nil
+	}
+	return asD(arr[0])
+}
+
+func asD(v any) bson.D {
+	switch d := v.(type) {
+	case bson.D:
+		return d
+	case bson.Raw:
+		var out bson.D
+		if bson.Unmarshal(d, &out) == nil {
+			return out
+		}
+	case bson.RawValue:
+		if raw, ok := d.DocumentOK(); ok {
+			return asD(raw)
+		}
+	}
+	return nil
+}
+
+func lookupE(d bson.D, key string) any {
+	for _, x := range d {
+		if x.Key == key {
+			return x.Value
+		}
+	}
+	return nil
+}
+
 // refuseOplogWrite refuses writes and DDL on local.oplog.rs, which this
 // server derives from its own writes, and the reads other than find,
 // which would otherwise see an empty collection.
@@ -245,8 +348,31 @@ func refuseOplogWrite(r *request) error {
 		return mongoerr.New(mongoerr.InvalidNamespace, "cannot write to '%s'", oplogNS)
 	case "create", "drop", "collMod", "createIndexes", "dropIndexes":
 		return mongoerr.New(mongoerr.IllegalOperation, "%s on '%s' is not allowed: the oplog of this server is read-only", r.name, oplogNS)
-	case "aggregate", "count", "distinct", "explain":
+	case "aggregate":
+		if isCollStats(r.cmd) { // cmd_collstats.go answers for the oplog
+			return nil
+		}
+		return mongoerr.New(mongoerr.IllegalOperation, "%s on '%s' is not supported by this server: read the oplog with find", r.name, oplogNS)
+	case "count", "distinct", "explain":
 		return mongoerr.New(mongoerr.IllegalOperation, "%s on '%s' is not supported by this server: read the oplog with find", r.name, oplogNS)
 	}
 	return nil
+}
+
+// isCollStats reports whether an aggregate's pipeline starts with $collStats.
+func isCollStats(cmd bson.Raw) bool {
+	p, ok := cmd.Lookup("pipeline").ArrayOK()
+	if !ok {
+		return false
+	}
+	first, err := p.IndexErr(0)
+	if err != nil {
+		return false
+	}
+	d, ok := first.DocumentOK()
+	if !ok {
+		return false
+	}
+	e, err := d.IndexErr(0)
+	return err == nil && e.Key() == "$collStats"
 }

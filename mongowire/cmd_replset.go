@@ -10,7 +10,13 @@ import (
 // cmdReplSetGetConfig reports the one-member configuration; its
 // settings.replicaSetId is the store's, persisted with the data.
 func (s *Server) cmdReplSetGetConfig(context.Context, *conn, *request) (bson.D, error) {
-	return bson.D{{Key: "config", Value: bson.D{
+	return bson.D{{Key: "config", Value: s.replSetConfig()}}, nil
+}
+
+// replSetConfig is the replica set config document, as replSetGetConfig
+// and local.system.replset show it.
+func (s *Server) replSetConfig() bson.D {
+	return bson.D{
 		{Key: "_id", Value: s.cfg.ReplSet},
 		{Key: "version", Value: int32(1)},
 		{Key: "term", Value: int32(1)},
@@ -37,7 +43,7 @@ func (s *Server) cmdReplSetGetConfig(context.Context, *conn, *request) (bson.D, 
 			{Key: "getLastErrorDefaults", Value: bson.D{{Key: "w", Value: int32(1)}, {Key: "wtimeout", Value: int32(0)}}},
 			{Key: "replicaSetId", Value: s.store.ReplicaSetID()},
 		}},
-	}}}, nil
+	}
 }
 
 // cmdGetDefaultRWConcern reports the defaults a command without a read or

@@ -70,6 +70,8 @@ func (c *conn) serve(ctx context.Context) {
 			return
 		}
 		first = false
+		c.s.counters.bytesIn.Add(int64(h.Length))
+		c.s.counters.requests.Add(1)
 		switch h.OpCode {
 		case wire.OpMsg:
 			err = c.handleMsg(ctx, h, msg)
@@ -290,6 +292,7 @@ func (c *conn) write() error {
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.BodyTimeout)); err != nil {
 		return err
 	}
+	c.s.counters.bytesOut.Add(int64(len(c.out)))
 	_, err := c.nc.Write(c.out)
 	if cap(c.out) > 1<<20 { // do not pin a huge reply buffer to an idle connection
 		c.out = nil

@@ -37,6 +37,7 @@ func (s *Server) commandTable() map[string]command {
 		// Sorted. One file per command (or per family of trivial ones).
 		"abortTransaction":    {run: s.cmdAbortTransaction, adminOnly: true},
 		"aggregate":           {run: s.cmdAggregate},
+		"applyOps":            {run: s.cmdApplyOps},
 		"authenticate":        {run: s.cmdAuthenticate},
 		"buildInfo":           {run: s.cmdBuildInfo},
 		"collMod":             {run: s.cmdCollMod},
@@ -103,8 +104,10 @@ func (s *Server) commandTable() map[string]command {
 		// Apart, so that the long name leaves the alignment above alone.
 		"getDefaultRWConcern": {run: s.cmdGetDefaultRWConcern, adminOnly: true},
 		"revokeRolesFromUser": {run: s.cmdRevokeRolesFromUser},
+		"top":                 {run: s.cmdTop, adminOnly: true},
 
 		"dropAllUsersFromDatabase": {run: s.cmdDropAllUsersFromDatabase},
+		"_mergeAuthzCollections":   {run: s.cmdMergeAuthzCollections, adminOnly: true},
 	}
 }
 
@@ -148,6 +151,7 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 		return s.errorReply(err), nil
 	}
 	reply, err := s.runCommand(ctx, c, r)
+	s.top.record(r, time.Since(received))
 	if berr := s.store.Broken(); err == nil && berr != nil && !answersWhenBroken[r.name] {
 		// The journal failed under this command: its reply would count
 		// what it applied in memory, which a restart does not find.
@@ -165,6 +169,7 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if !ok || (cmd.testOnly && !s.cfg.EnableTestCommands) {
 		return s.errorReply(mongoerr.New(mongoerr.CommandNotFound, "no such command: '%s'", r.name)), nil
 	}
+	s.counters.count(r)
 	if err := checkAPIParameters(name, r.cmd); err != nil {
 		return s.errorReply(err), nil
 	}

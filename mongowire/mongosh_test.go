@@ -24,7 +24,7 @@ func TestMongosh(t *testing.T) {
 		t.Skip("mongosh is not on PATH: install it with `npm install -g mongosh` to run the scripted session (CI sets TIDE_REQUIRE_MONGOSH=1)")
 	}
 	_, file, _, _ := runtime.Caller(0)
-	for _, name := range []string{"crud.js", "fidelity.js", "collections.js"} {
+	for _, name := range []string{"crud.js", "fidelity.js", "collections.js", "replication.js"} {
 		t.Run(name, func(t *testing.T) {
 			script := filepath.Join(filepath.Dir(file), "..", "tests", "mongosh", name)
 			s := testenv.MongoWire(t)

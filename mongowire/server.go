@@ -134,7 +134,9 @@ type Server struct {
 	local      localSessions // $listLocalSessions (stage_listlocalsessions.go)
 	txns       txnTable      // sessions' transactions (txn.go)
 	failpoints failPoints
-	auth       authState // users and authentication counters (auth_users.go)
+	auth       authState  // users and authentication counters (auth_users.go)
+	counters   opCounters // serverStatus opcounters and network (cmd_serverstatus.go)
+	top        topTable   // the top command (cmd_top.go)
 }
 
 // New returns a server configured by cfg, with defaults applied. It does no I/O.

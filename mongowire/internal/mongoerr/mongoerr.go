@@ -115,11 +115,15 @@ const (
 	UserAlreadyExists              int32 = 51003
 	DocumentValidationFailure      int32 = 121
 	QueryFeatureNotAllowed         int32 = 224
+	InvalidUUID                    int32 = 207
+	InvalidIndexSpecOption         int32 = 197
 )
 
 var names = map[int32]string{
 	DocumentValidationFailure:      "DocumentValidationFailure",
 	QueryFeatureNotAllowed:         "QueryFeatureNotAllowed",
+	InvalidUUID:                    "InvalidUUID",
+	InvalidIndexSpecOption:         "InvalidIndexSpecificationOption",
 	InternalError:                  "InternalError",
 	OutOfDiskSpace:                 "OutOfDiskSpace",
 	UserNotFound:                   "UserNotFound",

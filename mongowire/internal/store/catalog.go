@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/rand"
 	"slices"
 
@@ -141,6 +142,19 @@ func checkPrePost(v any) error {
 // Time-series collections are refused; changeStreamPreAndPostImages: {enabled: bool}
 // turns pre-images on; other options are kept and echoed.
 func (s *Store) Create(ns Namespace, options bson.D) error {
+	return s.create(ns, options, newUUID(), false)
+}
+
+// CreateWithUUID creates a collection that keeps the given UUID, as
+// applyOps does for mongorestore --preserveUUID.
+func (s *Store) CreateWithUUID(ns Namespace, options bson.D, uuid bson.Binary) error {
+	if uuid.Subtype != bson.TypeBinaryUUID || len(uuid.Data) != 16 {
+		return mongoerr.New(mongoerr.InvalidUUID, "a collection UUID is a 16-byte binary of subtype 4")
+	}
+	return s.create(ns, options, bson.Binary{Subtype: uuid.Subtype, Data: bytes.Clone(uuid.Data)}, true)
+}
+
+func (s *Store) create(ns Namespace, options bson.D, uuid bson.Binary, given bool) error {
 	if err := validNamespace(ns); err != nil {
 		return err
 	}
@@ -176,10 +190,24 @@ func (s *Store) Create(ns Namespace, options bson.D) error {
 				return err
 			}
 		}
-		c := s.createLocked(ns, newUUID(), options)
+		if given && s.uuidTakenLocked(uuid) {
+			return mongoerr.New(mongoerr.NamespaceExists, "a collection with UUID %x already exists", uuid.Data)
+		}
+		c := s.createLocked(ns, uuid, options)
 		t.emit(OplogEntry{Op: "create", NS: ns, UUID: c.info.UUID, Extra: createExtra(options)})
 		return nil
 	})
+}
+
+func (s *Store) uuidTakenLocked(uuid bson.Binary) bool {
+	for _, colls := range s.dbs {
+		for _, c := range colls {
+			if bytes.Equal(c.info.UUID.Data, uuid.Data) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // dropLocked removes a collection from the catalog.

@@ -301,3 +301,11 @@ func (o *Oplog) Range(after, before bson.Timestamp, max int, reverse bool) []Opl
 	}
 	return out
 }
+
+// Stats reports the retained entries, their charged bytes and the bound,
+// for collStats on local.oplog.rs.
+func (o *Oplog) Stats() (entries int, bytes, maxBytes int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.entries.len(), o.bytes, o.maxBytes
+}
