@@ -172,6 +172,12 @@ func (t *tx) touch(ns Namespace, c *collection, rid uint64, doc, pre bson.Raw) e
 		}
 		return &blockedError{done: o.done}
 	}
+	if o := t.s.keyFreedByOtherLocked(t.txn, ns, c, doc, pre); o != nil {
+		if t.txn != nil {
+			return writeConflict()
+		}
+		return &blockedError{done: o.done}
+	}
 	if t.txn == nil {
 		for o := range st.open {
 			if _, ok := o.dirty[ns][id]; ok {
@@ -245,6 +251,51 @@ func (t *tx) heldByOther(ns Namespace, c *collection, doc bson.Raw, self uint64,
 						return writeConflict()
 					}
 					return &blockedError{done: o.done}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// keyFreedByOtherLocked returns the open transaction other than rd that
+// changed or deleted a document of ns whose committed version holds a
+// secondary unique key doc now takes: taking it would let that
+// transaction's abort restore a duplicate, so the writer conflicts or
+// waits, as in mongod. A delete (doc is pre) takes no key.
+func (s *Store) keyFreedByOtherLocked(rd *Txn, ns Namespace, c *collection, doc, pre bson.Raw) *Txn {
+	if len(c.indexes) < 2 || (pre != nil && &doc[0] == &pre[0]) {
+		return nil
+	}
+	var mine [][]entry
+	for o := range s.txns.open {
+		if o == rd {
+			continue
+		}
+		for _, old := range o.dirty[ns] {
+			if old == nil {
+				continue
+			}
+			if mine == nil {
+				var err error
+				if mine, err = c.keysOf(doc, 0); err != nil {
+					return nil
+				}
+			}
+			theirs, err := c.keysOf(old, 0)
+			if err != nil {
+				continue
+			}
+			for i, ix := range c.indexes[1:] {
+				if !ix.unique() && !ix.prepared() {
+					continue
+				}
+				for j := range mine[i+1] {
+					for k := range theirs[i+1] {
+						if ix.compareKeys(&mine[i+1][j], &theirs[i+1][k]) == 0 {
+							return o
+						}
+					}
 				}
 			}
 		}

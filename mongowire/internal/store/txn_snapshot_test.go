@@ -152,3 +152,54 @@ func TestTxnHeldKey(t *testing.T) {
 		t.Fatalf("plain insert after the holder committed: %v, want DuplicateKey", errs)
 	}
 }
+
+// A secondary unique key an open transaction freed (by deleting the
+// document that held it) is not free for others until it commits: a plain
+// insert taking it waits, and after an abort fails as a duplicate; after
+// a commit it succeeds.
+func TestTxnFreedSecondaryKey(t *testing.T) {
+	s := openMem(t)
+	if _, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Name: "email_1", Key: bson.D{{Key: "email", Value: 1}}, Unique: true}}); err != nil {
+		t.Fatal(err)
+	}
+	holder := raw(t, bson.D{{Key: "_id", Value: int32(1)}, {Key: "email", Value: "a"}})
+	taker := raw(t, bson.D{{Key: "_id", Value: int32(2)}, {Key: "email", Value: "a"}})
+	if _, errs := s.Insert(nsA, []bson.Raw{holder}, true); errs != nil {
+		t.Fatal(errs)
+	}
+	for _, commit := range []bool{false, true} {
+		x, err := s.Begin(testLSID(t), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := x.Delete(nsA, raw(t, bson.D{{Key: "_id", Value: int32(1)}}), 1); err != nil || n != 1 {
+			t.Fatalf("delete in the transaction: %d %v", n, err)
+		}
+		done := make(chan []WriteError, 1)
+		go func() {
+			_, errs := s.Insert(nsA, []bson.Raw{taker}, true)
+			done <- errs
+		}()
+		select {
+		case errs := <-done:
+			t.Fatalf("a plain insert took a key an open transaction freed: %v", errs)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if commit {
+			if _, err := x.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if errs := <-done; errs != nil {
+				t.Fatalf("insert after the commit freed the key: %v", errs)
+			}
+		} else {
+			x.Abort()
+			if errs := <-done; len(errs) != 1 || errs[0].Err.Code != mongoerr.DuplicateKey {
+				t.Fatalf("insert after the abort restored the key: %v, want DuplicateKey", errs)
+			}
+		}
+	}
+	if got := sortedFind(t, s, nsA); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("documents at the end: %v, want [2]", got)
+	}
+}
