@@ -62,13 +62,20 @@ func (p *Pipeline) Validate() error {
 		if p.Source.NATS != nil {
 			bad("encode.format", "debezium writes MongoDB change events; source.nats messages have no documents (use json or canonical)")
 		}
-		if pg := p.Sink.Postgres; pg != nil && pg.Mode != "append" {
-			bad("encode.format", "debezium needs sink.postgres.mode: append; mirror mode writes documents, not envelopes")
+		if p.Sink.Postgres != nil {
+			// Append mode's table holds Tide's envelope columns (_op,
+			// _document_key, ...), which Debezium's value has not.
+			bad("encode.format", "debezium does not fit the PostgreSQL sink: mirror mode writes documents and append mode Tide's envelope columns (use json or canonical)")
 		}
 	case "":
 		bad("encode.format", "must not be empty: json, canonical or debezium")
 	default:
 		bad("encode.format", "%q is not one of json, canonical, debezium", p.Encode.Format)
+	}
+	if _, set := p.lines["encode.format"]; set && p.Sink.Mongo != nil && p.Encode.Format != "json" {
+		// The MongoDB sink writes BSON documents of its own: a format
+		// would be ignored.
+		bad("encode.format", "the MongoDB sink writes BSON documents, not encoded envelopes: leave encode.format unset")
 	}
 	errs = append(errs, p.checkpointErrors()...)
 
