@@ -3,10 +3,8 @@ package mongo
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -14,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
 )
 
 // Checkpoints is the checkpoint store of a sink that keeps the pipeline's
@@ -25,16 +24,12 @@ import (
 type Checkpoints struct {
 	s *Sink
 
-	mu      sync.Mutex // guards the field below
-	pending [][]byte   // checkpoints committed and not yet saved, oldest first
+	ledger sinkcheckpoint.Ledger // what Commit wrote, for Save to find
 }
-
-// maxPending bounds the committed checkpoints kept for Save to find.
-const maxPending = 8
 
 // checkpointDoc is a document of tide_checkpoints.
 type checkpointDoc struct {
-	Checkpoint string   `bson:"checkpoint,omitempty"` // JSON, see marshalCheckpoint
+	Checkpoint string   `bson:"checkpoint,omitempty"` // JSON, see sinkcheckpoint.Marshal
 	Epoch      int64    `bson:"epoch"`
 	Session    bson.Raw `bson:"session,omitempty"` // {id: UUID}: the session of the tide that took the epoch
 }
@@ -76,7 +71,7 @@ func (c *Checkpoints) Load(ctx context.Context, pipeline string) (*cdc.Checkpoin
 	if doc.Checkpoint == "" {
 		return nil, nil
 	}
-	cp, err := unmarshalCheckpoint([]byte(doc.Checkpoint))
+	cp, err := sinkcheckpoint.Unmarshal([]byte(doc.Checkpoint))
 	if err != nil {
 		return nil, fmt.Errorf("mongo sink: checkpoint of %q in %s.%s: %w", pipeline, s.cfg.CheckpointDatabase, CheckpointCollection, err)
 	}
@@ -132,85 +127,14 @@ func (c *Checkpoints) Save(_ context.Context, pipeline string, cp cdc.Checkpoint
 	if pipeline != c.s.cfg.Pipeline {
 		return fmt.Errorf("mongo sink: asked to save the checkpoint of pipeline %q, but the sink writes that of %q", pipeline, c.s.cfg.Pipeline)
 	}
-	b, err := marshalCheckpoint(cp)
-	if err != nil {
+	ok, err := c.ledger.Saved(cp)
+	switch {
+	case err != nil:
 		return fmt.Errorf("mongo sink: %w", err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, p := range c.pending {
-		if bytes.Equal(p, b) {
-			c.pending = c.pending[i+1:]
-			return nil
-		}
+	case ok:
+		return nil
 	}
 	return fmt.Errorf("mongo sink: checkpoint at %s was not committed by this sink: pass Sink.Checkpoints only to the pipeline writing to that sink", cp.Source)
-}
-
-// committed records that Commit wrote b, for Save to find.
-func (c *Checkpoints) committed(b []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.pending) == maxPending {
-		c.pending = c.pending[1:]
-	}
-	c.pending = append(c.pending, b)
-}
-
-// storedCheckpoint is the JSON of a checkpoint document. A position is
-// JSON text by contract; one that is not is kept as a string.
-type storedCheckpoint struct {
-	Source     json.RawMessage   `json:"source"`
-	SourceText *string           `json:"source_text,omitempty"`
-	Meta       map[string]string `json:"meta,omitempty"`
-	Sink       json.RawMessage   `json:"sink,omitempty"`
-	SinkText   *string           `json:"sink_text,omitempty"`
-}
-
-func marshalCheckpoint(cp cdc.Checkpoint) ([]byte, error) {
-	sc := storedCheckpoint{Meta: cp.Meta, Source: json.RawMessage("null")}
-	if cp.Source != nil {
-		if json.Valid(cp.Source) {
-			sc.Source = json.RawMessage(cp.Source)
-		} else {
-			t := string(cp.Source)
-			sc.SourceText = &t
-		}
-	}
-	if cp.Sink != nil {
-		if json.Valid(cp.Sink) {
-			sc.Sink = json.RawMessage(cp.Sink)
-		} else {
-			t := string(cp.Sink)
-			sc.SinkText = &t
-		}
-	}
-	b, err := json.Marshal(sc)
-	if err != nil {
-		return nil, fmt.Errorf("encode checkpoint: %w", err)
-	}
-	return b, nil
-}
-
-func unmarshalCheckpoint(raw []byte) (*cdc.Checkpoint, error) {
-	var sc storedCheckpoint
-	if err := json.Unmarshal(raw, &sc); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", raw, err)
-	}
-	cp := &cdc.Checkpoint{Meta: sc.Meta}
-	switch {
-	case sc.SourceText != nil:
-		cp.Source = cdc.Position(*sc.SourceText)
-	case len(sc.Source) > 0 && string(sc.Source) != "null":
-		cp.Source = cdc.Position(sc.Source)
-	}
-	switch {
-	case sc.SinkText != nil:
-		cp.Sink = []byte(*sc.SinkText)
-	case len(sc.Sink) > 0 && string(sc.Sink) != "null":
-		cp.Sink = []byte(sc.Sink)
-	}
-	return cp, nil
 }
 
 // dial connects for the checkpoint commands.
@@ -245,7 +169,7 @@ func ReadCheckpoint(ctx context.Context, cfg Config) (*cdc.Checkpoint, error) {
 	if doc.Checkpoint == "" {
 		return nil, nil
 	}
-	return unmarshalCheckpoint([]byte(doc.Checkpoint))
+	return sinkcheckpoint.Unmarshal([]byte(doc.Checkpoint))
 }
 
 // RewriteCheckpoint replaces the checkpoint that cfg.Pipeline keeps in
@@ -271,7 +195,7 @@ func RewriteCheckpoint(ctx context.Context, cfg Config, change func(*cdc.Checkpo
 	}
 	var cp *cdc.Checkpoint
 	if doc.Checkpoint != "" {
-		if cp, err = unmarshalCheckpoint([]byte(doc.Checkpoint)); err != nil {
+		if cp, err = sinkcheckpoint.Unmarshal([]byte(doc.Checkpoint)); err != nil {
 			return fmt.Errorf("mongo sink: checkpoint of %q: %w", cfg.Pipeline, err)
 		}
 	}
@@ -279,7 +203,7 @@ func RewriteCheckpoint(ctx context.Context, cfg Config, change func(*cdc.Checkpo
 	if err != nil || next == nil {
 		return err
 	}
-	b, err := marshalCheckpoint(*next)
+	b, err := sinkcheckpoint.Marshal(*next)
 	if err != nil {
 		return fmt.Errorf("mongo sink: %w", err)
 	}

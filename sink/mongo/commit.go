@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
 )
 
 // run is a stretch of staged items written together: in one transaction
@@ -42,7 +43,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 	var final []byte
 	if s.keepsCheckpoint() {
 		var err error
-		if final, err = marshalCheckpoint(next); err != nil {
+		if final, err = sinkcheckpoint.Marshal(next); err != nil {
 			return fmt.Errorf("mongo sink: %w", err)
 		}
 	}
@@ -62,7 +63,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 			case r.to > r.from:
 				cp := next
 				cp.Source = items[r.to-1].pos
-				b, err := marshalCheckpoint(cp)
+				b, err := sinkcheckpoint.Marshal(cp)
 				if err != nil {
 					return fmt.Errorf("mongo sink: %w", err)
 				}
@@ -99,7 +100,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 		return err
 	}
 	if final != nil {
-		s.ckpts.committed(final)
+		s.ckpts.ledger.Committed(final)
 	}
 	return nil
 }

@@ -1,17 +1,15 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
 )
 
 // Checkpoints is the checkpoint store of a sink that keeps the pipeline's
@@ -21,14 +19,8 @@ import (
 type Checkpoints struct {
 	s *Sink
 
-	mu      sync.Mutex // guards the field below
-	pending [][]byte   // checkpoints committed and not yet saved, oldest first
+	ledger sinkcheckpoint.Ledger // what Commit wrote, for Save to find
 }
-
-// maxPending bounds the committed checkpoints kept for Save to find. The
-// pipeline's saves trail its commits by at most five batches (it saves
-// only the newest of the batches waiting together).
-const maxPending = 8
 
 // Load returns the pipeline's checkpoint from tide_checkpoints, or nil if
 // it has none. It connects, creates the table if missing, and takes the
@@ -66,7 +58,7 @@ func readCheckpoint(ctx context.Context, conn *pgx.Conn, sql statements, pipelin
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: read checkpoint of %q from %s: %w", pipeline, sql.checkpoints, err)
 	}
-	cp, err := unmarshalCheckpoint(raw)
+	cp, err := sinkcheckpoint.Unmarshal(raw)
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: checkpoint of %q in %s: %w", pipeline, sql.checkpoints, err)
 	}
@@ -85,88 +77,14 @@ func (c *Checkpoints) Save(_ context.Context, pipeline string, cp cdc.Checkpoint
 	if pipeline != c.s.cfg.Pipeline {
 		return fmt.Errorf("postgres sink: asked to save the checkpoint of pipeline %q, but the sink writes that of %q", pipeline, c.s.cfg.Pipeline)
 	}
-	b, err := marshalCheckpoint(cp)
-	if err != nil {
+	ok, err := c.ledger.Saved(cp)
+	switch {
+	case err != nil:
 		return fmt.Errorf("postgres sink: %w", err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, p := range c.pending {
-		if bytes.Equal(p, b) {
-			c.pending = c.pending[i+1:]
-			return nil
-		}
+	case ok:
+		return nil
 	}
 	return fmt.Errorf("postgres sink: checkpoint at %s was not committed by this sink: pass Sink.Checkpoints only to the pipeline writing to that sink", cp.Source)
-}
-
-// committed records that Commit wrote b, for Save to find.
-func (c *Checkpoints) committed(b []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.pending) == maxPending {
-		c.pending = c.pending[1:]
-	}
-	c.pending = append(c.pending, b)
-}
-
-// storedCheckpoint is the JSON of a tide_checkpoints row. A position is
-// JSON text by contract; one that is not is kept as a string in
-// source_text, so that nothing is lost.
-type storedCheckpoint struct {
-	Source     json.RawMessage   `json:"source"`
-	SourceText *string           `json:"source_text,omitempty"`
-	Meta       map[string]string `json:"meta,omitempty"`
-	Sink       json.RawMessage   `json:"sink,omitempty"`
-	SinkText   *string           `json:"sink_text,omitempty"`
-}
-
-func marshalCheckpoint(cp cdc.Checkpoint) ([]byte, error) {
-	var sc storedCheckpoint
-	sc.Meta = cp.Meta
-	switch {
-	case cp.Source == nil:
-		sc.Source = json.RawMessage("null")
-	case json.Valid(cp.Source):
-		sc.Source = json.RawMessage(cp.Source)
-	default:
-		t := string(cp.Source)
-		sc.SourceText = &t
-	}
-	switch {
-	case cp.Sink == nil:
-	case json.Valid(cp.Sink):
-		sc.Sink = json.RawMessage(cp.Sink)
-	default:
-		t := string(cp.Sink)
-		sc.SinkText = &t
-	}
-	b, err := json.Marshal(sc)
-	if err != nil {
-		return nil, fmt.Errorf("encode checkpoint: %w", err)
-	}
-	return b, nil
-}
-
-func unmarshalCheckpoint(raw []byte) (*cdc.Checkpoint, error) {
-	var sc storedCheckpoint
-	if err := json.Unmarshal(raw, &sc); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", raw, err)
-	}
-	cp := &cdc.Checkpoint{Meta: sc.Meta}
-	switch {
-	case sc.SourceText != nil:
-		cp.Source = cdc.Position(*sc.SourceText)
-	case len(sc.Source) > 0 && string(sc.Source) != "null":
-		cp.Source = cdc.Position(sc.Source)
-	}
-	switch {
-	case sc.SinkText != nil:
-		cp.Sink = []byte(*sc.SinkText)
-	case len(sc.Sink) > 0 && string(sc.Sink) != "null":
-		cp.Sink = []byte(sc.Sink)
-	}
-	return cp, nil
 }
 
 // ReadCheckpoint returns the checkpoint that cfg.Pipeline keeps in
@@ -226,7 +144,7 @@ func RewriteCheckpoint(ctx context.Context, cfg Config, change func(*cdc.Checkpo
 	if err != nil || next == nil {
 		return err
 	}
-	b, err := marshalCheckpoint(*next)
+	b, err := sinkcheckpoint.Marshal(*next)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
 )
 
 // connect opens the connection and the session's staging table. If an
@@ -191,7 +192,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 	var ckpt []byte
 	if s.keepsCheckpoint() {
 		var err error
-		if ckpt, err = marshalCheckpoint(next); err != nil {
+		if ckpt, err = sinkcheckpoint.Marshal(next); err != nil {
 			s.stage.reset()
 			return fmt.Errorf("postgres sink: %w", err)
 		}
@@ -205,7 +206,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 		return err
 	}
 	if ckpt != nil {
-		s.ckpts.committed(ckpt)
+		s.ckpts.ledger.Committed(ckpt)
 	}
 	return nil
 }
