@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,23 +48,7 @@ print("user=" + st.authInfo.authenticatedUsers[0].user + " n=" + db.c.countDocum
 // and SCRAM-SHA-1. It uses the mongodb package mongosh ships (or one on
 // NODE_PATH); without node and that package it skips, saying so.
 func TestNodeDriverAuth(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH")
-	}
-	nodePath := os.Getenv("NODE_PATH")
-	if root, err := exec.Command("npm", "root", "-g").Output(); err == nil {
-		nodePath = strings.Join([]string{nodePath, filepath.Join(strings.TrimSpace(string(root)), "mongosh", "node_modules"), strings.TrimSpace(string(root))}, string(os.PathListSeparator))
-	}
-	env := append(os.Environ(), "NODE_PATH="+nodePath)
-	probe := exec.Command(node, "-e", "require.resolve('mongodb')")
-	probe.Env = env
-	if err := probe.Run(); err != nil {
-		if os.Getenv("TIDE_REQUIRE_MONGOSH") == "1" {
-			t.Fatal("the Node.js mongodb package is not found (it comes with mongosh), and TIDE_REQUIRE_MONGOSH=1 requires it")
-		}
-		t.Skip("the Node.js mongodb package is not on NODE_PATH nor inside a global mongosh")
-	}
+	node, env := nodeDriver(t)
 	s := startAuth(t)
 	for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-1"} {
 		t.Run(mech, func(t *testing.T) {

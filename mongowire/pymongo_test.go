@@ -2,7 +2,6 @@ package mongowire_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -15,19 +14,7 @@ import (
 // skips when no python has pymongo (Debian's python3-pymongo is 3.11),
 // unless TIDE_REQUIRE_PYMONGO=1.
 func TestPymongoTour(t *testing.T) {
-	var py string
-	for _, cand := range []string{"python3", "/usr/bin/python3"} {
-		if p, err := exec.LookPath(cand); err == nil && exec.Command(p, "-c", "import pymongo").Run() == nil {
-			py = p
-			break
-		}
-	}
-	if py == "" {
-		if os.Getenv("TIDE_REQUIRE_PYMONGO") == "1" {
-			t.Fatal("no python3 with pymongo, and TIDE_REQUIRE_PYMONGO=1 requires it (Debian: python3-pymongo)")
-		}
-		t.Skip("no python3 with pymongo")
-	}
+	py := pymongoPython(t)
 	s, _ := setup(t)
 	script := `
 import sys, pymongo

@@ -2,9 +2,7 @@ package mongowire_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,23 +14,7 @@ import (
 // and a failing callback aborts. It uses the mongodb package mongosh ships
 // (or one on NODE_PATH), and skips without it, as TestNodeDriverAuth.
 func TestNodeWithTransaction(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH")
-	}
-	nodePath := os.Getenv("NODE_PATH")
-	if root, err := exec.Command("npm", "root", "-g").Output(); err == nil {
-		nodePath = strings.Join([]string{nodePath, filepath.Join(strings.TrimSpace(string(root)), "mongosh", "node_modules"), strings.TrimSpace(string(root))}, string(os.PathListSeparator))
-	}
-	env := append(os.Environ(), "NODE_PATH="+nodePath)
-	probe := exec.Command(node, "-e", "require.resolve('mongodb')")
-	probe.Env = env
-	if err := probe.Run(); err != nil {
-		if os.Getenv("TIDE_REQUIRE_MONGOSH") == "1" {
-			t.Fatal("the Node.js mongodb package is not found (it comes with mongosh), and TIDE_REQUIRE_MONGOSH=1 requires it")
-		}
-		t.Skip("the Node.js mongodb package is not on NODE_PATH nor inside a global mongosh")
-	}
+	node, env := nodeDriver(t)
 	s, client := setup(t)
 	script := `
 const { MongoClient } = require('mongodb');
@@ -74,19 +56,7 @@ const { MongoClient } = require('mongodb');
 // TestPythonWithTransaction: pymongo's with_transaction commits. It skips
 // when no python has pymongo.
 func TestPythonWithTransaction(t *testing.T) {
-	var py string
-	for _, cand := range []string{"python3", "/usr/bin/python3"} {
-		if p, err := exec.LookPath(cand); err == nil && exec.Command(p, "-c", "import pymongo").Run() == nil {
-			py = p
-			break
-		}
-	}
-	if py == "" {
-		if os.Getenv("TIDE_REQUIRE_PYMONGO") == "1" {
-			t.Fatal("no python3 with pymongo, and TIDE_REQUIRE_PYMONGO=1 requires it (Debian: python3-pymongo)")
-		}
-		t.Skip("no python3 with pymongo")
-	}
+	py := pymongoPython(t)
 	s, _ := setup(t)
 	script := `
 import sys, pymongo
