@@ -59,7 +59,7 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		docs, err = findOplog(s.store.Oplog(), spec)
 	case ns == replsetNS || ns == versionNS:
 		static, _ := s.staticDocs(ns) // local_db.go
-		docs, err = findStatic(static, spec)
+		docs, err = store.FindIn(static, spec)
 	case snapshot:
 		docs, err = s.store.FindAt(ns, spec, at)
 	case returnKey || showRecordID:

@@ -5,7 +5,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/tide-cdc/tide/mongowire/internal/mql"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
@@ -95,42 +94,6 @@ func (s *Server) localListings() []collListing {
 type collListing struct {
 	name string
 	doc  bson.D
-}
-
-// findStatic answers a find on a rendered collection: its documents,
-// filtered, skipped, limited and projected.
-func findStatic(docs []bson.Raw, spec store.FindSpec) ([]bson.Raw, error) {
-	f, err := mql.CompileFilter(spec.Filter)
-	if err != nil {
-		return nil, err
-	}
-	var proj *mql.Projection
-	if len(spec.Projection) > 0 {
-		if proj, err = mql.CompileProjection(spec.Projection); err != nil {
-			return nil, err
-		}
-	}
-	var out []bson.Raw
-	skip := spec.Skip
-	for _, doc := range docs {
-		if !f.Match(doc) {
-			continue
-		}
-		if skip > 0 {
-			skip--
-			continue
-		}
-		if proj != nil {
-			if doc, err = proj.Apply(doc, -1); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, doc)
-		if spec.Limit > 0 && int64(len(out)) >= spec.Limit {
-			break
-		}
-	}
-	return out, nil
 }
 
 // oplogStats is storageStats for local.oplog.rs.

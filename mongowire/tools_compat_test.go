@@ -325,6 +325,21 @@ func TestLocalAndAdminRendered(t *testing.T) {
 	if err := c.Database("admin").Collection("system.version").FindOne(ctx, bson.D{{Key: "_id", Value: "authSchema"}}).Decode(&auth); err != nil || auth.Lookup("currentVersion").Int32() != 5 {
 		t.Fatalf("authSchema = %s, %v", auth, err)
 	}
+	// A find on a rendered collection sorts as any find does.
+	for _, dir := range []int{1, -1} {
+		cur, err := c.Database("admin").Collection("system.version").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: dir}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var vs []bson.Raw
+		if err := cur.All(ctx, &vs); err != nil || len(vs) < 2 {
+			t.Fatalf("system.version: %v %v", vs, err)
+		}
+		first, last := vs[0].Lookup("_id").StringValue(), vs[len(vs)-1].Lookup("_id").StringValue()
+		if (dir > 0) != (first < last) {
+			t.Fatalf("system.version sorted by _id %d: %q first, %q last", dir, first, last)
+		}
+	}
 	p := run(t, c.Database("admin"), bson.D{{Key: "getParameter", Value: 1}, {Key: "authSchemaVersion", Value: 1}})
 	if p.Lookup("authSchemaVersion").Int32() != 5 {
 		t.Fatalf("getParameter = %s", p)

@@ -240,7 +240,7 @@ func (s *Store) Explain(ns Namespace, spec FindSpec) (Plan, error) {
 func (s *Store) find(rd *Txn, ns Namespace, spec FindSpec) ([]bson.Raw, Plan, error) {
 	if docs, ok, err := s.viewDocs(rd, ns); ok || err != nil {
 		if err == nil {
-			docs, err = findInView(docs, spec)
+			docs, err = FindIn(docs, spec)
 		}
 		return docs, Plan{}, err
 	}
@@ -322,7 +322,7 @@ func (s *Store) Count(ns Namespace, filter bson.Raw, skip, limit int64) (int64, 
 func (s *Store) count(rd *Txn, ns Namespace, filter bson.Raw, skip, limit int64) (int64, error) {
 	if docs, ok, err := s.viewDocs(rd, ns); ok || err != nil {
 		if err == nil {
-			docs, err = findInView(docs, FindSpec{Filter: filter, Skip: skip, Limit: limit})
+			docs, err = FindIn(docs, FindSpec{Filter: filter, Skip: skip, Limit: limit})
 		}
 		return int64(len(docs)), err
 	}
@@ -385,7 +385,7 @@ func (s *Store) distinct(rd *Txn, ns Namespace, key string, filter bson.Raw) ([]
 	}
 	docs, isView, err := s.viewDocs(rd, ns)
 	if isView && err == nil {
-		docs, err = findInView(docs, FindSpec{Filter: filter})
+		docs, err = FindIn(docs, FindSpec{Filter: filter})
 	} else if err == nil {
 		docs, _, err = s.match(rd, ns, f, 0)
 	}

@@ -169,9 +169,10 @@ func (s *Store) viewDocs(rd *Txn, ns Namespace) ([]bson.Raw, bool, error) {
 	return docs, true, nil
 }
 
-// findInView answers a find on the documents of a view: filter, sort,
-// skip, limit, projection, as find does on a collection.
-func findInView(docs []bson.Raw, spec FindSpec) ([]bson.Raw, error) {
+// FindIn answers a find on the documents given (a view's, or a rendered
+// collection's): filter, sort, skip, limit, projection, as find does on a
+// collection.
+func FindIn(docs []bson.Raw, spec FindSpec) ([]bson.Raw, error) {
 	f, err := mql.CompileFilter(spec.Filter)
 	if err != nil {
 		return nil, err
