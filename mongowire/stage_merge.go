@@ -1,6 +1,8 @@
 package mongowire
 
 import (
+	"strings"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
@@ -98,7 +100,7 @@ func (s *Server) runMerge(db string, docs []bson.Raw, last bson.Raw, bypass bool
 	for _, doc := range docs {
 		filter := bson.D{}
 		for _, f := range m.on {
-			v, err := doc.LookupErr(splitPath(f)...)
+			v, err := doc.LookupErr(strings.Split(f, ".")...)
 			if err != nil || v.Type == bson.TypeNull || v.Type == bson.TypeUndefined || v.Type == bson.TypeArray {
 				return mongoerr.New(51132, "$merge write error: 'on' field '%s' cannot be missing, null, undefined or an array", f)
 			}
@@ -183,16 +185,4 @@ func (s *Server) requireUniqueIndex(m mergeSpec) error {
 		}
 	}
 	return mongoerr.New(51183, "Cannot find index to verify that join fields will be unique")
-}
-
-func splitPath(p string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(p); i++ {
-		if p[i] == '.' {
-			out = append(out, p[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, p[start:])
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"strings"
+
 	"bytes"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -278,7 +280,7 @@ var fieldReasons = map[string]string{
 func fieldExplain(path, op string, specifiedAs bson.Raw) func(doc bson.Raw) bson.D {
 	return func(doc bson.Raw) bson.D {
 		d := bson.D{{Key: "operatorName", Value: op}, {Key: "specifiedAs", Value: specifiedAs}}
-		v, err := doc.LookupErr(splitPath(path)...)
+		v, err := doc.LookupErr(strings.Split(path, ".")...)
 		switch {
 		case err != nil && op == "$exists":
 			d = append(d, bson.E{Key: "reason", Value: "path does not exist"})
@@ -298,18 +300,6 @@ func fieldExplain(path, op string, specifiedAs bson.Raw) func(doc bson.Raw) bson
 		}
 		return d
 	}
-}
-
-func splitPath(p string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(p); i++ {
-		if p[i] == '.' {
-			out = append(out, p[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, p[start:])
 }
 
 func typeAlias(t bson.Type) string {
