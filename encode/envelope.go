@@ -122,7 +122,9 @@ func appendJSONPayload(dst []byte, payload []byte) []byte {
 	}
 	start := len(dst)
 	dst = append(dst, payload...)
-	if bytes.ContainsAny(payload, "\r\n") {
+	// Two IndexByte scans, vectorised, cost a fraction of one ContainsAny,
+	// which tests byte by byte; this runs on every message.
+	if bytes.IndexByte(payload, '\n') >= 0 || bytes.IndexByte(payload, '\r') >= 0 {
 		for i, c := range dst[start:] {
 			if c == '\n' || c == '\r' {
 				dst[start+i] = ' '
