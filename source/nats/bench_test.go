@@ -113,9 +113,13 @@ func BenchmarkJetStreamToFile(b *testing.B) {
 	for range b.N {
 		rounds(b, n,
 			func() result {
-				return jsConsume(b, benchConsumer(b, js, name()), n, filepath.Join(b.TempDir(), "plain.jsonl"))
+				return inScratch(b, func(dir string) result {
+					return jsConsume(b, benchConsumer(b, js, name()), n, filepath.Join(dir, "plain.jsonl"))
+				})
 			},
-			func() result { return jsTide(b, nc, js, name(), n, b.TempDir()) })
+			func() result {
+				return inScratch(b, func(dir string) result { return jsTide(b, nc, js, name(), n, dir) })
+			})
 	}
 }
 
@@ -256,6 +260,15 @@ func runTide(b testing.TB, src *Source, n int, before func(), dir string) result
 	return r
 }
 
+// inScratch runs one contestant in a directory of its own and removes
+// the directory after, so that no round shares the disk with the
+// write-back or the blocks of an earlier round's file.
+func inScratch(b *testing.B, run func(dir string) result) result {
+	dir := b.TempDir()
+	defer os.RemoveAll(dir)
+	return run(dir)
+}
+
 // result is one contestant's run.
 type result struct {
 	msgsPerSec float64
@@ -386,11 +399,13 @@ func BenchmarkCoreToFile(b *testing.B) {
 	for range b.N {
 		rounds(b, n,
 			func() result {
-				return coreSubscribe(b, srv.ClientURL(), n, publishAll, filepath.Join(b.TempDir(), "plain.jsonl"))
+				return inScratch(b, func(dir string) result {
+					return coreSubscribe(b, srv.ClientURL(), n, publishAll, filepath.Join(dir, "plain.jsonl"))
+				})
 			},
 			func() result {
 				src := New(Config{Name: "bench", Servers: []string{srv.ClientURL()}, Mode: "core", Subject: "core.data", Logger: testLogger(b)})
-				return runTide(b, src, n, publishAll, b.TempDir())
+				return inScratch(b, func(dir string) result { return runTide(b, src, n, publishAll, dir) })
 			})
 	}
 }

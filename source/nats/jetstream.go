@@ -95,7 +95,6 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 	if s.cfg.Ack != "none" {
 		s.acks = newAcker(s.log, &s.m, s.cfg.MaxAckPending, s.cfg.AckTimeout)
 	}
-	s.queue = make(chan item, s.cfg.QueueSize)
 	s.wg.Add(1)
 	go s.readJetStream(last, reconnected)
 	if s.acks != nil {
@@ -293,7 +292,7 @@ var errReconnected = errors.New("reconnected to nats")
 func (s *Source) readJetStream(last uint64, reconnected chan nats.Status) {
 	defer s.wg.Done()
 	defer s.wake()
-	defer close(s.queue)
+	defer s.queue.close()
 	defer s.nc.RemoveStatusListener(reconnected)
 
 	closed := fmt.Errorf("nats source closed: %w", cdc.ErrEnd)
@@ -504,13 +503,8 @@ func (d *deliverer) deliver(gen int, msg jetstream.Msg) {
 
 // queue waits for room in the queue and its byte budget, or for Close.
 func (d *deliverer) queue(it item) {
-	if !d.s.room.take(int64(it.ev.Size), d.s.stop) {
-		return
-	}
-	select {
-	case d.s.queue <- it:
+	if first, ok := d.s.queue.push(it, d.s.stop); ok && first {
 		d.s.wake()
-	case <-d.s.stop:
 	}
 }
 

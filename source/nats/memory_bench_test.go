@@ -80,7 +80,8 @@ func BenchmarkJetStreamStalledMemory(b *testing.B) {
 			samples = append(samples, rssBytes(b))
 		}
 		tick.Stop()
-		queued, fetched := src.room.inUse(), src.Stats().Fetched
+		_, queued := src.queue.queued()
+		fetched := src.Stats().Fetched
 		close(sink.release)
 		select {
 		case <-obs.done:

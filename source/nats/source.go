@@ -29,14 +29,16 @@ type Source struct {
 	cons    jetstream.Consumer
 	acks    *acker // nil unless JetStream with explicit acks
 
-	queue chan item     // reader → Poll; the reader closes it
-	room  *budget       // bounds the bytes in queue (MaxBufferedBytes)
+	queue *handoff      // reader → Poll, bounded by QueueSize and MaxBufferedBytes; the reader closes it
 	ready chan struct{} // one pending wake-up for the runtime
 	stop  chan struct{} // closed by Close
 	// life bounds the reader's calls to the server; canceled by Close.
 	life    context.Context
 	endLife context.CancelFunc
 	wg      sync.WaitGroup
+	// unsubscribe ends a core subscription, whose delivery goroutine the
+	// client owns; set by Open, called by Close.
+	unsubscribe func()
 	// endErr says why the reader stopped; written before queue is closed.
 	endErr error
 
@@ -81,7 +83,7 @@ func New(cfg Config) *Source {
 		ready:   make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		settled: make(chan struct{}, 1),
-		room:    newBudget(cfg.MaxBufferedBytes / 4 * 3),
+		queue:   newHandoff(cfg.QueueSize, cfg.MaxBufferedBytes/4*3),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.m.hook = cfg.Metrics
@@ -182,38 +184,40 @@ func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Even
 	if s.failed != nil {
 		return buf, s.failed
 	}
+	if err := ctx.Err(); err != nil {
+		return buf, err
+	}
 	start := len(buf)
-	var freed int64 // given back to the queue's budget once, on return
-	defer func() { s.room.give(freed) }()
+	var taken int   // items taken from the queue, handed out or dropped
+	var freed int64 // their bytes, given back to the queue once, on return
+	defer func() { s.queue.handed(taken, freed) }()
 	for len(buf)-start < max {
-		select {
-		case it, ok := <-s.queue:
-			if !ok {
-				return buf, s.endErr
-			}
-			freed += int64(it.ev.Size)
-			if it.err == nil && s.cfg.Format == "json" && !validJSON(it.ev.Payload) {
-				it.err = s.decodeFailed(ctx, &it)
-				if it.err == nil {
-					continue // skipped or dead-lettered
-				}
-			}
-			if it.err != nil {
-				s.failed = it.err
-				if len(buf) == start {
-					return buf, it.err
-				}
-				// Hand out the events before the failure first, so that
-				// they can be committed; fail on the next Poll.
-				s.wake()
-				return buf, nil
-			}
-			buf = append(buf, it.ev)
-		case <-ctx.Done():
-			return buf, ctx.Err()
-		default:
+		it, ok, end := s.queue.pop()
+		if end {
+			return buf, s.endErr
+		}
+		if !ok {
 			return buf, nil
 		}
+		taken++
+		freed += int64(it.ev.Size)
+		if it.err == nil && s.cfg.Format == "json" && !validJSON(it.ev.Payload) {
+			it.err = s.decodeFailed(ctx, &it)
+			if it.err == nil {
+				continue // skipped or dead-lettered
+			}
+		}
+		if it.err != nil {
+			s.failed = it.err
+			if len(buf) == start {
+				return buf, it.err
+			}
+			// Hand out the events before the failure first, so that
+			// they can be committed; fail on the next Poll.
+			s.wake()
+			return buf, nil
+		}
+		buf = append(buf, it.ev)
 	}
 	return buf, nil
 }
@@ -311,6 +315,9 @@ func (s *Source) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.endLife()
+		if s.unsubscribe != nil {
+			s.unsubscribe()
+		}
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
