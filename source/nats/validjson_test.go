@@ -55,7 +55,7 @@ func BenchmarkValidJSON(b *testing.B) {
 			}
 		}
 	})
-	b.Run("jsontext", func(b *testing.B) {
+	b.Run("validJSON", func(b *testing.B) {
 		b.SetBytes(int64(len(p)))
 		for range b.N {
 			if !validJSON(p) {
