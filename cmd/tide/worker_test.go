@@ -263,6 +263,12 @@ func checkStreamSeqs(t *testing.T, js jetstream.JetStream, stream string, n int)
 			t.Fatalf("stream %s: read %d of %d messages within 20s", stream, read, info.State.Msgs)
 		}
 		batch, err := c.Fetch(int(info.State.Msgs)-read, jetstream.FetchMaxWait(5*time.Second))
+		if errors.Is(err, nats.ErrNoResponders) {
+			// The consumer has no leader yet on a cluster whose nodes
+			// were just restarted: ask again until the deadline.
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			t.Fatalf("stream %s: fetch: %v", stream, err)
 		}
