@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
@@ -126,9 +127,10 @@ const pageSize = 4096
 // damages only the page being written, and Load falls back to the other.
 // The file's size does not change, so the sync flushes one data page and
 // no metadata: this is several times cheaper than a rename and a directory
-// sync, and Save runs once per batch. The first Save of a pipeline in a
-// process, and a record larger than a page, go the slow way: a temporary
-// file, fsync, rename, fsync of the directory.
+// sync, and Save runs once per batch. The first Save of a pipeline that
+// has no two-page file yet, and a record larger than a page, go the slow
+// way: a temporary file, fsync, rename, fsync of the directory. A file an
+// earlier process left is reopened and saved into in place.
 func (d *Dir) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -142,6 +144,9 @@ func (d *Dir) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) erro
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	pf := d.open[pipeline]
+	if pf == nil {
+		pf = d.reopenLocked(pipeline)
+	}
 	var gen uint64
 	if pf != nil {
 		gen = pf.gen + 1
@@ -174,6 +179,33 @@ func (d *Dir) Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) erro
 		return fmt.Errorf("save checkpoint of %s: %w", pipeline, err)
 	}
 	return nil
+}
+
+// reopenLocked opens the pipeline's file for in-place saves if it is a
+// two-page file with a valid page, as a store of an earlier process left
+// it, so that the first save after a restart is one page and a flush
+// rather than a rename and two. It returns nil if the file is missing or
+// not in that shape: the caller then takes the slow path.
+func (d *Dir) reopenLocked(pipeline string) *pageFile {
+	path := File(d.path, pipeline)
+	f, err := d.fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil
+	}
+	b := make([]byte, 2*pageSize+1) // one byte more, to see a longer file
+	n, err := f.ReadAt(b, 0)
+	if n != 2*pageSize || err != io.EOF {
+		f.Close()
+		return nil
+	}
+	r, newest, _, err := decodePages(path, pipeline, b[:n])
+	if err != nil {
+		f.Close()
+		return nil
+	}
+	pf := &pageFile{f: f, newest: newest, gen: r.Generation}
+	d.open[pipeline] = pf
+	return pf
 }
 
 func (d *Dir) writePageLocked(pf *pageFile, page int, b []byte) error {
@@ -341,28 +373,36 @@ func readFile(path, pipeline string) (r *Record, damaged, err error) {
 		}
 		return r, nil, err
 	}
+	r, _, damaged, err = decodePages(path, pipeline, b)
+	return r, damaged, err
+}
+
+// decodePages decodes the two pages of a checkpoint file and returns the
+// newer valid record and its page (0 or 1); damaged is the problem of a
+// page that was skipped for the other.
+func decodePages(path, pipeline string, b []byte) (r *Record, page int, damaged, err error) {
 	var recs [2]*Record
 	var errs [2]error
 	for i := range recs {
-		page := b[i*pageSize : (i+1)*pageSize]
-		if bytes.Equal(page, blankPage()) {
+		pg := b[i*pageSize : (i+1)*pageSize]
+		if bytes.Equal(pg, blankPage()) {
 			errs[i] = errors.New("never written")
 			continue
 		}
-		recs[i], errs[i] = decodeRecord(path, pipeline, page)
+		recs[i], errs[i] = decodeRecord(path, pipeline, pg)
 	}
 	switch {
 	case recs[0] != nil && recs[1] != nil:
 		if recs[1].Generation > recs[0].Generation {
-			return recs[1], nil, nil
+			return recs[1], 1, nil, nil
 		}
-		return recs[0], nil, nil
+		return recs[0], 0, nil, nil
 	case recs[0] != nil:
-		return recs[0], pageDamage(errs[1], 2), nil
+		return recs[0], 0, pageDamage(errs[1], 2), nil
 	case recs[1] != nil:
-		return recs[1], pageDamage(errs[0], 1), nil
+		return recs[1], 1, pageDamage(errs[0], 1), nil
 	}
-	return nil, nil, &CorruptError{Path: path, Reason: fmt.Sprintf("both pages are damaged: page 1: %s; page 2: %s", reasonOf(errs[0]), reasonOf(errs[1]))}
+	return nil, 0, nil, &CorruptError{Path: path, Reason: fmt.Sprintf("both pages are damaged: page 1: %s; page 2: %s", reasonOf(errs[0]), reasonOf(errs[1]))}
 }
 
 // pageDamage is nil for a page that was never written: it was not damaged.
