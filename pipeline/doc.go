@@ -29,7 +29,7 @@
 // newest checkpoint, so saves trail the commits by at most five batches
 // and never run ahead of them; acknowledgements follow the saves. A store
 // whose saves take a while (a disk flush) is spaced while another batch is
-// on its way to the sink: the next save starts no sooner than four save
+// on its way to the sink: the next save starts no sooner than nineteen save
 // times (at most 10 ms) after the last began.
 //
 // # The commit path
