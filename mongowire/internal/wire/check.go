@@ -100,6 +100,11 @@ func CheckDocument(b []byte, maxDepth int) error {
 			if l < 0 || l > avail-5 {
 				return bad("binary length is out of range")
 			}
+			// The old binary subtype 2 holds its own length again, which
+			// must be the rest: the driver refuses it otherwise.
+			if b[pos+4] == 0x02 && (l < 4 || int(int32(binary.LittleEndian.Uint32(b[pos+5:]))) != l-4) {
+				return bad("binary subtype 2 inner length does not match its length")
+			}
 			pos += 5 + l
 		case 0x06, 0x0A, 0xFF, 0x7F: // undefined, null, minKey, maxKey
 		case 0x07:
