@@ -54,9 +54,9 @@ func (v *validator) value(depth int) bool {
 	case c == '"':
 		return v.string()
 	case c == '{':
-		return v.object(depth + 1)
+		return v.container(depth+1, '}')
 	case c == '[':
-		return v.array(depth + 1)
+		return v.container(depth+1, ']')
 	case c == '-' || c >= '0' && c <= '9':
 		return v.number()
 	case c == 't':
@@ -77,26 +77,22 @@ func (v *validator) literal(word string) bool {
 	return true
 }
 
-func (v *validator) object(depth int) bool {
+// container checks an object (close '}') or an array (close ']') nested
+// depth deep and moves past it.
+func (v *validator) container(depth int, close byte) bool {
 	if depth > maxDepth {
 		return false
 	}
-	v.i++ // {
+	v.i++ // { or [
 	v.space()
-	if v.i < len(v.b) && v.b[v.i] == '}' {
+	if v.i < len(v.b) && v.b[v.i] == close {
 		v.i++
 		return true
 	}
 	for {
-		if v.i >= len(v.b) || v.b[v.i] != '"' || !v.string() {
+		if close == '}' && !v.name() {
 			return false
 		}
-		v.space()
-		if v.i >= len(v.b) || v.b[v.i] != ':' {
-			return false
-		}
-		v.i++
-		v.space()
 		if !v.value(depth) {
 			return false
 		}
@@ -108,7 +104,7 @@ func (v *validator) object(depth int) bool {
 		case ',':
 			v.i++
 			v.space()
-		case '}':
+		case close:
 			v.i++
 			return true
 		default:
@@ -117,35 +113,18 @@ func (v *validator) object(depth int) bool {
 	}
 }
 
-func (v *validator) array(depth int) bool {
-	if depth > maxDepth {
+// name checks an object member's name and colon and moves past them.
+func (v *validator) name() bool {
+	if v.i >= len(v.b) || v.b[v.i] != '"' || !v.string() {
 		return false
 	}
-	v.i++ // [
 	v.space()
-	if v.i < len(v.b) && v.b[v.i] == ']' {
-		v.i++
-		return true
+	if v.i >= len(v.b) || v.b[v.i] != ':' {
+		return false
 	}
-	for {
-		if !v.value(depth) {
-			return false
-		}
-		v.space()
-		if v.i >= len(v.b) {
-			return false
-		}
-		switch v.b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case ']':
-			v.i++
-			return true
-		default:
-			return false
-		}
-	}
+	v.i++
+	v.space()
+	return true
 }
 
 // Masks for testing the eight bytes of a word at once.
