@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/retry"
 	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
 )
 
@@ -196,7 +196,7 @@ func (s *Sink) write(ctx context.Context, r run) error {
 		}
 		s.retries.Add(1)
 		s.log.Warn("retrying writes", "attempt", attempt, "changes", r.to-r.from, "err", err)
-		if err := sleep(ctx, wait/2+rand.N(wait/2+1)); err != nil {
+		if err := retry.Sleep(ctx, retry.Jitter(wait)); err != nil {
 			return err
 		}
 		wait = min(2*wait, 5*time.Second)
@@ -585,7 +585,7 @@ func (s *Sink) applyDDL(ctx context.Context, it *item) error {
 			return err
 		}
 		s.retries.Add(1)
-		if err := sleep(ctx, wait/2+rand.N(wait/2+1)); err != nil {
+		if err := retry.Sleep(ctx, retry.Jitter(wait)); err != nil {
 			return err
 		}
 		wait = min(2*wait, 5*time.Second)
@@ -631,15 +631,4 @@ func transientCode(code int) bool {
 func hasLabel(err error, label string) bool {
 	var le mongo.LabeledError
 	return errors.As(err, &le) && le.HasErrorLabel(label)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/retry"
 	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
 )
 
@@ -91,7 +91,7 @@ func (s *Sink) lockPipeline(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("postgres sink: pipeline %q is being written by another session (another tide running it?): its lock was not released in %s", s.cfg.Pipeline, s.cfg.LockTimeout)
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := retry.Sleep(ctx, wait); err != nil {
 			return err
 		}
 		wait = min(2*wait, 200*time.Millisecond)
@@ -125,7 +125,7 @@ func (s *Sink) awaitGone(ctx context.Context, pid uint32) error {
 				s.log.Warn("terminate lost session; waiting for it to end", "pid", pid, "err", err)
 			}
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := retry.Sleep(ctx, wait); err != nil {
 			return err
 		}
 		wait = min(2*wait, 100*time.Millisecond)
@@ -241,7 +241,7 @@ func (s *Sink) commit(ctx context.Context, ckpt []byte) error {
 		}
 		s.log.Warn("retrying batch", "attempt", attempt, "rows", s.stage.live, "err", err)
 		// Full jitter, so that many pipelines do not reconnect in step.
-		if err := sleep(ctx, wait/2+rand.N(wait/2+1)); err != nil {
+		if err := retry.Sleep(ctx, retry.Jitter(wait)); err != nil {
 			return err
 		}
 		wait = min(2*wait, 5*time.Second)
@@ -510,15 +510,4 @@ func (s *Sink) diagnose(ctx context.Context, be *batchError) string {
 		}
 	}
 	return ""
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

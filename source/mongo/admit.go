@@ -12,6 +12,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/tide-cdc/tide/internal/retry"
 )
 
 // Identity keys, in the order they are checked against a checkpoint.
@@ -61,7 +63,7 @@ func (s *Source) retry(ctx context.Context, what string, f func() error) error {
 		if attempt > 0 {
 			d := backoff(attempt, s.cfg.BackoffBase, s.cfg.BackoffMax)
 			s.log.Warn("retrying", "what", what, "attempt", attempt, "in", d, "err", last)
-			if err := sleep(ctx, d); err != nil {
+			if err := retry.Sleep(ctx, d); err != nil {
 				return fmt.Errorf("%s: %w (last error: %v)", what, err, last)
 			}
 		}

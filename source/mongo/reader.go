@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/retry"
 )
 
 // permanentError marks an error that retrying cannot fix although it is
@@ -466,7 +467,7 @@ func (r *reader) streamLoop(ctx context.Context, opened bool) error {
 			if failures > 0 {
 				d := backoff(failures, s.cfg.BackoffBase, s.cfg.BackoffMax)
 				s.log.Warn("change stream failed; reconnecting", "attempt", failures, "in", d, "err", lastErr)
-				if err := sleep(ctx, d); err != nil {
+				if err := retry.Sleep(ctx, d); err != nil {
 					return err
 				}
 			}

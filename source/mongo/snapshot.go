@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/retry"
 )
 
 // snapshot copies the collection's documents after r.snap.lastID, in _id
@@ -47,7 +48,7 @@ func (r *reader) snapshot(ctx context.Context) error {
 		}
 		d := backoff(failures, s.cfg.BackoffBase, s.cfg.BackoffMax)
 		s.log.Warn("snapshot read failed; resuming", "attempt", failures, "in", d, "err", err)
-		if err := sleep(ctx, d); err != nil {
+		if err := retry.Sleep(ctx, d); err != nil {
 			return err
 		}
 		l, err := s.admitOnce(ctx)

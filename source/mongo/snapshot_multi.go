@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/retry"
 )
 
 // multiSnapshot is the progress of the initial snapshot of many
@@ -300,7 +301,7 @@ func (r *reader) copyCollection(ctx context.Context, ns string, afterJSON []byte
 		}
 		d := backoff(failures, s.cfg.BackoffBase, s.cfg.BackoffMax)
 		s.log.Warn("snapshot read failed; resuming", "namespace", ns, "attempt", failures, "in", d, "err", err)
-		if err := sleep(ctx, d); err != nil {
+		if err := retry.Sleep(ctx, d); err != nil {
 			return err
 		}
 		s.metrics.reconnects.Add(1)
