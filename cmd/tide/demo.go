@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -99,22 +100,12 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	}
 	defer store.Close()
 
-	srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(f.dir, "mongo"), Logger: log})
-	if err := srv.Start(); err != nil {
-		return fmt.Errorf("start embedded server: %w", err)
-	}
-	defer srv.Close()
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	ds, err := startDemoServer(ctx, filepath.Join(f.dir, "mongo"), log)
 	if err != nil {
 		return err
 	}
-	defer client.Disconnect(context.Background())
-	// w: 1, not the default majority, which waits for the journal's fsync
-	// on every write: a single writer would then fall far below --rate.
-	orders := client.Database("demo").Collection("orders", options.Collection().SetWriteConcern(writeconcern.W1()))
-	if err := client.Database("demo").CreateCollection(ctx, "orders"); err != nil && !isNamespaceExists(err) {
-		return fmt.Errorf("create demo.orders: %w", err)
-	}
+	defer ds.close()
+	srv, orders := ds.srv, ds.orders
 
 	logPath := filepath.Join(f.dir, "writer.log")
 	out := filepath.Join(f.dir, "orders.jsonl")
@@ -177,12 +168,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	byOp := src.Stats().Events
-	var counts []demoCount
-	for _, op := range []cdc.Op{cdc.OpInsert, cdc.OpUpdate, cdc.OpReplace, cdc.OpDelete} {
-		counts = append(counts, demoCount{string(op), byOp[op]})
-	}
-	printDemoStreamed(stdout, "", "changes", p.Stats(), res.took, counts)
+	printDemoStreamed(stdout, "", "changes", p.Stats(), res.took, countsByOp(src.Stats().Events, cdc.OpInsert, cdc.OpUpdate, cdc.OpReplace, cdc.OpDelete))
 
 	all, err := readWriterLog(logPath)
 	if err != nil {
@@ -193,6 +179,51 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		return fmt.Errorf("demo output check failed: %w", err)
 	}
 	return printDemoCheck(stdout, demoCheck{file: out, held: n, made: int64(len(all)), what: "the writer's %d changes", order: "in order", command: "tide demo"}, res.interrupted)
+}
+
+// demoServer is a demo's embedded MongoDB, a client of it and its
+// demo.orders, created if missing.
+type demoServer struct {
+	srv    *mongowire.Server
+	client *mongo.Client
+	orders *mongo.Collection
+}
+
+// startDemoServer starts an embedded server keeping its data in dir. On
+// an error it closes what it started.
+func startDemoServer(ctx context.Context, dir string, log *slog.Logger) (*demoServer, error) {
+	srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: dir, Logger: log})
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start embedded server in %s: %w", dir, err)
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	ds := &demoServer{srv: srv, client: client}
+	// w: 1, not the default majority, which waits for the journal's fsync
+	// on every write: a single writer would then fall far below --rate.
+	ds.orders = client.Database("demo").Collection("orders", options.Collection().SetWriteConcern(writeconcern.W1()))
+	if err := client.Database("demo").CreateCollection(ctx, "orders"); err != nil && !isNamespaceExists(err) {
+		ds.close()
+		return nil, fmt.Errorf("create demo.orders: %w", err)
+	}
+	return ds, nil
+}
+
+func (ds *demoServer) close() {
+	ds.client.Disconnect(context.Background())
+	ds.srv.Close()
+}
+
+// countsByOp lists the source's event counts for ops, in that order.
+func countsByOp(byOp map[cdc.Op]int64, ops ...cdc.Op) []demoCount {
+	counts := make([]demoCount, 0, len(ops))
+	for _, op := range ops {
+		counts = append(counts, demoCount{string(op), byOp[op]})
+	}
+	return counts
 }
 
 func isNamespaceExists(err error) bool {

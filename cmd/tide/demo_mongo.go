@@ -14,12 +14,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
-	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/pipeline"
 	mongosink "github.com/tide-cdc/tide/sink/mongo"
 	mongosource "github.com/tide-cdc/tide/source/mongo"
@@ -44,30 +42,17 @@ func runMongoCopyDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer
 	}
 	defer lock.Close()
 
-	var servers [2]*mongowire.Server
-	for i, sub := range []string{"mongo-a", "mongo-b"} {
-		srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(f.dir, sub), Logger: log})
-		if err := srv.Start(); err != nil {
-			return fmt.Errorf("start embedded server %s: %w", sub, err)
-		}
-		defer srv.Close()
-		servers[i] = srv
-	}
-	a, b := servers[0], servers[1]
-	ca, err := mongo.Connect(options.Client().ApplyURI(a.URI()))
+	da, err := startDemoServer(ctx, filepath.Join(f.dir, "mongo-a"), log)
 	if err != nil {
 		return err
 	}
-	defer ca.Disconnect(context.Background())
-	cb, err := mongo.Connect(options.Client().ApplyURI(b.URI()))
+	defer da.close()
+	db, err := startDemoServer(ctx, filepath.Join(f.dir, "mongo-b"), log)
 	if err != nil {
 		return err
 	}
-	defer cb.Disconnect(context.Background())
-	orders := ca.Database("demo").Collection("orders", options.Collection().SetWriteConcern(writeconcern.W1()))
-	if err := ca.Database("demo").CreateCollection(ctx, "orders"); err != nil && !isNamespaceExists(err) {
-		return fmt.Errorf("create demo.orders: %w", err)
-	}
+	defer db.close()
+	a, b, ca, cb, orders := da.srv, db.srv, da.client, db.client, da.orders
 	fmt.Fprintf(stdout, "tide demo: embedded MongoDB A at %s; writing %d changes to demo.orders at %s; keeping a copy in embedded MongoDB B at %s\n",
 		a.URI(), f.events, rateString(f.rate), b.URI())
 
@@ -107,12 +92,8 @@ func runMongoCopyDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	byOp := src.Stats().Events
-	var counts []demoCount
-	for _, op := range []cdc.Op{cdc.OpSnapshot, cdc.OpInsert, cdc.OpUpdate, cdc.OpReplace, cdc.OpDelete} {
-		counts = append(counts, demoCount{string(op), byOp[op]})
-	}
-	printDemoStreamed(stdout, "", "changes", p.Stats(), res.took, counts)
+	printDemoStreamed(stdout, "", "changes", p.Stats(), res.took,
+		countsByOp(src.Stats().Events, cdc.OpSnapshot, cdc.OpInsert, cdc.OpUpdate, cdc.OpReplace, cdc.OpDelete))
 
 	n, diff, err := compareCollections(context.WithoutCancel(ctx), ca, cb, "demo", "orders")
 	if err != nil {
