@@ -11,7 +11,8 @@ import (
 
 // TestDiskFull: a first save on a full disk fails with ENOSPC and leaves
 // no file that the next start would refuse; once a checkpoint file exists,
-// its saves rewrite pages in place and need no new space.
+// its saves rewrite pages in place and need no new space, the first save
+// after a restart included.
 func TestDiskFull(t *testing.T) {
 	dir := t.TempDir()
 	disk := faultfs.NewDisk()
@@ -49,5 +50,20 @@ func TestDiskFull(t *testing.T) {
 	cp, err := d.Load(t.Context(), "p")
 	if err != nil || string(cp.Source) != `{"seq":5}` {
 		t.Fatalf("load: %v, %v; want {\"seq\":5}", cp, err)
+	}
+
+	// A restart on the full disk: the first save of the new process
+	// reopens the file and writes in place too.
+	d.Close()
+	d, err = OpenFS(disk, dir, nil)
+	if err != nil {
+		t.Fatalf("open on a full disk: %v", err)
+	}
+	defer d.Close()
+	if err := d.Save(t.Context(), "p", cdc.Checkpoint{Source: cdc.Position(`{"seq":6}`)}); err != nil {
+		t.Fatalf("first save after a restart on a full disk: %v", err)
+	}
+	if cp, err := d.Load(t.Context(), "p"); err != nil || string(cp.Source) != `{"seq":6}` {
+		t.Fatalf("load after the restart: %v, %v; want {\"seq\":6}", cp, err)
 	}
 }
