@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // tideBinary is the one tide binary of a test binary, built on first use
@@ -100,4 +102,65 @@ func buildTide() {
 		return
 	}
 	tideBinary.dir, tideBinary.path = dir, path
+}
+
+// TideProcess is a running `tide run`, started by StartTide.
+type TideProcess struct {
+	cmd    *exec.Cmd
+	stderr Buffer
+	exited chan struct{} // closed once the process ended; err is set then
+	err    error
+}
+
+// StartTide starts `tide run -f file` of bin with the given log level and
+// no progress line, its standard error kept for failure messages. The
+// test's cleanup kills it if it still runs and waits for it.
+func StartTide(t testing.TB, bin, file, logLevel string) *TideProcess {
+	t.Helper()
+	p := &TideProcess{exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, "run", "-f", file, "--log-level", logLevel, "--progress", "never")
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start tide: %v", err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.exited })
+	return p
+}
+
+// Exited is closed once the process ended.
+func (p *TideProcess) Exited() <-chan struct{} { return p.exited }
+
+// Wait waits for the process to end and returns how it ended.
+func (p *TideProcess) Wait() error {
+	<-p.exited
+	return p.err
+}
+
+// Stderr returns what the process wrote to its standard error so far.
+func (p *TideProcess) Stderr() string { return p.stderr.String() }
+
+// KillAfter lets the process run for d, then sends SIGKILL and waits for
+// it to end. It fails the test if the process ended before.
+func (p *TideProcess) KillAfter(t testing.TB, d time.Duration) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-p.exited:
+		t.Fatalf("tide exited before it was killed: %v\n%s", p.err, p.Stderr())
+	case <-timer.C:
+	}
+	p.cmd.Process.Kill() // SIGKILL
+	<-p.exited
+}
+
+// Terminate sends SIGTERM, which drains the pipeline, and returns how the
+// process ended.
+func (p *TideProcess) Terminate() error {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	return p.Wait()
 }

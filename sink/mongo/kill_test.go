@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,41 +22,6 @@ import (
 
 	"github.com/tide-cdc/tide/internal/testenv"
 )
-
-// tideProc is a running `tide run`.
-type tideProc struct {
-	cmd    *exec.Cmd
-	stderr *testenv.Buffer
-	done   chan error
-}
-
-func startTide(t *testing.T, bin, file string) *tideProc {
-	t.Helper()
-	p := &tideProc{stderr: new(testenv.Buffer), done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, "run", "-f", file, "--log-level", "warn", "--progress", "never")
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start tide: %v", err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done; p.done <- nil })
-	return p
-}
-
-// kill sends SIGKILL and waits for the process to end. It fails the test
-// if the process had already ended.
-func (p *tideProc) kill(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		t.Fatalf("tide exited before it was killed: %v\n%s", err, p.stderr)
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	err := <-p.done
-	p.done <- err
-}
 
 func writeFile(t *testing.T, dir, text string) string {
 	t.Helper()
@@ -158,7 +121,7 @@ batch: {max_records: 500}
 	}
 	var last int64
 	for i := range int64(kills) {
-		p := startTide(t, bin, file)
+		p := testenv.StartTide(t, bin, file, "warn")
 		span := int64(count / (kills + 1))
 		want := max(last+1, i*span+rand.Int64N(span))
 		deadline := time.Now().Add(15 * time.Second)
@@ -170,18 +133,17 @@ batch: {max_records: 500}
 			time.Sleep(2 * time.Millisecond)
 		}
 		time.Sleep(time.Duration(rand.IntN(20_000)) * time.Microsecond)
-		p.kill(t)
+		p.KillAfter(t, 0)
 		last = check(fmt.Sprintf("after kill %d", i+1))
 		if last >= count {
 			t.Fatalf("the run finished before kill %d: make it longer", i+1)
 		}
 		t.Logf("kill %d: checkpoint at seq %d", i+1, last)
 	}
-	p := startTide(t, bin, file)
-	if err := <-p.done; err != nil {
-		t.Fatalf("final run: %v\n%s", err, p.stderr)
+	p := testenv.StartTide(t, bin, file, "warn")
+	if err := p.Wait(); err != nil {
+		t.Fatalf("final run: %v\n%s", err, p.Stderr())
 	}
-	p.done <- nil
 	if got := check("after the final run"); got != count {
 		t.Fatalf("final checkpoint seq %d, want %d", got, count)
 	}
@@ -248,9 +210,9 @@ batch: {max_records: 200, commit_interval: 50ms}
 		}
 	}()
 	for i := range kills {
-		p := startTide(t, bin, file)
+		p := testenv.StartTide(t, bin, file, "warn")
 		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
-		p.kill(t)
+		p.KillAfter(t, 0)
 		t.Logf("kill %d", i+1)
 	}
 	stop()
@@ -264,7 +226,7 @@ batch: {max_records: 200, commit_interval: 50ms}
 		t.Fatalf("read A's oplog: %v", err)
 	}
 	lastTS, lastI, _ := last.Lookup("ts").TimestampOK()
-	p := startTide(t, bin, file)
+	p := testenv.StartTide(t, bin, file, "warn")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		equal := true
@@ -280,11 +242,11 @@ batch: {max_records: 200, commit_interval: 50ms}
 			for _, name := range colls {
 				t.Logf("shop.%s: %d documents in A, %d in B, equal %v", name, count(t, ca, "shop", name), count(t, cb, "shop", name), sameDocuments(t, ca, cb, "shop", name))
 			}
-			t.Fatalf("B did not catch up with A in 20 s: A's last change at %d.%d, B's checkpoint %+v\n%s", lastTS, lastI, checkpointOf(t, b.URI(), "mirror"), p.stderr)
+			t.Fatalf("B did not catch up with A in 20 s: A's last change at %d.%d, B's checkpoint %+v\n%s", lastTS, lastI, checkpointOf(t, b.URI(), "mirror"), p.Stderr())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	p.kill(t)
+	p.KillAfter(t, 0)
 	for _, name := range colls {
 		if !sameDocuments(t, ca, cb, "shop", name) {
 			t.Errorf("shop.%s differs between A and B", name)
@@ -397,21 +359,21 @@ batch: {max_records: 500}
 		}
 	}
 	for round := range rounds - 1 {
-		p := startTide(t, bin, file)
+		p := testenv.StartTide(t, bin, file, "warn")
 		publish(round)
 		time.Sleep(time.Duration(50+rand.IntN(300)) * time.Millisecond)
-		p.kill(t)
+		p.KillAfter(t, 0)
 	}
-	p := startTide(t, bin, file)
+	p := testenv.StartTide(t, bin, file, "warn")
 	publish(rounds - 1)
 	const total = rounds * perRound
 	deadline := time.Now().Add(20 * time.Second)
 	for count(t, c, "lake", "orders") < total && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	p.kill(t)
+	p.KillAfter(t, 0)
 	if n := count(t, c, "lake", "orders"); n != total {
-		t.Fatalf("lake.orders holds %d documents, want %d\n%s", n, total, p.stderr)
+		t.Fatalf("lake.orders holds %d documents, want %d\n%s", n, total, p.Stderr())
 	}
 	var ns2 []int64
 	if err := c.Database("lake").Collection("orders").Distinct(t.Context(), "_full_document.n", bson.D{}).Decode(&ns2); err != nil {

@@ -382,11 +382,11 @@ sink:
 	}
 
 	tideKills := 0
-	p := startTide(t, bin, pipeline)
+	p := testenv.StartTide(t, bin, pipeline, "info")
 	kill := func() {
-		p.killAfter(t, 0)
+		p.KillAfter(t, 0)
 		tideKills++
-		p = startTide(t, bin, pipeline)
+		p = testenv.StartTide(t, bin, pipeline, "info")
 	}
 	for round := range rounds {
 		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond) // a random moment of the stream
@@ -422,19 +422,17 @@ sink:
 			break
 		}
 		select {
-		case err := <-p.done:
-			t.Fatalf("tide exited: %v\n%s", err, p.stderr)
+		case <-p.Exited():
+			t.Fatalf("tide exited: %v\n%s", p.Wait(), p.Stderr())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the last run did not catch up within 90s: consumer %+v, err %v\n%s", info, err, p.stderr)
+			t.Fatalf("the last run did not catch up within 90s: consumer %+v, err %v\n%s", info, err, p.Stderr())
 		}
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := <-p.done; err != nil {
-		t.Fatalf("tide after SIGTERM: %v\n%s", err, p.stderr)
+	if err := p.Terminate(); err != nil { // drain
+		t.Fatalf("tide after SIGTERM: %v\n%s", err, p.Stderr())
 	}
-	p.done <- nil
 
 	got := readPayloads(t, out)
 	want := streamPayloads(t, url, "ORDERS")

@@ -3,49 +3,13 @@ package nats
 import (
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tide-cdc/tide/internal/testenv"
 )
-
-// tideProc is a running `tide run`.
-type tideProc struct {
-	cmd    *exec.Cmd
-	stderr *testenv.Buffer
-	done   chan error
-}
-
-func startTide(t *testing.T, bin, pipeline string) *tideProc {
-	t.Helper()
-	p := &tideProc{stderr: new(testenv.Buffer), done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, "run", "-f", pipeline, "--log-level", "info", "--progress", "never")
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start tide: %v", err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done; p.done <- nil })
-	return p
-}
-
-// killAfter lets p run for d, then kills it with SIGKILL.
-func (p *tideProc) killAfter(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		t.Fatalf("tide exited early: %v\n%s", err, p.stderr)
-	case <-time.After(d):
-	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	err := <-p.done
-	p.done <- err
-}
 
 // TestKillTideJetStreamToFile runs `tide run` from a JetStream consumer
 // into a file and kills it with SIGKILL ten times at random moments while
@@ -83,34 +47,31 @@ sink:
 	}
 	for round := range rounds {
 		publishJSON(t, js, "orders.eu", round*perRound, (round+1)*perRound)
-		p := startTide(t, bin, pipeline)
-		p.killAfter(t, time.Duration(300+rand.IntN(1700))*time.Millisecond)
+		p := testenv.StartTide(t, bin, pipeline, "info")
+		p.KillAfter(t, time.Duration(300+rand.IntN(1700))*time.Millisecond)
 	}
 
-	p := startTide(t, bin, pipeline)
+	p := testenv.StartTide(t, bin, pipeline, "info")
 	eventually := func(cond func() bool) {
 		deadline := time.Now().Add(45 * time.Second)
 		for !cond() {
 			select {
-			case err := <-p.done:
-				p.done <- err
-				t.Fatalf("tide exited early: %v\n%s", err, p.stderr)
+			case <-p.Exited():
+				t.Fatalf("tide exited early: %v\n%s", p.Wait(), p.Stderr())
 			case <-time.After(50 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the last run did not catch up within 45s\n%s", p.stderr)
+				t.Fatalf("the last run did not catch up within 45s\n%s", p.Stderr())
 			}
 		}
 	}
 	eventually(func() bool {
 		info, err := tryConsumerInfo(js, "ORDERS", "tide")
-		return err == nil && info.AckFloor.Stream == total && strings.Contains(p.stderr.String(), "pipeline started")
+		return err == nil && info.AckFloor.Stream == total && strings.Contains(p.Stderr(), "pipeline started")
 	})
-	p.cmd.Process.Signal(syscall.SIGTERM) // drain
-	if err := <-p.done; err != nil {
-		t.Fatalf("tide after SIGTERM: %v\n%s", err, p.stderr)
+	if err := p.Terminate(); err != nil { // drain
+		t.Fatalf("tide after SIGTERM: %v\n%s", err, p.Stderr())
 	}
-	p.done <- nil
 
 	ns := readPayloads(t, out)
 	if len(ns) != total {
