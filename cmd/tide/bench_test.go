@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/file"
 	"github.com/tide-cdc/tide/source/generate"
@@ -162,9 +162,9 @@ func BenchmarkDurableCheckpoint(b *testing.B) {
 			ds, ms, ratios = append(ds, d), append(ms, m), append(ratios, d/m)
 			b.Logf("round %d, %d events: durable %.0f events/s, memory %.0f events/s: %.3fx", i+1, n, d, m, d/m)
 		}
-		b.ReportMetric(median(ds), "durable-events/s")
-		b.ReportMetric(median(ms), "memory-events/s")
-		b.ReportMetric(median(ratios), "ratio")
+		b.ReportMetric(testenv.Median(ds), "durable-events/s")
+		b.ReportMetric(testenv.Median(ms), "memory-events/s")
+		b.ReportMetric(testenv.Median(ratios), "ratio")
 	}
 }
 
@@ -178,15 +178,6 @@ func envCount(b *testing.B, name string, def int) int {
 		b.Fatalf("%s=%q is not a positive count", name, v)
 	}
 	return n
-}
-
-func median(v []float64) float64 {
-	v = slices.Clone(v)
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // TestBaselineWritesTideLines keeps the benchmark honest: the baseline must

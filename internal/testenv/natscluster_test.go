@@ -56,3 +56,18 @@ func TestNATSCluster(t *testing.T) {
 		t.Fatalf("get = %v, %v; want 3", e, err)
 	}
 }
+
+func TestMedian(t *testing.T) {
+	v := []float64{3, 1, 2}
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{v, 2}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{7}, 7}, {nil, 0}} {
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	if v[0] != 3 || v[1] != 1 {
+		t.Errorf("Median sorted its argument: %v", v)
+	}
+}

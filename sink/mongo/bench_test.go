@@ -106,13 +106,12 @@ func BenchmarkMirror(b *testing.B) {
 			}
 		}
 	}
-	med := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
-	d := med(rates["driver"])
+	d := testenv.Median(rates["driver"])
 	b.ReportMetric(d, "driver-events/s")
-	b.ReportMetric(med(rates["sink"]), "sink-events/s")
-	b.ReportMetric(med(rates["sink"])/d, "sink/driver")
-	b.ReportMetric(med(rates["sink-no-checkpoint"]), "sink-nockpt-events/s")
-	b.ReportMetric(med(rates["sink-no-checkpoint"])/d, "sink-nockpt/driver")
+	b.ReportMetric(testenv.Median(rates["sink"]), "sink-events/s")
+	b.ReportMetric(testenv.Median(rates["sink"])/d, "sink/driver")
+	b.ReportMetric(testenv.Median(rates["sink-no-checkpoint"]), "sink-nockpt-events/s")
+	b.ReportMetric(testenv.Median(rates["sink-no-checkpoint"])/d, "sink-nockpt/driver")
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -140,16 +140,11 @@ func BenchmarkMirror(b *testing.B) {
 	}
 	b.StopTimer()
 
-	med := func(xs []float64) float64 {
-		xs = slices.Clone(xs)
-		slices.Sort(xs)
-		return xs[len(xs)/2]
-	}
-	copyRate, insertRate := med(rates["copy"]), med(rates["insert"])
+	copyRate, insertRate := testenv.Median(rates["copy"]), testenv.Median(rates["insert"])
 	b.ReportMetric(copyRate, "copy-events/s")
 	b.ReportMetric(insertRate, "insert-events/s")
 	for _, batch := range batches {
-		r := med(rates[fmt.Sprintf("mirror/batch=%d", batch)])
+		r := testenv.Median(rates[fmt.Sprintf("mirror/batch=%d", batch)])
 		b.ReportMetric(r, fmt.Sprintf("mirror%d-events/s", batch))
 		b.ReportMetric(r/copyRate, fmt.Sprintf("mirror%d/copy", batch))
 		b.ReportMetric(r/insertRate, fmt.Sprintf("mirror%d/insert", batch))
@@ -247,15 +242,10 @@ func BenchmarkAppend(b *testing.B) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	med := func(xs []float64) float64 {
-		xs = slices.Clone(xs)
-		slices.Sort(xs)
-		return xs[len(xs)/2]
-	}
-	copyRate := med(rates["copy"])
+	copyRate := testenv.Median(rates["copy"])
 	b.ReportMetric(copyRate, "copy-events/s")
 	for _, batch := range batches {
-		r := med(rates[fmt.Sprintf("append/batch=%d", batch)])
+		r := testenv.Median(rates[fmt.Sprintf("append/batch=%d", batch)])
 		b.ReportMetric(r, fmt.Sprintf("append%d-events/s", batch))
 		b.ReportMetric(r/copyRate, fmt.Sprintf("append%d/copy", batch))
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/file"
 )
@@ -87,18 +88,13 @@ func BenchmarkBacklogToFile(b *testing.B) {
 		}
 		round++
 	}
-	med := func(xs []float64) float64 {
-		xs = slices.Clone(xs)
-		slices.Sort(xs)
-		return xs[len(xs)/2]
-	}
 	ratios := make([]float64, len(tide))
 	for i := range tide {
 		ratios[i] = tide[i] / bare[i]
 	}
-	b.ReportMetric(med(tide), "tide_events/s")
-	b.ReportMetric(med(bare), "watch_events/s")
-	b.ReportMetric(med(ratios), "ratio")
+	b.ReportMetric(testenv.Median(tide), "tide_events/s")
+	b.ReportMetric(testenv.Median(bare), "watch_events/s")
+	b.ReportMetric(testenv.Median(ratios), "ratio")
 	b.ReportMetric(0, "ns/op")
 }
 

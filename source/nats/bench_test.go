@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -321,20 +320,11 @@ func rounds(b *testing.B, n int, base, tide func() result) {
 		b.Logf("round %d, %d msgs: baseline %.0f msgs/s (%.2f cpu-µs/msg), tide %.0f msgs/s (%.2f cpu-µs/msg, %d batches, %.1f ms each): %.2fx",
 			i+1, n, br.msgsPerSec, br.cpuPerMsg, tr.msgsPerSec, tr.cpuPerMsg, tr.batches, tr.commitMS, ratios[i])
 	}
-	b.ReportMetric(median(bs), "base-msgs/s")
-	b.ReportMetric(median(ts), "tide-msgs/s")
-	b.ReportMetric(median(bcpu), "base-cpu-µs/msg")
-	b.ReportMetric(median(tcpu), "tide-cpu-µs/msg")
-	b.ReportMetric(median(ratios), "ratio")
-}
-
-func median(v []float64) float64 {
-	v = slices.Clone(v)
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	b.ReportMetric(testenv.Median(bs), "base-msgs/s")
+	b.ReportMetric(testenv.Median(ts), "tide-msgs/s")
+	b.ReportMetric(testenv.Median(bcpu), "base-cpu-µs/msg")
+	b.ReportMetric(testenv.Median(tcpu), "tide-cpu-µs/msg")
+	b.ReportMetric(testenv.Median(ratios), "ratio")
 }
 
 // tideLine appends the line Tide's envelope encoder and file sink write
