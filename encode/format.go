@@ -82,13 +82,21 @@ func civil(days int64) (year, month, day int) {
 	return year, month, day
 }
 
+// The largest canonical decimal128 significand, 10^34-1, in two words.
+const (
+	maxSignificandHi = 0x1ED09BEAD87C0
+	maxSignificandLo = 0x378D8E63FFFFFFFF
+)
+
 // appendDecimal128 appends the string form of the IEEE 754-2008 decimal128
 // with high and low words h and l, as the BSON decimal128 specification
 // describes and the driver writes it: NaN, Infinity, -Infinity; otherwise
 // plain notation when the exponent is at most 0 and the adjusted exponent
-// at least -6, scientific notation (d.dddE±n) else. Like the driver, it
-// prints a non-canonical significand (one above 10^34-1) as it is, and
-// treats the 0b11 combination form as a zero significand.
+// at least -6, scientific notation (d.dddE±n) else. A non-canonical
+// significand (one above 10^34-1, and any of the 0b11 combination form)
+// is zero, as IEEE 754-2008 and the specification say and mongod prints
+// it. (The driver's Decimal128.String prints such a significand as it is,
+// 35 digits that its own parser then refuses.)
 func appendDecimal128(dst []byte, h, l uint64) []byte {
 	neg := h>>63 == 1
 	switch h >> 58 & 0x1F {
@@ -107,6 +115,9 @@ func appendDecimal128(dst []byte, h, l uint64) []byte {
 	} else {
 		exp = int(h >> 49 & (1<<14 - 1))
 		hi, lo = h&(1<<49-1), l
+		if hi > maxSignificandHi || hi == maxSignificandHi && lo > maxSignificandLo {
+			hi, lo = 0, 0 // non-canonical
+		}
 	}
 	exp -= 6176
 
