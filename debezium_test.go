@@ -56,7 +56,7 @@ data_dir: %q
 batch: {commit_interval: 10ms}
 `, srv.URI(), out, filepath.Join(dir, "data"))
 
-	p, err := New(ctx, text, Options{})
+	p, err := build(ctx, text, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

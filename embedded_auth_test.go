@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tide-cdc/tide/internal/testenv"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tide-cdc/tide/internal/testenv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -70,7 +71,7 @@ batch: {commit_interval: 10ms}
 			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		}
 	}
-	p, err := New(t.Context(), text, opts(password))
+	p, err := build(t.Context(), text, opts(password))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ batch: {commit_interval: 10ms}
 
 	// The user exists now; a wrong password is refused, and not printed.
 	const wrong = "wrong-Password-42"
-	q, err := New(t.Context(), text, opts(wrong))
+	q, err := build(t.Context(), text, opts(wrong))
 	if err != nil {
 		t.Fatal(err)
 	}

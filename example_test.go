@@ -13,7 +13,7 @@ import (
 
 // A pipeline built from the text of a pipeline file, as tide run -f
 // builds it: 1000 generated events into a JSON-lines file.
-func ExampleNewPipeline() {
+func ExampleSpec_Build() {
 	dir, err := os.MkdirTemp("", "tide-example")
 	if err != nil {
 		log.Fatal(err)
@@ -31,10 +31,15 @@ data_dir: %q
 `, out, filepath.Join(dir, "data"))
 
 	ctx := context.Background()
-	p, err := tide.NewPipeline(ctx, yamlText)
+	spec, err := tide.Parse(yamlText, tide.Options{})
 	if err != nil {
 		log.Fatal(err) // every problem names its key and line
 	}
+	p, err := spec.Build(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
 	// A finite source: Run returns nil once every event is committed.
 	if err := p.Run(ctx); err != nil {
 		log.Fatal(err)

@@ -37,7 +37,7 @@ func TestFencedPipelineStops(t *testing.T) {
 	t.Parallel()
 	srv := testenv.NATS(t)
 	dir := t.TempDir()
-	p, err := New(t.Context(), kvYAML(dir, srv.ClientURL()), Options{})
+	p, err := build(t.Context(), kvYAML(dir, srv.ClientURL()), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestFencedPipelineStops(t *testing.T) {
 	}
 	// Options.NATSKV: the pipeline uses the fenced store and goes on from
 	// the fenced checkpoint.
-	p, err = New(t.Context(), kvYAML(dir, "nats://127.0.0.1:1"), Options{NATSKV: store})
+	p, err = build(t.Context(), kvYAML(dir, "nats://127.0.0.1:1"), Options{NATSKV: store})
 	if err != nil {
 		t.Fatalf("New with Options.NATSKV (the file's servers are unreachable and unused): %v", err)
 	}
@@ -119,16 +119,16 @@ func TestFencedPipelineStops(t *testing.T) {
 func TestCheckpointOwner(t *testing.T) {
 	t.Parallel()
 	srv := testenv.NATS(t)
-	_, err := New(t.Context(), generateYAML(t.TempDir(), 10), Options{CheckpointOwner: "w1"})
+	_, err := buildFenced(t.Context(), generateYAML(t.TempDir(), 10), Options{}, "w1")
 	if err == nil || !strings.Contains(err.Error(), `pipeline "gen" cannot be fenced for owner "w1": only a checkpoint in NATS KV can`) {
 		t.Fatalf("CheckpointOwner with a data directory store: %v", err)
 	}
 
-	p1, err := New(t.Context(), kvYAML(t.TempDir(), srv.ClientURL()), Options{CheckpointOwner: "w1"})
+	p1, err := buildFenced(t.Context(), kvYAML(t.TempDir(), srv.ClientURL()), Options{}, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := New(t.Context(), kvYAML(t.TempDir(), srv.ClientURL()), Options{CheckpointOwner: "w2"})
+	p2, err := buildFenced(t.Context(), kvYAML(t.TempDir(), srv.ClientURL()), Options{}, "w2")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/goleak"
 
+	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/pipeline"
 )
@@ -43,7 +44,7 @@ func lines(t *testing.T, path string) int {
 	return bytes.Count(b, []byte("\n"))
 }
 
-func TestNewPipelineErrorsNameKeyAndLine(t *testing.T) {
+func TestParseErrorsNameKeyAndLine(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		yaml string
@@ -59,16 +60,16 @@ func TestNewPipelineErrorsNameKeyAndLine(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := NewPipeline(t.Context(), []byte(tc.yaml))
+			_, err := Parse([]byte(tc.yaml), Options{})
 			if err == nil {
-				t.Fatal("NewPipeline accepted a bad file")
+				t.Fatal("Parse accepted a bad file")
 			}
 			for _, want := range tc.want {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}
 			}
-			_, err = New(t.Context(), []byte(tc.yaml), Options{File: "p.yaml"})
+			_, err = build(t.Context(), []byte(tc.yaml), Options{File: "p.yaml"})
 			if err == nil || !strings.HasPrefix(err.Error(), "p.yaml: line") {
 				t.Errorf("with Options.File, error = %v, want it to start with the file name and line", err)
 			}
@@ -76,15 +77,15 @@ func TestNewPipelineErrorsNameKeyAndLine(t *testing.T) {
 	}
 }
 
-func TestNewPipelineRunsAndReleasesTheDataDir(t *testing.T) {
+func TestBuildRunsAndReleasesTheDataDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p, err := NewPipeline(t.Context(), generateYAML(dir, 25))
+	p, err := build(t.Context(), generateYAML(dir, 25), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// While p exists, its data directory is taken.
-	if _, err := NewPipeline(t.Context(), generateYAML(dir, 25)); err == nil {
+	if _, err := build(t.Context(), generateYAML(dir, 25), Options{}); err == nil {
 		t.Fatal("a second pipeline on the same data_dir was built while the first exists")
 	}
 	if err := p.Run(t.Context()); err != nil {
@@ -113,11 +114,11 @@ func TestNewPipelineRunsAndReleasesTheDataDir(t *testing.T) {
 func TestCloseReleasesAPipelineNeverRun(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p, err := New(t.Context(), generateYAML(dir, 1), Options{})
+	p, err := build(t.Context(), generateYAML(dir, 1), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(t.Context(), generateYAML(dir, 1), Options{}); err == nil {
+	if _, err := build(t.Context(), generateYAML(dir, 1), Options{}); err == nil {
 		t.Fatal("a second pipeline on the same data_dir was built while the first exists")
 	}
 	if err := p.Close(); err != nil {
@@ -126,7 +127,7 @@ func TestCloseReleasesAPipelineNeverRun(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatalf("second Close = %v", err)
 	}
-	q, err := New(t.Context(), generateYAML(dir, 1), Options{})
+	q, err := build(t.Context(), generateYAML(dir, 1), Options{})
 	if err != nil {
 		t.Fatalf("after Close, New = %v", err)
 	}
@@ -147,7 +148,7 @@ sink:
 data_dir: %q
 batch: {commit_interval: 10ms}
 `, out, filepath.Join(dir, "data"))
-	p, err := New(t.Context(), text, Options{})
+	p, err := build(t.Context(), text, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,35 +206,47 @@ batch: {commit_interval: 10ms}
 	}
 }
 
-func TestLoadCheckpointWhileLocked(t *testing.T) {
+func TestCheckpointsLoadWhileLocked(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	text := generateYAML(dir, 3)
-	cp, err := LoadCheckpoint(t.Context(), text, Options{})
+	load := func(text []byte) (*cdc.Checkpoint, error) {
+		spec, err := Parse(text, Options{})
+		if err != nil {
+			return nil, err
+		}
+		store, err := spec.Checkpoints(t.Context())
+		if err != nil {
+			return nil, err
+		}
+		defer store.Close()
+		return store.Load(t.Context())
+	}
+	cp, err := load(text)
 	if err != nil || cp != nil {
 		t.Fatalf("before any run: %v, %v; want nil, nil", cp, err)
 	}
-	p, err := NewPipeline(t.Context(), text)
+	p, err := build(t.Context(), text, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	// Another pipeline holds the lock now; LoadCheckpoint does not need it.
-	q, err := New(t.Context(), generateYAML(dir, 3), Options{})
+	// Another pipeline holds the lock now; Load does not need it.
+	q, err := build(t.Context(), generateYAML(dir, 3), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	cp, err = LoadCheckpoint(t.Context(), text, Options{})
+	cp, err = load(text)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cp == nil || !bytes.Contains(cp.Source, []byte("3")) {
 		t.Errorf("checkpoint = %+v, want the position of event 3", cp)
 	}
-	if _, err := LoadCheckpoint(t.Context(), []byte("name: p\n"), Options{}); err == nil {
-		t.Error("LoadCheckpoint accepted an invalid file")
+	if _, err := load([]byte("name: p\n")); err == nil {
+		t.Error("an invalid file was accepted")
 	}
 }

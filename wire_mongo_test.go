@@ -50,7 +50,7 @@ batch: {commit_interval: 10ms}
 `, srv.URI(), out, filepath.Join(dir, "data"))
 
 	run := func(before int64, write func(), want int64) {
-		p, err := New(t.Context(), text, Options{})
+		p, err := build(t.Context(), text, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,7 +28,11 @@ data_dir: ` + filepath.Join(dir, "data") + `
 batch: {max_records: 1000}
 `)
 	for range 2 {
-		p, err := tide.New(t.Context(), yaml, tide.Options{})
+		spec, err := tide.Parse(yaml, tide.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := spec.Build(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

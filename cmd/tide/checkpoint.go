@@ -4,16 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
-	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/redact"
-	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
 func newValidateCmd(secrets *redact.Set) *cobra.Command {
@@ -23,21 +20,34 @@ func newValidateCmd(secrets *redact.Set) *cobra.Command {
 		Short: "Check a pipeline file: syntax, keys, values and references",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(file)
+			spec, err := readPipeline(file, secrets)
 			if err != nil {
 				return err
 			}
-			secrets.Add(cfg.Secrets()...)
-			for _, w := range cfg.Warnings() {
+			for _, w := range spec.Warnings() {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", file, secrets.String(w))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: pipeline %q is valid\n", file, cfg.Name)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: pipeline %q is valid\n", file, spec.Name)
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "pipeline YAML file (required)")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
+}
+
+// withCheckpoints runs f with the store of the pipeline file's checkpoint.
+func withCheckpoints(cmd *cobra.Command, file string, secrets *redact.Set, f func(*tide.Spec, tide.Checkpoints) error) error {
+	spec, err := readPipeline(file, secrets)
+	if err != nil {
+		return err
+	}
+	store, err := spec.Checkpoints(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return f(spec, store)
 }
 
 func newCheckpointCmd(secrets *redact.Set) *cobra.Command {
@@ -49,36 +59,37 @@ func newCheckpointCmd(secrets *redact.Set) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show -f FILE",
 		Short: "Print the pipeline's checkpoint as JSON",
-		Long: `Print the pipeline's checkpoint as JSON. It takes no lock, so it works while
-the pipeline runs; the next commit may overtake what it prints.`,
+		Long: `Print the pipeline's checkpoint as JSON, from wherever it lives: the data
+directory, NATS KV, or the sink's own table. It takes no lock, so it works
+while the pipeline runs; the next commit may overtake what it prints. (A
+checkpoint in the embedded server of sink.mongo with uri: embedded is read
+by starting that server, so that pipeline must be stopped.)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			text, cfg, err := readPipeline(file, secrets)
-			if err != nil {
-				return err
-			}
-			cp, err := tide.LoadCheckpoint(cmd.Context(), text, tide.Options{File: file})
-			var corrupt *checkpoint.CorruptError
-			if errors.As(err, &corrupt) {
-				raw, rerr := tide.RawCheckpoint(cmd.Context(), text, tide.Options{File: file})
-				if rerr == nil && raw != nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s\n", secrets.String(string(raw)))
+			return withCheckpoints(cmd, file, secrets, func(spec *tide.Spec, store tide.Checkpoints) error {
+				cp, err := store.Load(cmd.Context())
+				var corrupt *checkpoint.CorruptError
+				if errors.As(err, &corrupt) {
+					raw, rerr := store.Raw(cmd.Context())
+					if rerr == nil && raw != nil {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s\n", secrets.String(string(raw)))
+					}
+					return err
 				}
-				return err
-			}
-			if err != nil {
-				return err
-			}
-			if cp == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "pipeline %q has no checkpoint: the next run starts fresh\n", cfg.Name)
+				if err != nil {
+					return err
+				}
+				if cp == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "pipeline %q has no checkpoint: the next run starts fresh\n", spec.Name)
+					return nil
+				}
+				out, err := json.MarshalIndent(showable(spec.Name, cp), "", "  ")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", secrets.String(string(out)))
 				return nil
-			}
-			out, err := json.MarshalIndent(showable(cfg.Name, cp), "", "  ")
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", secrets.String(string(out)))
-			return nil
+			})
 		},
 	}
 	show.Flags().StringVarP(&file, "file", "f", "", "pipeline YAML file (required)")
@@ -89,44 +100,24 @@ the pipeline runs; the next commit may overtake what it prints.`,
 	reset := &cobra.Command{
 		Use:   "reset -f FILE --yes",
 		Short: "Delete the pipeline's checkpoint, so that the next run starts fresh",
-		Long: `Delete the pipeline's checkpoint. The next run starts as a fresh pipeline:
-from the source's configured start, not from where the last run stopped.
-A file sink's output should be moved away first, or the fresh run refuses
-to append to it.`,
+		Long: `Delete the pipeline's checkpoint, wherever it lives. The next run starts as a
+fresh pipeline: from the source's configured start, not from where the last
+run stopped. A file sink's output should be moved away first, or the fresh
+run refuses to append to it. With checkpoint: sink the rows or documents
+already written stay: a mirror converges again as the next run replays,
+an append table gets those events a second time.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !yes {
 				return errors.New("checkpoint reset deletes the pipeline's progress; run it again with --yes to confirm")
 			}
-			text, cfg, err := readPipeline(resetFile, secrets)
-			if err != nil {
-				return err
-			}
-			if cfg.Checkpoint == "sink" && cfg.Sink.Mongo != nil {
-				return fmt.Errorf("pipeline %q keeps its checkpoint in the target MongoDB, in the same transaction as its documents; "+
-					"to start over, delete the document {_id: %q} of %s.tide_checkpoints yourself together with the documents it covers", cfg.Name, cfg.Name, cfg.Sink.Mongo.CheckpointDatabase)
-			}
-			if cfg.Checkpoint == "sink" {
-				return fmt.Errorf("pipeline %q keeps its checkpoint in the sink's own table, in the same transaction as its rows; "+
-					"to start over, delete the row yourself (DELETE FROM tide_checkpoints WHERE pipeline = '%s') together with the rows it covers", cfg.Name, cfg.Name)
-			}
-			if cfg.Checkpoint == "nats_kv" {
-				if err := tide.ResetCheckpoint(cmd.Context(), text, tide.Options{File: resetFile}); err != nil {
+			return withCheckpoints(cmd, resetFile, secrets, func(spec *tide.Spec, store tide.Checkpoints) error {
+				if err := store.Reset(cmd.Context()); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "checkpoint of pipeline %q reset in NATS KV bucket %q\n", cfg.Name, cfg.CheckpointStore.NATSKV.Bucket)
+				fmt.Fprintf(cmd.OutOrStdout(), "checkpoint of pipeline %q reset in %s\n", spec.Name, store.Where())
 				return nil
-			}
-			store, err := checkpoint.Open(cfg.DataDir, slog.New(slog.DiscardHandler))
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			if err := store.Reset(cmd.Context(), cfg.Name); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "checkpoint of pipeline %q reset\n", cfg.Name)
-			return nil
+			})
 		},
 	}
 	reset.Flags().StringVarP(&resetFile, "file", "f", "", "pipeline YAML file (required)")
@@ -150,24 +141,27 @@ Timestamp(sec, 0): the run then starts with the first change of that second.
 The next run checks the point against the server: a cluster time older than
 the oldest oplog entry fails with 286 (history lost), a time in the future is
 refused. Changes between the old checkpoint and the new point are skipped,
-or delivered again if the point is earlier. With checkpoint: sink the
-checkpoint row in PostgreSQL is rewritten. The pipeline must be stopped; it
-asks for confirmation on a terminal, --yes skips it.`,
+or delivered again if the point is earlier. The checkpoint is written where it
+lives: the data directory, NATS KV, or the sink's own table (checkpoint:
+sink). The pipeline must be stopped; it asks for confirmation on a terminal,
+--yes skips it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var next func(cdc.Position) (cdc.Position, error)
+			var next func(tide.Repositioner, cdc.Position) (cdc.Position, error)
 			switch {
 			case clusterTime != "" && resumeToken != "":
 				return errors.New("checkpoint set: give --cluster-time or --resume-token, not both")
 			case clusterTime != "":
-				ts, err := mongosource.ParseClusterTime(clusterTime)
-				if err != nil {
-					return fmt.Errorf("--cluster-time: %w", err)
+				next = func(r tide.Repositioner, prev cdc.Position) (cdc.Position, error) {
+					p, err := r.PositionAfterClusterTime(prev, clusterTime)
+					if err != nil {
+						return nil, fmt.Errorf("--cluster-time: %w", err)
+					}
+					return p, nil
 				}
-				next = func(prev cdc.Position) (cdc.Position, error) { return mongosource.ClusterTimePosition(prev, ts) }
 			case resumeToken != "":
-				next = func(prev cdc.Position) (cdc.Position, error) {
-					p, err := mongosource.ResumeTokenPosition(prev, resumeToken)
+				next = func(r tide.Repositioner, prev cdc.Position) (cdc.Position, error) {
+					p, err := r.PositionAfterEvent(prev, resumeToken)
 					if err != nil {
 						return nil, fmt.Errorf("--resume-token: %w", err)
 					}

@@ -11,10 +11,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/internal/redact"
 )
 
@@ -67,7 +68,10 @@ func newRootCmd(stdout, stderr io.Writer, secrets *redact.Set) *cobra.Command {
 		Short: "Stream changes from MongoDB and NATS into files, JetStream, PostgreSQL, MongoDB and stdout",
 		Long: `Tide streams changes, reliably and fast, from MongoDB change streams and NATS
 into JSON-lines files, NATS JetStream, PostgreSQL, MongoDB and stdout. It never
-records progress that a sink has not made durable.`,
+records progress that a sink has not made durable.
+
+Sources a pipeline file can name: ` + strings.Join(tide.Sources(), ", ") + `.
+Sinks: ` + strings.Join(tide.Sinks(), ", ") + `.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -102,15 +106,11 @@ func newVersionCmd() *cobra.Command {
 
 // readPipeline reads and parses a pipeline file, and adds its secrets to
 // those every output of the command hides.
-func readPipeline(file string, secrets *redact.Set) ([]byte, *config.Pipeline, error) {
-	text, err := config.ReadFile(file)
+func readPipeline(file string, secrets *redact.Set) (*tide.Spec, error) {
+	spec, err := tide.ParseFile(file, tide.Options{})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cfg, err := config.ParseNamed(file, text, os.LookupEnv)
-	if err != nil {
-		return nil, nil, err
-	}
-	secrets.Add(cfg.Secrets()...)
-	return text, cfg, nil
+	secrets.Add(spec.Secrets()...)
+	return spec, nil
 }

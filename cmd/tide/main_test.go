@@ -395,7 +395,7 @@ func TestDemo(t *testing.T) {
 
 // TestPostgresCheckpointInSink runs generate into PostgreSQL with the
 // checkpoint in the sink's transaction, and reads it back with
-// tide checkpoint show; reset refuses and says how to do it by hand.
+// tide checkpoint show; reset deletes its row.
 func TestPostgresCheckpointInSink(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Postgres(t)
@@ -426,8 +426,11 @@ batch: {max_records: 1000}
 		t.Fatalf("checkpoint show does not read seq 2500 from PostgreSQL:\n%s", out)
 	}
 	out, err = run("checkpoint", "reset", "-f", cfg, "--yes")
-	if err == nil || !strings.Contains(out, "DELETE FROM tide_checkpoints WHERE pipeline = 'pg'") {
+	if err != nil || !strings.Contains(out, `checkpoint of pipeline "pg" reset in the tide_checkpoints table of sink.postgres`) {
 		t.Fatalf("checkpoint reset of a sink checkpoint: err %v, output:\n%s", err, out)
+	}
+	if out, err := run("checkpoint", "show", "-f", cfg); err != nil || !strings.Contains(out, `pipeline "pg" has no checkpoint`) {
+		t.Fatalf("checkpoint show after reset: %v\n%s", err, out)
 	}
 }
 

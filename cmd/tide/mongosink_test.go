@@ -30,7 +30,10 @@ checkpoint: sink
 		t.Fatalf("tide checkpoint show: %v\n%s", err, out)
 	}
 	out, err = runTide(t, dir, "checkpoint", "reset", "-f", cfg, "--yes")
-	if err == nil || !strings.Contains(out, `delete the document {_id: "gen-mongo"} of tide.tide_checkpoints`) {
+	if err != nil || !strings.Contains(out, `checkpoint of pipeline "gen-mongo" reset in the tide_checkpoints table of sink.mongo`) {
 		t.Fatalf("tide checkpoint reset: %v\n%s", err, out)
+	}
+	if out, err := runTide(t, dir, "checkpoint", "show", "-f", cfg); err != nil || !strings.Contains(out, `pipeline "gen-mongo" has no checkpoint`) {
+		t.Fatalf("tide checkpoint show after reset: %v\n%s", err, out)
 	}
 }

@@ -170,7 +170,7 @@ type catchUpRun struct {
 func startCatchUp(b *testing.B, cp catchUpPipeline) *catchUpRun {
 	b.Helper()
 	obs := newCommittedCounter(cp.want)
-	p, err := tide.New(context.Background(), cp.yaml, tide.Options{Observer: obs})
+	p, err := buildSpec(context.Background(), cp.yaml, tide.Options{Observer: obs})
 	if err != nil {
 		b.Fatalf("build pipeline: %v\n%s", err, cp.yaml)
 	}
@@ -423,4 +423,13 @@ data_dir: %q
 
 func (a catchUpResult) plus(b catchUpResult) catchUpResult {
 	return catchUpResult{a.events + b.events, a.wall + b.wall, a.serverCPU + b.serverCPU, a.tideCPU + b.tideCPU}
+}
+
+// buildSpec parses text and builds its pipeline, as tide run does.
+func buildSpec(ctx context.Context, text []byte, opts tide.Options) (*tide.Pipeline, error) {
+	spec, err := tide.Parse(text, opts)
+	if err != nil {
+		return nil, err
+	}
+	return spec.Build(ctx)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/internal/redact"
 	"github.com/tide-cdc/tide/internal/worker"
 )
@@ -39,19 +40,24 @@ func newPipelineCmd(secrets *redact.Set) *cobra.Command {
 		Short: "Validate a pipeline file and store it in the tide_pipelines bucket, replacing one of the same name",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			text, cfg, err := readPipeline(file, secrets)
+			text, err := tide.ReadFile(file)
 			if err != nil {
 				return err
 			}
-			if !worker.ValidKey(cfg.Name) {
-				return fmt.Errorf("%s: name %q: a pipeline run by workers needs a name of letters, digits, '-', '_', '=' and inner '.'", file, cfg.Name)
+			spec, err := tide.Parse(text, tide.Options{File: file})
+			if err != nil {
+				return err
+			}
+			secrets.Add(spec.Secrets()...)
+			if !worker.ValidKey(spec.Name) {
+				return fmt.Errorf("%s: name %q: a pipeline run by workers needs a name of letters, digits, '-', '_', '=' and inner '.'", file, spec.Name)
 			}
 			return withKV(cmd, func(ctx context.Context, kv jetstream.KeyValue) error {
-				rev, err := kv.Put(ctx, cfg.Name, text)
+				rev, err := kv.Put(ctx, spec.Name, text)
 				if err != nil {
-					return fmt.Errorf("store pipeline %q: %w", cfg.Name, err)
+					return fmt.Errorf("store pipeline %q: %w", spec.Name, err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "stored pipeline %s (revision %d)\n", cfg.Name, rev)
+				fmt.Fprintf(cmd.OutOrStdout(), "stored pipeline %s (revision %d)\n", spec.Name, rev)
 				return nil
 			})
 		},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,9 +13,8 @@ import (
 
 	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/status"
 	"github.com/tide-cdc/tide/pipeline"
-	mongosrc "github.com/tide-cdc/tide/source/mongo"
-	natssrc "github.com/tide-cdc/tide/source/nats"
 )
 
 // showProgress decides whether tide run prints its one-line summary: by
@@ -69,35 +67,14 @@ type snapBar struct {
 	done, total int64
 }
 
-// viewOf reads src's statistics: a MongoDB or NATS source of this module;
-// any other source (the generator) has nothing to add.
-func viewOf(src cdc.Source) sourceView {
-	var v sourceView
-	switch s := src.(type) {
-	case *mongosrc.Source:
-		st := s.Stats()
-		v.clusterTime = st.Committed
-		// The source hands out one marker before the copy (the start
-		// position) and one after it (the stream's start): the copy is
-		// over at the second, or at the first change.
-		v.copying = true
-		for op, n := range st.Events {
-			if op == cdc.OpMarker && n > 1 || op != cdc.OpMarker && op != cdc.OpSnapshot && n > 0 {
-				v.copying = false
-			}
-		}
-		if st.SnapshotByNamespace != nil {
-			for ns, p := range st.SnapshotByNamespace {
-				v.snapshot = append(v.snapshot, snapBar{ns, p.Done, p.Total})
-			}
-			slices.SortFunc(v.snapshot, func(a, b snapBar) int { return strings.Compare(a.ns, b.ns) })
-		} else if st.SnapshotTotal > 0 || st.SnapshotDone > 0 {
-			id := s.Identity()
-			v.snapshot = []snapBar{{id["database"] + "." + id["collection"], st.SnapshotDone, st.SnapshotTotal}}
-		}
-	case *natssrc.Source:
-		v.jetStream = s.Identity()["source"] == "nats-jetstream"
-		v.pending = s.Stats().Lag
+// viewOf reads the source's view (status.ViewSource): what any source
+// tells through its optional abilities; a source without them (the
+// generator) has nothing to add.
+func viewOf(src cdc.Source, st pipeline.Stats, now time.Time) sourceView {
+	sv := status.ViewSource(src, st, now)
+	v := sourceView{clusterTime: sv.Lag.At, jetStream: sv.Lag.Sequenced && sv.Lag.MessagesKnown, pending: sv.Lag.Messages, copying: sv.Snapshot.Copying}
+	for _, c := range sv.Snapshot.Collections {
+		v.snapshot = append(v.snapshot, snapBar{c.Namespace, c.Done, c.Total})
 	}
 	return v
 }
@@ -272,7 +249,7 @@ func statusLoop(ctx context.Context, w io.Writer, every time.Duration, p statser
 				// Only once the source has handed out an event: its
 				// Open, which sets up what its Stats read, happened
 				// before (through the pipeline's lock).
-				v = viewOf(src)
+				v = viewOf(src, st, now)
 			}
 			var lines []string
 			switch {

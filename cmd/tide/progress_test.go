@@ -157,7 +157,7 @@ func TestStatusLoopMongo(t *testing.T) {
 	text := fmt.Appendf(nil, "name: p\nsource: {mongo: {uri: %q, database: inventory, collection: customers}}\n"+
 		"sink: {file: {path: %q}}\ndata_dir: %q\nbatch: {commit_interval: 10ms}\n",
 		srv.URI(), filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "data"))
-	p, err := tide.New(t.Context(), text, tide.Options{})
+	p, err := buildSpec(t.Context(), text, tide.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,13 +210,14 @@ func TestStatusLoopMongo(t *testing.T) {
 // TestViewOfSources: a JetStream consumer's checkpoint is a stream
 // sequence, a core subscription's is not, and the generator adds nothing.
 func TestViewOfSources(t *testing.T) {
-	js := viewOf(natssrc.New(natssrc.Config{Mode: "jetstream", Stream: "S", Consumer: "c"}))
-	core := viewOf(natssrc.New(natssrc.Config{Mode: "core", Subject: "s.>"}))
-	gen := viewOf(generate.New(generate.Config{Count: 1}))
+	now := time.Now()
+	js := viewOf(natssrc.New(natssrc.Config{Mode: "jetstream", Stream: "S", Consumer: "c"}), pipeline.Stats{}, now)
+	core := viewOf(natssrc.New(natssrc.Config{Mode: "core", Subject: "s.>"}), pipeline.Stats{}, now)
+	gen := viewOf(generate.New(generate.Config{Count: 1}), pipeline.Stats{}, now)
 	if !js.jetStream || core.jetStream || gen.jetStream || gen.snapshot != nil || gen.clusterTime.T != 0 {
 		t.Errorf("views: jetstream %+v, core %+v, generate %+v", js, core, gen)
 	}
-	if viewOf(nil).jetStream {
+	if viewOf(nil, pipeline.Stats{}, now).jetStream {
 		t.Error("no source has a view")
 	}
 }

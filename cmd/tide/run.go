@@ -19,7 +19,6 @@ import (
 	"github.com/tide-cdc/tide/internal/metrics"
 	"github.com/tide-cdc/tide/internal/redact"
 	"github.com/tide-cdc/tide/internal/status"
-	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
 type runFlags struct {
@@ -36,7 +35,7 @@ type runFlags struct {
 func newRunCmd(secrets *redact.Set) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run -f FILE",
+		Use:   "run FILE | run -f FILE",
 		Short: "Run a pipeline until its source ends or a signal arrives",
 		Long: `Run the pipeline described by a YAML file. With a finite source (generate with
 a count) it exits 0 once every event is committed; otherwise it runs until
@@ -47,12 +46,20 @@ checkpoint stays at the last commit.
 Exit codes: 0 done, 1 an error (a drain that outlived --drain-timeout
 included), 3 the collection was dropped or renamed under the pipeline,
 130 a second signal.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 1 && f.file != "" && args[0] != f.file:
+				return fmt.Errorf("run: the pipeline file is given twice, as %s and as -f %s: give one", args[0], f.file)
+			case len(args) == 1:
+				f.file = args[0]
+			case f.file == "":
+				return errors.New("run: name the pipeline file: tide run FILE (or -f FILE)")
+			}
 			return runPipeline(cmd.Context(), f, cmd.ErrOrStderr(), secrets)
 		},
 	}
-	cmd.Flags().StringVarP(&f.file, "file", "f", "", "pipeline YAML file (required)")
+	cmd.Flags().StringVarP(&f.file, "file", "f", "", "pipeline YAML file (or give it as the argument)")
 	cmd.Flags().StringVar(&f.httpAddr, "http-addr", "", "serve the status page (/), /api/status and /metrics on this address (for example 127.0.0.1:9464)")
 	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "the same as --http-addr (its former name)")
 	cmd.Flags().StringVar(&f.authFile, "http-auth-file", "", "require basic auth on --http-addr: a file of one user:password (or user:bcrypt-hash) line; needed off loopback")
@@ -60,7 +67,6 @@ included), 3 the collection was dropped or renamed under the pipeline,
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().DurationVar(&f.drainGrace, "drain-timeout", 30*time.Second, "how long a drain may take before tide stops hard")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "one-line progress summary: auto (on a terminal), always, never")
-	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
 
@@ -85,21 +91,23 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 		return err
 	}
 	log = redact.Logger(log, secrets)
-	text, cfg, err := readPipeline(f.file, secrets)
+	reg := metrics.NewRegistry()
+	bars := terminal(os.Stderr)
+	if showProgress(f.progress, stderr) {
+		bars = nil // the status line draws the snapshot's bars itself
+	}
+	tracker := status.NewTracker()
+	spec, err := tide.ParseFile(f.file, tide.Options{Logger: log, Metrics: reg, Observer: tracker, Progress: bars})
 	if err != nil {
 		return err
 	}
-	for _, w := range cfg.Warnings() {
+	secrets.Add(spec.Secrets()...)
+	for _, w := range spec.Warnings() {
 		log.Warn("pipeline file: "+w, "file", f.file)
 	}
 	addr, err := f.statusAddr()
 	if err != nil {
 		return err
-	}
-	reg := metrics.NewRegistry()
-	bars := terminal(os.Stderr)
-	if showProgress(f.progress, stderr) {
-		bars = nil // the status line draws the snapshot's bars itself
 	}
 	// The status server is bound before the pipeline is built, so that a
 	// refused address (off loopback without --http-auth-file) or a port in
@@ -113,8 +121,7 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 	} else if f.authFile != "" {
 		return errors.New("--http-auth-file needs --http-addr")
 	}
-	tracker := status.NewTracker()
-	p, err := tide.New(ctx, text, tide.Options{File: f.file, Logger: log, Metrics: reg, Observer: tracker, Progress: bars})
+	p, err := spec.Build(ctx)
 	if err != nil {
 		return err
 	}
@@ -207,7 +214,7 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 	st := p.Stats()
 	log.Info("pipeline stopped", "state", p.State().String(), "events", st.EventsOut, "batches", st.Batches)
 	switch {
-	case errors.Is(err, mongosource.ErrInvalidated):
+	case errors.Is(err, tide.ErrInvalidated):
 		return &exitError{code: exitInvalidated, err: err}
 	case drainTimedOut:
 		timedOut := fmt.Errorf("drain did not finish within --drain-timeout %s: stopped hard; "+

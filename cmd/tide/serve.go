@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/mongowire"
 )
 
@@ -39,11 +39,11 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 				return err
 			}
 			if oplogSize != "" {
-				n, err := config.ParseByteSize(oplogSize)
+				n, err := cdc.ParseByteSize(oplogSize)
 				if err != nil {
 					return fmt.Errorf("--oplog-size: %w", err)
 				}
-				cfg.OplogBytes = n
+				cfg.OplogBytes = int64(n)
 			}
 			if err := secureServe(&cfg, tlsFiles, insecure, log); err != nil {
 				return err

@@ -21,11 +21,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tide-cdc/tide"
-	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/redact"
+	"github.com/tide-cdc/tide/internal/status"
 	"github.com/tide-cdc/tide/internal/worker"
-	mongosource "github.com/tide-cdc/tide/source/mongo"
-	natssource "github.com/tide-cdc/tide/source/nats"
 )
 
 type workerFlags struct {
@@ -142,33 +140,28 @@ func runWorker(ctx context.Context, f workerFlags, stderr io.Writer, secrets *re
 		Buckets:      buckets,
 		Logger:       log,
 		Parse: func(origin string, text []byte) (string, error) {
-			cfg, err := config.ParseNamed(origin, text, os.LookupEnv)
+			spec, err := tide.Parse(text, tide.Options{File: origin})
 			if err != nil {
-				return "", (*redact.Set)(nil).Error(err)
+				return "", err
 			}
-			secrets.Add(cfg.Secrets()...)
-			return cfg.Name, nil
+			secrets.Add(spec.Secrets()...)
+			return spec.Name, nil
 		},
 		Build: func(ctx context.Context, def worker.Definition, lease worker.Lease, reg prometheus.Registerer) (worker.Runner, error) {
-			opts := tide.Options{File: def.Origin, Logger: log, Metrics: reg}
-			cfg, err := config.ParseNamed(def.Origin, def.Text, os.LookupEnv)
+			spec, err := tide.Parse(def.Text, tide.Options{File: def.Origin, Logger: log, Metrics: reg})
 			if err != nil {
-				return nil, (*redact.Set)(nil).Error(err)
+				return nil, err
 			}
-			if cfg.CheckpointStore.NATSKV != nil {
-				// Fence first, before the data directory is locked: a
-				// former owner that was paused past its lease and
-				// still holds the directory fails its next save, while
-				// this one waits for the directory. New fences again
-				// for the same owner, so that its Load refuses a key
-				// another owner fenced in between. Other stores cannot
-				// be fenced; see README, Workers.
-				if err := tide.FenceCheckpoint(ctx, def.Text, tide.Options{File: def.Origin}, lease.Owner()); err != nil {
-					return nil, err
-				}
-				opts.CheckpointOwner = lease.Owner()
+			if spec.Checkpoint == "nats_kv" {
+				// The checkpoint is fenced for this owner before the
+				// data directory is locked (Spec.BuildFenced): a former
+				// owner that was paused past its lease and still holds
+				// the directory fails its next save, while this one
+				// waits for the directory. Other stores cannot be
+				// fenced; see README, Workers.
+				return spec.BuildFenced(ctx, lease.Owner())
 			}
-			return tide.New(ctx, def.Text, opts)
+			return spec.Build(ctx)
 		},
 		Lag: lagOf,
 	})
@@ -233,17 +226,18 @@ func runWorker(ctx context.Context, f workerFlags, stderr io.Writer, secrets *re
 }
 
 // lagOf reports how far a pipeline is behind its source, as the source
-// measures it.
+// measures it (status.ViewSource).
 func lagOf(r worker.Runner) string {
 	p, ok := r.(*tide.Pipeline)
 	if !ok {
 		return ""
 	}
-	switch s := p.Source.(type) {
-	case *mongosource.Source:
-		return s.Stats().Lag(time.Now()).Round(time.Millisecond).String()
-	case *natssource.Source:
-		return strconv.FormatUint(s.Stats().Lag, 10) + " msgs"
+	v := status.ViewSource(p.Source, p.Stats(), time.Now())
+	switch {
+	case v.Lag.TimeKnown:
+		return v.Lag.Time.Round(time.Millisecond).String()
+	case v.Lag.MessagesKnown:
+		return strconv.FormatUint(v.Lag.Messages, 10) + " msgs"
 	}
 	return ""
 }

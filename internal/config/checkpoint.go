@@ -2,11 +2,15 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint/natskv"
 	"github.com/tide-cdc/tide/internal/natsconn"
 )
@@ -64,12 +68,23 @@ func (p *Pipeline) mappingForm(key string, val *yaml.Node) (reflect.Value, bool)
 	return reflect.ValueOf(&p.CheckpointStore).Elem(), true
 }
 
+// keepers lists the registered sinks that keep checkpoints themselves.
+func (p *Pipeline) keepers() []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(p.conns.Sinks)) {
+		if _, ok := p.conns.Sinks[k]().(cdc.CheckpointTable); ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func (p *Pipeline) checkpointErrors() []error {
 	switch p.Checkpoint {
 	case "", "file":
 	case "sink":
-		if p.Sink.Postgres == nil && p.Sink.Mongo == nil {
-			return []error{fmt.Errorf(`checkpoint: "sink" needs a sink that stores checkpoints in its own transaction (postgres, mongo); use "file" with sink.%s`, p.sinkName())}
+		if p.Sink.Key != "" && !p.KeepsCheckpoints() {
+			return []error{fmt.Errorf(`checkpoint: "sink" needs a sink that stores checkpoints in its own transaction (%s); use "file" with sink.%s`, strings.Join(p.keepers(), ", "), p.Sink.Key)}
 		}
 	case "nats_kv":
 		if c := p.CheckpointStore.NATSKV; c != nil {

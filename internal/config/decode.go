@@ -4,6 +4,7 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -22,12 +23,14 @@ type decoder struct {
 	errs   []error
 	lines  map[string]int    // YAML path -> line, for Validate's messages
 	raw    map[string]string // YAML path -> a scalar's text before ${VAR} expansion, where it had any
+	conns  Connectors
 }
 
 var (
 	yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 	durationType    = reflect.TypeFor[time.Duration]()
+	sectionType     = reflect.TypeFor[Section]()
 )
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
@@ -41,6 +44,16 @@ func displayPath(path string) string {
 	return path
 }
 
+// defaulter is a section of this package with defaults (nats_kv).
+type defaulter interface{ setDefaults() }
+
+// setDefaults calls setDefaults on p, a pointer, if it has the method.
+func setDefaults(p reflect.Value) {
+	if d, ok := p.Interface().(defaulter); ok {
+		d.setDefaults()
+	}
+}
+
 // value decodes n into v, which is settable.
 func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode {
@@ -51,6 +64,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	}
 	t := v.Type()
 	switch {
+	case t == sectionType:
+		d.section(n, v.Addr().Interface().(*Section), path)
+	case t == durationType:
+		d.duration(n, v, path)
 	case t.Kind() == reflect.Pointer:
 		if isNull(n) && t.Elem().Kind() != reflect.Struct {
 			v.SetZero()
@@ -62,7 +79,18 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		setDefaults(p)
 		d.value(n, p.Elem(), path)
 		v.Set(p)
-	case reflect.PointerTo(t).Implements(yamlUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler):
+	case reflect.PointerTo(t).Implements(textUnmarshaler) && !reflect.PointerTo(t).Implements(yamlUnmarshaler):
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "expected %s, got %s", describe(t), kindName(n))
+			return
+		}
+		if !d.interpolateTree(n, path) || isNull(n) {
+			return // keep the default
+		}
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
+			d.fail(n, path, "%v", err)
+		}
+	case reflect.PointerTo(t).Implements(yamlUnmarshaler):
 		if !d.interpolateTree(n, path) {
 			return
 		}
@@ -114,6 +142,76 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		v.Set(m)
 	default:
 		d.scalar(n, v, path)
+	}
+}
+
+// duration decodes a time.Duration written as Go writes durations: 1s,
+// 500ms, 1m30s. A number without a unit is an error, except 0.
+func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.ScalarNode {
+		d.fail(n, path, "expected a duration such as 1s or 500ms, got %s", kindName(n))
+		return
+	}
+	if !d.interpolateTree(n, path) || isNull(n) {
+		return
+	}
+	dur, err := time.ParseDuration(strings.TrimSpace(n.Value))
+	if err != nil {
+		d.fail(n, path, "%q is not a duration: use a number with a unit, such as 500ms, 1s or 2m", n.Value)
+		return
+	}
+	v.SetInt(int64(dur))
+}
+
+// section decodes source: or sink:, a mapping of one connector's key to
+// its settings, into the Config the connector's registration makes.
+func (d *decoder) section(n *yaml.Node, sec *Section, path string) {
+	if isNull(n) {
+		return // Validate says it is required
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "expected a mapping of one %s to its settings, got %s", path, kindName(n))
+		return
+	}
+	factories := d.conns.Sources
+	if path == "sink" {
+		factories = d.conns.Sinks
+	}
+	known := map[string]reflect.Value{}
+	for k := range factories {
+		known[k] = reflect.Value{}
+	}
+	var set []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		kpath := joinPath(path, k.Value)
+		newConfig, ok := factories[k.Value]
+		if !ok {
+			d.fail(k, kpath, "unknown key%s", suggest(k.Value, known))
+			continue
+		}
+		if slices.Contains(set, k.Value) {
+			d.fail(k, kpath, "duplicate key (first at line %d)", d.lines[kpath])
+			continue
+		}
+		set = append(set, k.Value)
+		d.lines[kpath] = k.Line
+		cfg := newConfig()
+		rv := reflect.ValueOf(cfg)
+		if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
+			d.fail(k, kpath, "the registration of %s %q makes a %T, not a pointer to a struct", path, k.Value, cfg)
+			continue
+		}
+		if val.Kind == yaml.AliasNode {
+			val = val.Alias
+		}
+		d.value(val, rv.Elem(), kpath)
+		if sec.Key == "" {
+			sec.Key, sec.Config = k.Value, cfg
+		}
+	}
+	if len(set) > 1 {
+		d.fail(n, path, "%s are set; a pipeline has exactly one %s", strings.Join(set, " and "), path)
 	}
 }
 
@@ -209,6 +307,36 @@ func yamlFields(v reflect.Value) map[string]reflect.Value {
 			name = strings.ToLower(sf.Name)
 		}
 		fields[name] = v.Field(i)
+	}
+	return fields
+}
+
+type taggedField struct {
+	value  reflect.Value
+	secret string // the field's secret tag
+}
+
+// yamlFieldsTagged is yamlFields with each field's secret tag.
+func yamlFieldsTagged(v reflect.Value) map[string]taggedField {
+	fields := map[string]taggedField{}
+	t := v.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if slices.Contains(strings.Split(opts, ","), "inline") && sf.Type.Kind() == reflect.Struct {
+			maps.Copy(fields, yamlFieldsTagged(v.Field(i)))
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(sf.Name)
+		}
+		fields[name] = taggedField{v.Field(i), sf.Tag.Get("secret")}
 	}
 	return fields
 }

@@ -2,46 +2,11 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
-	"github.com/tide-cdc/tide/internal/natsconn"
 	"github.com/tide-cdc/tide/internal/redact"
 )
-
-// MongoEmbedded configures the embedded server that uri: embedded starts
-// (source.mongo.embedded).
-type MongoEmbedded struct {
-	// Auth makes the embedded server require authentication, and the
-	// source authenticate as User with Password (SCRAM-SHA-256, against
-	// admin). On a data directory without users, User is created first,
-	// with the root role; afterwards it must be a user of the server's
-	// admin database.
-	Auth     bool   `yaml:"auth"`
-	User     string `yaml:"user"`
-	Password string `yaml:"password"` // write it as ${VAR}
-}
-
-func (c *MongoSource) embeddedErrors(path string) []error {
-	e := c.Embedded
-	if e == nil {
-		return nil
-	}
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s.embedded%s: %s", path, field, fmt.Sprintf(format, args...)))
-	}
-	switch {
-	case c.URI != "embedded":
-		bad("", `applies to uri: embedded only; put the user and password of a MongoDB server in its uri`)
-	case e.Auth && e.User == "":
-		bad(".user", "required with auth: true: the user the pipeline authenticates as (created on a data directory without users)")
-	case e.Auth && e.Password == "":
-		bad(".password", "required with auth: true; write it as ${VAR} and set the variable in the environment")
-	case !e.Auth && (e.User != "" || e.Password != ""):
-		bad(".auth", "user and password are set but auth is false; set auth: true to require authentication")
-	}
-	return errs
-}
 
 // secretField is a key whose value is or holds a secret.
 type secretField struct {
@@ -50,39 +15,43 @@ type secretField struct {
 	whole bool // the whole value is the secret; else it is a connection string
 }
 
+// secretFields finds the secrets of p by their fields' secret tags:
+// secret:"whole" for a password or token, secret:"uri" for a connection
+// string (or a list of them) that may hold one.
 func (p *Pipeline) secretFields() []secretField {
 	var fs []secretField
-	conn := func(path, v string) { fs = append(fs, secretField{path, v, false}) }
-	whole := func(path, v string) { fs = append(fs, secretField{path, v, true}) }
-	natsFields := func(path string, servers []string, a natsconn.Auth) {
-		for i, s := range servers {
-			conn(fmt.Sprintf("%s.servers[%d]", path, i), s)
-		}
-		whole(path+".auth.password", a.Password)
-		whole(path+".auth.token", a.Token)
-	}
-	if m := p.Source.Mongo; m != nil {
-		conn("source.mongo.uri", m.URI)
-		if m.Embedded != nil {
-			whole("source.mongo.embedded.password", m.Embedded.Password)
-		}
-	}
-	if n := p.Source.NATS; n != nil {
-		natsFields("source.nats", n.Servers, n.Auth)
-	}
-	if n := p.Sink.NATS; n != nil {
-		natsFields("sink.nats", n.Servers, n.Auth)
-	}
-	if n := p.CheckpointStore.NATSKV; n != nil {
-		natsFields("checkpoint.nats_kv", n.Servers, n.Auth)
-	}
-	if pg := p.Sink.Postgres; pg != nil {
-		conn("sink.postgres.dsn", pg.DSN)
-	}
-	if m := p.Sink.Mongo; m != nil {
-		conn("sink.mongo.uri", m.URI)
-	}
+	walkSecrets(reflect.ValueOf(p).Elem(), "", "", &fs)
 	return fs
+}
+
+// walkSecrets appends the tagged strings under v, at path, to fs. tag is
+// the secret tag of the field v came from, if any.
+func walkSecrets(v reflect.Value, path, tag string, fs *[]secretField) {
+	switch v.Kind() {
+	case reflect.Interface, reflect.Pointer:
+		if !v.IsNil() {
+			walkSecrets(v.Elem(), path, tag, fs)
+		}
+	case reflect.String:
+		if tag != "" {
+			*fs = append(*fs, secretField{path, v.String(), tag == "whole"})
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			walkSecrets(v.Index(i), fmt.Sprintf("%s[%d]", path, i), tag, fs)
+		}
+	case reflect.Struct:
+		if v.Type() == sectionType {
+			sec := v.Interface().(Section)
+			if sec.Config != nil {
+				walkSecrets(reflect.ValueOf(sec.Config), joinPath(path, sec.Key), "", fs)
+			}
+			return
+		}
+		for key, f := range yamlFieldsTagged(v) {
+			walkSecrets(f.value, joinPath(path, key), f.secret, fs)
+		}
+	}
 }
 
 // Secrets returns the secret values of p, as used: the passwords of its

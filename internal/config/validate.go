@@ -4,22 +4,55 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"reflect"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/tide-cdc/tide/cdc"
 )
 
-// validator is a section that checks itself; see the conventions at the
-// top of config.go. path is the section's YAML path, such as "sink.nats".
-type validator interface {
-	validate(path string) []error
-}
+// The abilities a connector's Config may have for the rules that span
+// sections. Each is found by type assertion; package tide documents them.
+type (
+	validator interface{ Validate() error }
+	// describer is a source Config that says what its records are.
+	describer interface{ Describe() cdc.SourceInfo }
+	// sourceFitter is a sink Config whose defaults or checks depend on
+	// the source (a table named after the collection; a mirror that
+	// needs full documents). Its errors begin with their full path.
+	sourceFitter interface{ FitSource(cdc.SourceInfo) error }
+	// formatChecker is a sink Config that takes only some encodings.
+	formatChecker interface {
+		CheckFormat(format string, explicit bool) error
+	}
+)
 
 var pipelineName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
+// SourceInfo returns what the source tells about its records; a source
+// Config that says nothing is taken for one of documents without updates.
+func (p *Pipeline) SourceInfo() cdc.SourceInfo {
+	if d, ok := p.Source.Config.(describer); ok {
+		info := d.Describe()
+		if info.Section == "" {
+			info.Section = "source." + p.Source.Key
+		}
+		return info
+	}
+	return cdc.SourceInfo{Section: "source." + p.Source.Key}
+}
+
+// KeepsCheckpoints reports whether the sink can keep the checkpoint in
+// its own transactions.
+func (p *Pipeline) KeepsCheckpoints() bool {
+	_, ok := p.Sink.Config.(cdc.CheckpointTable)
+	return ok
+}
+
 // Validate returns every problem with p, joined, each naming its YAML path
-// (and line, when p came from a file), or nil.
+// (and line, when p came from a file), or nil. It also gives the sink the
+// defaults that depend on the source (FitSource).
 func (p *Pipeline) Validate() error {
 	var errs []error
 	bad := func(path, format string, args ...any) {
@@ -33,10 +66,15 @@ func (p *Pipeline) Validate() error {
 		bad("name", "%q is not a legal pipeline name: it names the checkpoint file, so use letters, digits, '.', '_' and '-', starting with a letter or digit, at most 100 characters", p.Name)
 	}
 
-	errs = append(errs, p.section("source", reflect.ValueOf(&p.Source).Elem())...)
-	errs = append(errs, p.section("sink", reflect.ValueOf(&p.Sink).Elem())...)
-	errs = append(errs, p.postgresErrors()...)
-	errs = append(errs, p.mongoSinkErrors()...)
+	errs = append(errs, p.section("source", p.Source)...)
+	errs = append(errs, p.section("sink", p.Sink)...)
+	if p.Source.Key != "" {
+		if f, ok := p.Sink.Config.(sourceFitter); ok {
+			if err := f.FitSource(p.SourceInfo()); err != nil {
+				errs = append(errs, unjoin(err)...)
+			}
+		}
+	}
 
 	if strings.TrimSpace(p.DataDir) == "" {
 		bad("data_dir", "must not be empty (default %s)", DefaultDataDir)
@@ -56,31 +94,29 @@ func (p *Pipeline) Validate() error {
 	switch p.Encode.Format {
 	case "json", "canonical":
 	case "debezium":
-		// Debezium's envelope holds MongoDB documents, and has no room
-		// for a message's payload or for the collection operations a
-		// PostgreSQL mirror applies.
-		if p.Source.NATS != nil {
-			bad("encode.format", "debezium writes MongoDB change events; source.nats messages have no documents (use json or canonical)")
-		}
-		if p.Sink.Postgres != nil {
-			// Append mode's table holds Tide's envelope columns (_op,
-			// _document_key, ...), which Debezium's value has not.
-			bad("encode.format", "debezium does not fit the PostgreSQL sink: mirror mode writes documents and append mode Tide's envelope columns (use json or canonical)")
+		// Debezium's envelope holds MongoDB documents.
+		if info := p.SourceInfo(); p.Source.Key != "" && !info.Documents {
+			bad("encode.format", "debezium writes MongoDB change events; %s messages have no documents (use json or canonical)", info.Section)
 		}
 	case "":
 		bad("encode.format", "must not be empty: json, canonical or debezium")
 	default:
 		bad("encode.format", "%q is not one of json, canonical, debezium", p.Encode.Format)
 	}
-	if _, set := p.lines["encode.format"]; set && p.Sink.Mongo != nil && p.Encode.Format != "json" {
-		// The MongoDB sink writes BSON documents of its own: a format
-		// would be ignored.
-		bad("encode.format", "the MongoDB sink writes BSON documents, not encoded envelopes: leave encode.format unset")
+	if c, ok := p.Sink.Config.(formatChecker); ok {
+		_, explicit := p.lines["encode.format"]
+		if err := c.CheckFormat(p.Encode.Format, explicit); err != nil {
+			bad("encode.format", "%v", err)
+		}
 	}
 	errs = append(errs, p.checkpointErrors()...)
+	return p.withLines(errs)
+}
 
-	// Report in file order; problems about missing keys have no line and
-	// come first.
+// withLines puts the line of each error's key in front of it, and sorts
+// them in file order; problems about missing keys have no line and come
+// first.
+func (p *Pipeline) withLines(errs []error) error {
 	lined := make([]lineError, len(errs))
 	for i, e := range errs {
 		lined[i] = p.withLine(e)
@@ -92,49 +128,24 @@ func (p *Pipeline) Validate() error {
 	return errors.Join(errs...)
 }
 
-// section checks that exactly one of the pointer fields of sel (Source or
-// Sink) is set and validates it.
-func (p *Pipeline) section(name string, sel reflect.Value) []error {
-	var set []string
-	var errs []error
-	fields := yamlFields(sel)
-	var keys []string
-	var offered []string // what the "set one of" message lists
-	for _, sf := range reflect.VisibleFields(sel.Type()) {
-		key := strings.Split(sf.Tag.Get("yaml"), ",")[0]
-		keys = append(keys, key)
-		if sf.Tag.Get("release") != "no" {
-			offered = append(offered, key)
-		}
+// section checks that a source or sink is set and validates its Config.
+func (p *Pipeline) section(name string, s Section) []error {
+	if s.Key == "" {
+		return []error{fmt.Errorf("%s: required: set one of %s", name, strings.Join(p.offered(name), ", "))}
 	}
-	for _, key := range keys {
-		f := fields[key]
-		if f.IsNil() {
-			continue
-		}
-		set = append(set, key)
-		if v, ok := f.Interface().(validator); ok {
-			errs = append(errs, v.validate(name+"."+key)...)
-		}
+	if v, ok := s.Config.(validator); ok {
+		return prefixed(name+"."+s.Key, v.Validate())
 	}
-	switch len(set) {
-	case 0:
-		errs = append(errs, fmt.Errorf("%s: required: set one of %s", name, strings.Join(offered, ", ")))
-	case 1:
-	default:
-		errs = append(errs, fmt.Errorf("%s: %s are set; a pipeline has exactly one %s", name, strings.Join(set, " and "), name))
-	}
-	return errs
+	return nil
 }
 
-func (p *Pipeline) sinkName() string {
-	fields := yamlFields(reflect.ValueOf(&p.Sink).Elem())
-	for k, f := range fields {
-		if !f.IsNil() {
-			return k
-		}
+// offered lists the registered keys of a section, for messages.
+func (p *Pipeline) offered(name string) []string {
+	m := p.conns.Sources
+	if name == "sink" {
+		m = p.conns.Sinks
 	}
-	return "..."
+	return slices.Sorted(maps.Keys(m))
 }
 
 type lineError struct {
@@ -161,12 +172,6 @@ func (p *Pipeline) withLine(e error) lineError {
 	}
 	return lineError{0, e}
 }
-
-func (g *GenerateSource) validate(path string) []error { return prefixed(path, g.Config.Validate()) }
-
-func (f *FileSink) validate(path string) []error { return prefixed(path, f.Config.Validate()) }
-
-func (s *StdoutSink) validate(path string) []error { return prefixed(path, s.Config.Validate()) }
 
 // prefixed returns the errors joined in err, each prefixed with path and
 // a dot: a component's Validate names keys relative to its section

@@ -25,8 +25,8 @@ import (
 // user/password, token, creds_file and nkey_seed_file is used.
 type Auth struct {
 	User         string `yaml:"user"`
-	Password     string `yaml:"password"`
-	Token        string `yaml:"token"`
+	Password     string `yaml:"password" secret:"whole"`
+	Token        string `yaml:"token" secret:"whole"`
 	CredsFile    string `yaml:"creds_file"`     // a .creds file (JWT and nkey seed)
 	NKeySeedFile string `yaml:"nkey_seed_file"` // a file holding an nkey seed
 }

@@ -90,7 +90,7 @@ func TestAPIStatus(t *testing.T) {
 	good := NewTracker()
 	yaml := fmt.Sprintf("name: good\ndata_dir: %s\nsource: {generate: {rate: 400}}\nsink: {file: {path: %s}}\nbatch: {commit_interval: 20ms}\n",
 		filepath.Join(dir, "data"), filepath.Join(dir, "out.jsonl"))
-	p, err := tide.New(context.Background(), []byte(yaml), tide.Options{Observer: good, Metrics: reg})
+	p, err := buildSpec(context.Background(), []byte(yaml), tide.Options{Observer: good, Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,4 +266,13 @@ func TestHistoryBounded(t *testing.T) {
 	if strings.Contains(e.Last[0].Message, "hunter2") {
 		t.Errorf("error message not redacted: %q", e.Last[0].Message)
 	}
+}
+
+// buildSpec parses text and builds its pipeline, as tide run does.
+func buildSpec(ctx context.Context, text []byte, opts tide.Options) (*tide.Pipeline, error) {
+	spec, err := tide.Parse(text, opts)
+	if err != nil {
+		return nil, err
+	}
+	return spec.Build(ctx)
 }

@@ -12,8 +12,6 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/pipeline"
-	mongosource "github.com/tide-cdc/tide/source/mongo"
-	natssource "github.com/tide-cdc/tide/source/nats"
 )
 
 // HistoryLen is how many one-second samples a Tracker keeps per series:
@@ -130,8 +128,8 @@ func (t *Tracker) sample(now time.Time) {
 	s := Sample{T: float64(now.UnixMilli()) / 1000, LagSeconds: math.NaN(),
 		EventsPerSec: float64(st.EventsOut-prev.EventsOut) / d,
 		BytesPerSec:  float64(st.BytesOut-prev.BytesOut) / d}
-	if v := viewSource(t.src, st, now); v.lagSeconds != nil {
-		s.LagSeconds = *v.lagSeconds
+	if v := ViewSource(t.src, st, now); v.Lag.TimeKnown {
+		s.LagSeconds = round(v.Lag.Time.Seconds())
 	}
 	if len(t.hist) < HistoryLen {
 		t.hist = append(t.hist, s)
@@ -240,57 +238,27 @@ func (t *Tracker) Status(now time.Time, withHistory bool, since float64) Status 
 		last := t.hist[(t.next-1+len(t.hist))%len(t.hist)]
 		s.EventsPerSecond, s.BytesPerSecond = round(last.EventsPerSec), round(last.BytesPerSec)
 	}
-	v := viewSource(t.src, st, now)
-	s.LagSeconds, s.LagEvents = v.lagSeconds, v.lagEvents
+	v := ViewSource(t.src, st, now)
+	if v.Lag.TimeKnown {
+		secs := round(v.Lag.Time.Seconds())
+		s.LagSeconds = &secs
+	}
+	if v.Lag.MessagesKnown {
+		n := int64(v.Lag.Messages)
+		s.LagEvents = &n
+	}
 	if st.LastCheckpoint.Source != nil {
 		cp := &Checkpoint{Position: position(st.LastCheckpoint.Source), SavedAt: st.LastCommit.UTC(), AgeSeconds: round(now.Sub(st.LastCommit).Seconds())}
-		if v.clusterTime != nil {
-			cp.ClusterTime = &ClusterTime{T: v.clusterTime.T, I: v.clusterTime.I,
-				Time: time.Unix(int64(v.clusterTime.T), 0).UTC().Format(time.RFC3339)}
+		if ct := v.Lag.At; ct.T != 0 {
+			cp.ClusterTime = &ClusterTime{T: ct.T, I: ct.I, Time: time.Unix(int64(ct.T), 0).UTC().Format(time.RFC3339)}
 		}
-		if _, ok := t.src.(*natssource.Source); ok {
+		if v.Lag.Sequenced {
 			cp.StreamSequence = streamSequence(st.LastCheckpoint.Source)
 		}
 		s.Checkpoint = cp
 	}
-	if d, ok := t.src.(pipeline.StatusDetailer); ok {
-		s.Source = d.StatusDetails()
-	}
+	s.Source = v.Details
 	return s
-}
-
-// sourceView is what a source of this module tells about lag and its
-// checkpoint's time.
-type sourceView struct {
-	lagSeconds  *float64
-	lagEvents   *int64
-	clusterTime *cdc.Timestamp
-}
-
-// A MongoDB source's lag is now minus the cluster time of its committed
-// position, which has whole seconds; the wall time of the last committed
-// change has milliseconds. While changes flow, the latter is the closer;
-// on an idle stream, only the position's cluster time advances. So the
-// lag is the smaller of the two.
-func viewSource(src cdc.Source, pst pipeline.Stats, now time.Time) sourceView {
-	var v sourceView
-	switch s := src.(type) {
-	case *mongosource.Source:
-		st := s.Stats()
-		if st.Committed.T != 0 {
-			lag := st.Lag(now)
-			if !pst.LastWallTime.IsZero() {
-				lag = min(lag, max(0, now.Sub(pst.LastWallTime)))
-			}
-			secs := round(lag.Seconds())
-			ct := st.Committed
-			v.lagSeconds, v.clusterTime = &secs, &ct
-		}
-	case *natssource.Source:
-		n := int64(s.Stats().Lag)
-		v.lagEvents = &n
-	}
-	return v
 }
 
 // position returns p as JSON, or as a JSON string if it is not JSON.

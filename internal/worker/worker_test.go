@@ -16,7 +16,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tide-cdc/tide"
-	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/testenv"
 )
 
@@ -25,7 +24,7 @@ func TestMain(m *testing.M) {
 }
 
 // startWorker runs a Worker in process until the test ends, building
-// pipelines with tide.New, and returns it with its Run error channel.
+// pipelines with tide.Parse and Spec.Build, and returns it with its Run error channel.
 func startWorker(t *testing.T, js jetstream.JetStream, dir, id string) (*Worker, chan error) {
 	t.Helper()
 	b, err := OpenBuckets(t.Context(), js, time.Second, 1)
@@ -36,14 +35,18 @@ func startWorker(t *testing.T, js jetstream.JetStream, dir, id string) (*Worker,
 	w := New(Config{
 		ID: id, Host: "test", LeaseTTL: time.Second, Dir: dir, Buckets: b, Logger: log,
 		Parse: func(origin string, text []byte) (string, error) {
-			cfg, err := config.ParseNamed(origin, text, os.LookupEnv)
+			spec, err := tide.Parse(text, tide.Options{File: origin})
 			if err != nil {
 				return "", err
 			}
-			return cfg.Name, nil
+			return spec.Name, nil
 		},
 		Build: func(ctx context.Context, def Definition, _ Lease, reg prometheus.Registerer) (Runner, error) {
-			return tide.New(ctx, def.Text, tide.Options{File: def.Origin, Logger: log, Metrics: reg})
+			spec, err := tide.Parse(def.Text, tide.Options{File: def.Origin, Logger: log, Metrics: reg})
+			if err != nil {
+				return nil, err
+			}
+			return spec.Build(ctx)
 		},
 	})
 	errc := make(chan error, 1)

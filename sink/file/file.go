@@ -83,6 +83,10 @@ type Config struct {
 	FS     faultfs.FS   `yaml:"-"` // writes the file; nil is the real file system (tests cut the power with a *faultfs.Disk)
 }
 
+// DefaultConfig returns the defaults of a pipeline file's sink.file
+// section: it has none but the path, which is required.
+func DefaultConfig() Config { return Config{} }
+
 // Validate reports the problems of c's YAML fields, or nil. Each error
 // starts with the key it is about; package config prefixes the section's
 // path and line.

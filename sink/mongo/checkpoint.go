@@ -217,3 +217,56 @@ func RewriteCheckpoint(ctx context.Context, cfg Config, change func(*cdc.Checkpo
 	}
 	return nil
 }
+
+// DeleteCheckpoint deletes the checkpoint that cfg.Pipeline keeps in
+// tide_checkpoints (tide checkpoint reset), taking the pipeline over first
+// as RewriteCheckpoint does. The documents the sink wrote stay: a mirror
+// converges again as the next run replays, an append collection gets
+// those events a second time.
+func DeleteCheckpoint(ctx context.Context, cfg Config) error {
+	s, err := dial(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	sess, err := s.client.StartSession()
+	if err != nil {
+		return fmt.Errorf("mongo sink: start session: %w", err)
+	}
+	defer sess.EndSession(context.WithoutCancel(ctx))
+	doc, err := takeOver(ctx, s.client, s.cfg, sess.ID(), s.log)
+	if err != nil {
+		return err
+	}
+	res, err := s.checkpointCollection().UpdateOne(ctx, bson.D{{Key: "_id", Value: cfg.Pipeline}, {Key: "epoch", Value: doc.Epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "checkpoint", Value: ""}, {Key: "updated_at", Value: bson.DateTime(time.Now().UnixMilli())}}}})
+	if err != nil {
+		return fmt.Errorf("mongo sink: delete checkpoint of %q: %w", cfg.Pipeline, err)
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("mongo sink: checkpoint of %q: %w while it was deleted; run the command again", cfg.Pipeline, errFenced)
+	}
+	return nil
+}
+
+// The Config's side of a sink that keeps the checkpoint (cdc.CheckpointTable):
+// the functions above, for the pipeline named.
+var _ cdc.CheckpointTable = Config{}
+
+// ReadCheckpoint is ReadCheckpoint for pipeline.
+func (c Config) ReadCheckpoint(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) {
+	c.Pipeline = pipeline
+	return ReadCheckpoint(ctx, c)
+}
+
+// RewriteCheckpoint is RewriteCheckpoint for pipeline.
+func (c Config) RewriteCheckpoint(ctx context.Context, pipeline string, change func(*cdc.Checkpoint) (*cdc.Checkpoint, error)) error {
+	c.Pipeline = pipeline
+	return RewriteCheckpoint(ctx, c, change)
+}
+
+// DeleteCheckpoint is DeleteCheckpoint for pipeline.
+func (c Config) DeleteCheckpoint(ctx context.Context, pipeline string) error {
+	c.Pipeline = pipeline
+	return DeleteCheckpoint(ctx, c)
+}

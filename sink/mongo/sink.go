@@ -51,7 +51,7 @@ const (
 type Config struct {
 	// URI is the target's connection string; required. Package tide
 	// replaces "embedded" with the URI of a second in-process server.
-	URI string `yaml:"uri"`
+	URI string `yaml:"uri" secret:"uri"`
 	// Database and Collection name the target collection of each event,
 	// and may hold {db} and {coll}, filled from its namespace
 	// ("db.coll"); default "{db}" and "{coll}": the source's names.
@@ -171,6 +171,9 @@ func New(cfg Config) *Sink {
 }
 
 var _ cdc.Sink = (*Sink)(nil)
+
+// KeepCheckpoints is Checkpoints as a cdc.CheckpointKeeper.
+func (s *Sink) KeepCheckpoints() cdc.CheckpointStore { return s.Checkpoints() }
 
 // Checkpoints switches the sink to keep the pipeline's checkpoint
 // (checkpoint: sink) and returns the store to give the pipeline: from then

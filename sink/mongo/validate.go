@@ -16,6 +16,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	switch uri := strings.TrimSpace(c.URI); {
+	case uri == "embedded":
+		// Package tide starts a second embedded server and passes its URI.
 	case uri == "":
 		bad("uri", "required: a MongoDB connection string such as mongodb://host:27017/?replicaSet=rs0, or embedded")
 	case !strings.HasPrefix(uri, "mongodb://") && !strings.HasPrefix(uri, "mongodb+srv://"):

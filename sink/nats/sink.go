@@ -22,8 +22,8 @@ import (
 // Config configures a Sink. Its yaml tags are the sink.nats section of a
 // pipeline file; zero values mean the defaults, applied by New.
 type Config struct {
-	Pipeline string   `yaml:"-"`       // required: the first part of every Nats-Msg-Id
-	Servers  []string `yaml:"servers"` // default nats://127.0.0.1:4222
+	Pipeline string   `yaml:"-"`                    // required: the first part of every Nats-Msg-Id
+	Servers  []string `yaml:"servers" secret:"uri"` // default nats://127.0.0.1:4222
 	Auth     Auth     `yaml:"auth"`
 	TLS      TLS      `yaml:"tls"`
 

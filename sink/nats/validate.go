@@ -8,6 +8,13 @@ import (
 	"github.com/tide-cdc/tide/internal/natsconn"
 )
 
+// DefaultConfig returns the defaults of a pipeline file's sink.nats
+// section, which a program should start from too: subjects
+// cdc.{db}.{coll}, 4096 publishes in flight. Fill in the stream.
+func DefaultConfig() Config {
+	return Config{Servers: []string{"nats://127.0.0.1:4222"}, Subject: "cdc.{db}.{coll}", MaxInFlight: 4096, MaxOutage: DefaultMaxOutage}
+}
+
 // Validate reports every problem of c, joined, or nil. Each error starts
 // with the YAML key it is about, as in "stream: required in jetstream
 // mode"; package config prefixes the section's path and line. The zero

@@ -115,6 +115,49 @@ func ReadCheckpoint(ctx context.Context, cfg Config) (*cdc.Checkpoint, error) {
 // it does, so it refuses while the pipeline runs; change sees nil when
 // there is no checkpoint, and writes nothing by returning nil.
 func RewriteCheckpoint(ctx context.Context, cfg Config, change func(*cdc.Checkpoint) (*cdc.Checkpoint, error)) error {
+	return withLocked(ctx, cfg, func(conn *pgx.Conn, sql statements) error {
+		cp, err := readCheckpoint(ctx, conn, sql, cfg.Pipeline)
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
+			cp, err = nil, nil // undefined_table: nothing committed yet
+		}
+		if err != nil {
+			return err
+		}
+		next, err := change(cp)
+		if err != nil || next == nil {
+			return err
+		}
+		b, err := sinkcheckpoint.Marshal(*next)
+		if err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, sql.saveCheckpoint, cfg.Pipeline, b); err != nil {
+			return fmt.Errorf("postgres sink: write checkpoint of %q to %s: %w", cfg.Pipeline, sql.checkpoints, err)
+		}
+		return nil
+	})
+}
+
+// DeleteCheckpoint deletes the checkpoint that cfg.Pipeline keeps in
+// tide_checkpoints (tide checkpoint reset), under the pipeline's lock. The
+// rows the sink wrote stay: a mirror converges again as the next run
+// replays, an append table gets those events a second time.
+func DeleteCheckpoint(ctx context.Context, cfg Config) error {
+	return withLocked(ctx, cfg, func(conn *pgx.Conn, sql statements) error {
+		_, err := conn.Exec(ctx, `DELETE FROM `+sql.checkpoints+` WHERE pipeline = $1`, cfg.Pipeline)
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
+			return nil // undefined_table: nothing committed yet
+		}
+		if err != nil {
+			return fmt.Errorf("postgres sink: delete checkpoint of %q from %s: %w", cfg.Pipeline, sql.checkpoints, err)
+		}
+		return nil
+	})
+}
+
+// withLocked runs f on a connection that holds the pipeline's lock, which
+// a running pipeline's sink holds too.
+func withLocked(ctx context.Context, cfg Config, f func(*pgx.Conn, statements) error) error {
 	s := New(cfg)
 	if err := s.check(); err != nil {
 		return err
@@ -133,23 +176,27 @@ func RewriteCheckpoint(ctx context.Context, cfg Config, change func(*cdc.Checkpo
 	if !locked {
 		return fmt.Errorf("postgres sink: pipeline %q is running (another session holds its checkpoint's lock): stop it first", s.cfg.Pipeline)
 	}
-	cp, err := readCheckpoint(ctx, conn, sql, s.cfg.Pipeline)
-	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
-		cp, err = nil, nil // undefined_table: nothing committed yet
-	}
-	if err != nil {
-		return err
-	}
-	next, err := change(cp)
-	if err != nil || next == nil {
-		return err
-	}
-	b, err := sinkcheckpoint.Marshal(*next)
-	if err != nil {
-		return err
-	}
-	if _, err := conn.Exec(ctx, sql.saveCheckpoint, s.cfg.Pipeline, b); err != nil {
-		return fmt.Errorf("postgres sink: write checkpoint of %q to %s: %w", s.cfg.Pipeline, sql.checkpoints, err)
-	}
-	return nil
+	return f(conn, sql)
+}
+
+// The Config's side of a sink that keeps the checkpoint (cdc.CheckpointTable):
+// the functions above, for the pipeline named.
+var _ cdc.CheckpointTable = Config{}
+
+// ReadCheckpoint is ReadCheckpoint for pipeline.
+func (c Config) ReadCheckpoint(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) {
+	c.Pipeline = pipeline
+	return ReadCheckpoint(ctx, c)
+}
+
+// RewriteCheckpoint is RewriteCheckpoint for pipeline.
+func (c Config) RewriteCheckpoint(ctx context.Context, pipeline string, change func(*cdc.Checkpoint) (*cdc.Checkpoint, error)) error {
+	c.Pipeline = pipeline
+	return RewriteCheckpoint(ctx, c, change)
+}
+
+// DeleteCheckpoint is DeleteCheckpoint for pipeline.
+func (c Config) DeleteCheckpoint(ctx context.Context, pipeline string) error {
+	c.Pipeline = pipeline
+	return DeleteCheckpoint(ctx, c)
 }

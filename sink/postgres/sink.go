@@ -27,15 +27,16 @@ const DefaultLockTimeout = 15 * time.Second
 // errors before the pipeline fails.
 const DefaultRetryTimeout = time.Minute
 
-// Config configures a Sink. The zero value of a field means its default.
-// Its yaml tags are the sink.postgres section of a pipeline file (where
-// create_table and soft_delete default to true, and table to the source's
-// collection).
+// Config configures a Sink. Its yaml tags are the sink.postgres section of
+// a pipeline file, and DefaultConfig holds the defaults of both a file and
+// a program: start from it (create_table and soft_delete are true there;
+// a zero Config has them false). In a file the table defaults to the
+// source's collection (FitSource).
 type Config struct {
-	DSN    string `yaml:"dsn"`    // libpq URL or keyword/value string; required
-	Schema string `yaml:"schema"` // default "public"
-	Table  string `yaml:"table"`  // required; may hold {db} and {coll}: a table per namespace
-	Mode   string `yaml:"mode"`   // ModeMirror (default) or ModeAppend
+	DSN    string `yaml:"dsn" secret:"uri"` // libpq URL or keyword/value string; required
+	Schema string `yaml:"schema"`           // default "public"
+	Table  string `yaml:"table"`            // required; may hold {db} and {coll}: a table per namespace
+	Mode   string `yaml:"mode"`             // ModeMirror (default) or ModeAppend
 
 	// CreateTable creates the table, if missing, on Open.
 	CreateTable bool `yaml:"create_table"`
@@ -107,6 +108,9 @@ func New(cfg Config) *Sink {
 	s.collTables = strings.Contains(cfg.Table, "{coll}")
 	return s
 }
+
+// KeepCheckpoints is Checkpoints as a cdc.CheckpointKeeper.
+func (s *Sink) KeepCheckpoints() cdc.CheckpointStore { return s.Checkpoints() }
 
 // Checkpoints switches the sink to keep the pipeline's checkpoint
 // (checkpoint: sink) and returns the store to give the pipeline: from then

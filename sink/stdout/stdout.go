@@ -20,6 +20,10 @@ type Config struct {
 	Writer io.Writer `yaml:"-"` // nil means os.Stdout
 }
 
+// DefaultConfig returns the defaults of a pipeline file's sink.stdout
+// section: it has no keys; "stdout: {}" selects the sink.
+func DefaultConfig() Config { return Config{} }
+
 // Validate reports the problems of c: there are none to find.
 func (Config) Validate() error { return nil }
 

@@ -51,6 +51,20 @@ type Config struct {
 	Logger       *slog.Logger `yaml:"-"`
 }
 
+// DefaultPayloadBytes is the payload's length in DefaultConfig.
+const DefaultPayloadBytes = 100
+
+// DefaultConfig returns the defaults of a pipeline file's
+// source.generate section: endless inserts of 100-byte payloads into
+// gen.events, as fast as the pipeline takes them.
+func DefaultConfig() Config { return Config{PayloadBytes: DefaultPayloadBytes} }
+
+// Describe tells the sink's configuration what the records are: inserts
+// of whole documents, into a collection named events.
+func (c Config) Describe() cdc.SourceInfo {
+	return cdc.SourceInfo{Section: "source.generate", Table: "events", Documents: true, FullUpdates: true}
+}
+
 // MaxCollections bounds Config.Collections.
 const MaxCollections = 1 << 20
 

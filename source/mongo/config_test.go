@@ -11,19 +11,15 @@ import (
 // spellings (kept in order, and hashed the same), and validation that
 // names each bad key.
 func TestConfigSection(t *testing.T) {
-	parse := func(t *testing.T, mongo string) (*config.MongoSource, error) {
+	parse := func(t *testing.T, mongo string) (*Config, error) {
 		t.Helper()
 		doc := "name: orders\nsource:\n  mongo:\n" + mongo + "sink:\n  stdout: {}\n"
-		p, err := config.Parse([]byte(doc), func(k string) (string, bool) {
+		return parseSection(doc, func(k string) (string, bool) {
 			if k == "MONGO_URI" {
 				return "mongodb://db.example:27017/?replicaSet=rs0", true
 			}
 			return "", false
 		})
-		if err != nil {
-			return nil, err
-		}
-		return p.Source.Mongo, nil
 	}
 	t.Run("defaults", func(t *testing.T) {
 		c, err := parse(t, "    database: shop\n    collection: orders\n")
@@ -75,7 +71,7 @@ func TestConfigSection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stages, err := c.Pipeline.Stages(); err != nil || len(stages) != 1 {
+		if stages, err := c.Pipeline.Decode(); err != nil || len(stages) != 1 {
 			t.Fatalf("stages = %v, %v", stages, err)
 		}
 	})
@@ -108,4 +104,17 @@ func TestConfigSection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseSection parses a pipeline file whose source is source.mongo, as
+// package tide does, and returns the section's Config.
+func parseSection(doc string, getenv func(string) (string, bool)) (*Config, error) {
+	p, err := config.Parse([]byte(doc), getenv, config.Connectors{
+		Sources: map[string]func() any{"mongo": func() any { c := DefaultConfig(); return &c }},
+		Sinks:   map[string]func() any{"stdout": func() any { return &struct{}{} }},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p.Source.Config.(*Config), nil
 }

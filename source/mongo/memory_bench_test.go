@@ -74,7 +74,7 @@ func BenchmarkStalledMemory(b *testing.B) {
 
 		goruntime.GC()
 		base := rssBytes(b)
-		cfg.MaxBufferedBytes = budget
+		cfg.MaxBufferedBytes = cdc.ByteSize(budget)
 		src := New(cfg)
 		if err := src.Open(context.Background(), &cp); err != nil {
 			b.Fatal(err)

@@ -112,10 +112,10 @@ func TestMultiConfigRefused(t *testing.T) {
 		words []string
 	}{
 		{"collection and collections", Config{Database: "shop", Collection: "orders", Collections: []string{"orders"}}, []string{"collection and collections"}},
-		{"bad glob", Config{Database: "shop", Collections: []string{"orders", "cust_[a"}}, []string{`collections[1] "cust_[a"`, "not a valid glob"}},
-		{"bad exclude", Config{Database: "shop", Collections: []string{"*"}, Exclude: []string{"[x"}}, []string{`exclude[0] "[x"`}},
-		{"cluster entry without db", Config{Collections: []string{"orders"}}, []string{`collections[0] "orders"`, `"db.coll"`}},
-		{"exclude alone", Config{Database: "shop", Collection: "orders", Exclude: []string{"x"}}, []string{"exclude needs collections"}},
+		{"bad glob", Config{Database: "shop", Collections: []string{"orders", "cust_[a"}}, []string{`collections[1]: "cust_[a"`, "not a valid glob"}},
+		{"bad exclude", Config{Database: "shop", Collections: []string{"*"}, Exclude: []string{"[x"}}, []string{`exclude[0]: "[x"`}},
+		{"cluster entry without db", Config{Collections: []string{"orders"}}, []string{`collections[0]: "orders"`, `"db.coll"`}},
+		{"exclude alone", Config{Database: "shop", Collection: "orders", Exclude: []string{"x"}}, []string{"exclude: needs collections"}},
 		{"empty entry", Config{Database: "shop", Collections: []string{""}}, []string{"collections[0]", "empty"}},
 	}
 	for _, c := range cases {

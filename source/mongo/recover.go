@@ -168,3 +168,29 @@ func DescribePosition(p cdc.Position) string {
 	}
 	return "after resume token " + string(pos.ResumeToken) + at
 }
+
+// The Config's side of the recovery commands (tide.Repositioner): the
+// functions above, for a pipeline whose source this Config configures.
+
+// PositionAfterClusterTime is ClusterTimePosition for a cluster time
+// written as ParseClusterTime reads it.
+func (Config) PositionAfterClusterTime(prev cdc.Position, clusterTime string) (cdc.Position, error) {
+	ts, err := ParseClusterTime(clusterTime)
+	if err != nil {
+		return nil, err
+	}
+	return ClusterTimePosition(prev, ts)
+}
+
+// PositionAfterEvent is ResumeTokenPosition.
+func (Config) PositionAfterEvent(prev cdc.Position, token string) (cdc.Position, error) {
+	return ResumeTokenPosition(prev, token)
+}
+
+// PositionForResnapshot is ResnapshotPosition.
+func (Config) PositionForResnapshot(prev cdc.Position, now time.Time) (cdc.Position, error) {
+	return ResnapshotPosition(prev, now)
+}
+
+// DescribePosition is DescribePosition.
+func (Config) DescribePosition(p cdc.Position) string { return DescribePosition(p) }

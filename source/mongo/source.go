@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"runtime/debug"
@@ -18,67 +17,6 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/internal/redact"
-)
-
-// Config configures a Source. The zero value of each optional field
-// means its default, applied in New.
-type Config struct {
-	// URI is a MongoDB connection string. To read from Tide's embedded
-	// server, start it (package mongowire) and pass its URI: the source
-	// does not start servers.
-	URI string
-
-	Database   string
-	Collection string // one collection; or Collections, not both
-
-	// Collections, if set, makes the source capture many collections
-	// through one change stream: names or path.Match globs of collections
-	// of Database (["*"]: all of them, including ones created later), or,
-	// without Database, "db.coll" globs over the whole cluster. Exclude
-	// globs are applied after. System collections and the admin, local
-	// and config databases are never captured.
-	Collections []string
-	Exclude     []string
-	// SnapshotParallelism is how many collections the initial snapshot
-	// copies at a time; default 2.
-	SnapshotParallelism int
-
-	FullDocument string // delta (default) | update_lookup | when_available | required
-	BeforeChange string // off (default) | when_available | required
-	// Pipeline is a JSON array (Extended JSON) of stages appended after
-	// $changeStream, or "".
-	Pipeline string
-	Snapshot string // initial (default) | never
-
-	MaxBufferedBytes int64         // the reader's queue budget; default 64 MiB
-	BatchSize        int32         // driver cursor batch size; default 1000
-	MaxAwait         time.Duration // how long an idle getMore waits; default 1 s
-	MaxReconnects    int           // consecutive failed reconnects before Poll fails; default 10
-	AdmitAttempts    int           // admission attempts on transient errors; default 5
-	BackoffBase      time.Duration // first retry wait; default 100 ms
-	BackoffMax       time.Duration // retry wait cap; default 10 s
-	ConnectTimeout   time.Duration // server selection and connect timeout; default 10 s
-	SnapshotBatch    int32         // documents per snapshot batch; default 1000
-
-	// OplogPoll is how often the oplog window is read for the headroom
-	// metrics; default 30 s. HeadroomWarn is the headroom below which the
-	// source logs a warning; default 1 h, negative: never.
-	OplogPoll    time.Duration
-	HeadroomWarn time.Duration
-
-	// Progress, if set, receives a one-line progress bar of the snapshot
-	// (documents done / estimated total), redrawn with '\r'. Pass a
-	// terminal; leave nil otherwise.
-	Progress io.Writer
-	Logger   *slog.Logger
-}
-
-// Defaults applied by New.
-const (
-	DefaultMaxBufferedBytes = 64 << 20
-	DefaultBatchSize        = 1000
-	DefaultMaxAwait         = time.Second
-	DefaultMaxReconnects    = 10
 )
 
 // Source streams one collection's changes. Create it with New; Open,
@@ -185,9 +123,6 @@ func New(cfg Config) *Source {
 	if cfg.OplogPoll <= 0 {
 		cfg.OplogPoll = DefaultOplogPoll
 	}
-	if cfg.HeadroomWarn == 0 {
-		cfg.HeadroomWarn = DefaultHeadroomWarn
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -207,44 +142,17 @@ func New(cfg Config) *Source {
 	return s
 }
 
-// checkConfig validates what New cannot default.
+// checkConfig validates the configuration New completed: its Validate,
+// and what only a running source refuses.
 func (s *Source) checkConfig() error {
-	var errs []error
-	switch s.cfg.URI {
-	case "":
-		errs = append(errs, errors.New("uri is empty"))
-	case "embedded":
-		errs = append(errs, errors.New(`uri "embedded" names the embedded server, which the source does not start: start it (package mongowire) and pass its URI`))
+	errs := []error{s.cfg.Validate()}
+	if s.cfg.URI == "embedded" {
+		errs = append(errs, errors.New(`uri: "embedded" names the embedded server, which the source does not start: start it (package mongowire) and pass its URI`))
 	}
-	switch {
-	case s.cfg.Collection != "" && len(s.cfg.Collections) > 0:
-		errs = append(errs, errors.New("collection and collections are both set: name one collection, or a list of collections, not both"))
-	case len(s.cfg.Collections) > 0:
-		f, err := newFilter(s.cfg.Database, s.cfg.Collections, s.cfg.Exclude)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
+	if len(s.cfg.Collections) > 0 {
+		if f, err := newFilter(s.cfg.Database, s.cfg.Collections, s.cfg.Exclude); err == nil {
 			s.multi = newMulti(f)
 		}
-	case len(s.cfg.Exclude) > 0:
-		errs = append(errs, errors.New("exclude needs collections"))
-	case s.cfg.Database == "" || s.cfg.Collection == "":
-		errs = append(errs, errors.New("database and collection (or collections) are required"))
-	}
-	switch s.cfg.FullDocument {
-	case "delta", "update_lookup", "when_available", "required":
-	default:
-		errs = append(errs, fmt.Errorf("full_document %q is not one of delta, update_lookup, when_available, required", s.cfg.FullDocument))
-	}
-	switch s.cfg.BeforeChange {
-	case "off", "when_available", "required":
-	default:
-		errs = append(errs, fmt.Errorf("before_change %q is not one of off, when_available, required", s.cfg.BeforeChange))
-	}
-	switch s.cfg.Snapshot {
-	case "initial", "never":
-	default:
-		errs = append(errs, fmt.Errorf("snapshot %q is not one of initial, never", s.cfg.Snapshot))
 	}
 	return errors.Join(errs...)
 }
@@ -334,7 +242,7 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	if err := s.checkConfig(); err != nil {
 		return fmt.Errorf("mongo source %s: %w", s.ns, err)
 	}
-	stages, canon, splitWritten, err := parsePipeline(s.cfg.Pipeline)
+	stages, canon, splitWritten, err := parsePipeline(string(s.cfg.Pipeline))
 	if err != nil {
 		return fmt.Errorf("mongo source %s: %w", s.ns, err)
 	}
@@ -343,7 +251,7 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	if s.multi != nil {
 		s.streamHash = multiStreamHash(s.streamHash, s.multi.filter)
 	}
-	s.q = newQueue(s.cfg.MaxBufferedBytes)
+	s.q = newQueue(int64(s.cfg.MaxBufferedBytes))
 	s.q.stalled = s.released
 	s.statsQ.Store(s.q)
 	defer func() {

@@ -153,7 +153,7 @@ func TestAdmissionRefuses(t *testing.T) {
 	}{
 		"missing collection": {func(c *Config) { c.Collection = "nope" }, []string{"shop.nope does not exist", "createCollection"}},
 		"required images":    {func(c *Config) { c.FullDocument = "required" }, []string{"changeStreamPreAndPostImages"}},
-		"bad mode":           {func(c *Config) { c.BeforeChange = "sometimes" }, []string{`before_change "sometimes"`}},
+		"bad mode":           {func(c *Config) { c.BeforeChange = "sometimes" }, []string{`before_change: "sometimes"`}},
 		"bad pipeline":       {func(c *Config) { c.Pipeline = `{"$match":{}}` }, []string{"pipeline"}},
 	}
 	for name, tc := range tests {

@@ -18,7 +18,6 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
-	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/file"
 )
@@ -63,7 +62,7 @@ func TestSplitStageInPipeline(t *testing.T) {
 
 	parse := func(pipeline string) error {
 		doc := "name: orders\nsource:\n  mongo: {database: shop, collection: orders, pipeline: " + pipeline + "}\nsink: {stdout: {}}\n"
-		_, err := config.Parse([]byte(doc), func(string) (string, bool) { return "", false })
+		_, err := parseSection(doc, func(string) (string, bool) { return "", false })
 		return err
 	}
 	if err := parse(`[{$match: {operationType: insert}}, {$changeStreamSplitLargeEvent: {}}]`); err != nil {

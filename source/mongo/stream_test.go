@@ -76,7 +76,7 @@ func TestBufferBoundedInBytes(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		used, _ := src.q.usage()
-		if used > cfg.MaxBufferedBytes-2000 {
+		if used > int64(cfg.MaxBufferedBytes)-2000 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -93,7 +93,7 @@ func TestBufferBoundedInBytes(t *testing.T) {
 			t.Fatalf("event %d has _id %d", i, docID(t, ev))
 		}
 	}
-	if _, peak := src.q.usage(); peak > cfg.MaxBufferedBytes {
+	if _, peak := src.q.usage(); peak > int64(cfg.MaxBufferedBytes) {
 		t.Fatalf("queue peaked at %d bytes, over the budget of %d", peak, cfg.MaxBufferedBytes)
 	}
 }

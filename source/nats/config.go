@@ -7,15 +7,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/internal/natsconn"
 )
 
 // Config configures a Source. Its yaml tags are the source.nats section of
-// a pipeline file; the zero value of a field means its default, applied by
-// New.
+// a pipeline file, and DefaultConfig holds the defaults of both a pipeline
+// file and a program. New also fills in a zero field that has no meaning
+// of its own; LagPollInterval 0 disables the lag poll.
 type Config struct {
-	Name    string   `yaml:"-"`       // pipeline name, for logs and the connection name
-	Servers []string `yaml:"servers"` // default nats://127.0.0.1:4222
+	Name    string   `yaml:"-"`                    // pipeline name, for logs and the connection name
+	Servers []string `yaml:"servers" secret:"uri"` // default nats://127.0.0.1:4222
 	Auth    Auth     `yaml:"auth"`
 	TLS     TLS      `yaml:"tls"`
 
@@ -47,9 +49,8 @@ type Config struct {
 	OnDecodeError     string `yaml:"on_decode_error"` // "fail" (default), "skip", "dead_letter"
 	DeadLetterSubject string `yaml:"dead_letter_subject"`
 
-	// LagPollInterval is how often consumer info is read for the lag metric:
-	// zero means 5s, negative disables it. (In a pipeline file an explicit
-	// lag_poll_interval: 0 disables it; package config translates.)
+	// LagPollInterval is how often consumer info is read for the lag
+	// metric (default 5s); 0 disables it.
 	LagPollInterval time.Duration `yaml:"lag_poll_interval"`
 
 	AckTimeout   time.Duration `yaml:"-"` // a double ack's wait for the server; default 5s
@@ -64,7 +65,7 @@ type Config struct {
 	// server's max_payload, so that any message fits. With a stalled sink
 	// the source's memory stays within it. In core mode the client's own
 	// buffer for a slow consumer comes on top (NATS drops beyond it).
-	MaxBufferedBytes int64 `yaml:"-"`
+	MaxBufferedBytes cdc.ByteSize `yaml:"max_buffered_bytes"`
 
 	// Conn, if set, is used instead of dialing Servers; Close leaves it open.
 	Conn *nats.Conn `yaml:"-"`
@@ -97,6 +98,19 @@ const (
 	modeCore      = "core"
 	modeJetStream = "jetstream"
 )
+
+// DefaultConfig returns the defaults of a pipeline file's source.nats
+// section: a JetStream consumer reading the whole stream, acknowledging
+// each message after its batch is committed.
+func DefaultConfig() Config {
+	return Config{
+		Servers: []string{nats.DefaultURL}, Mode: modeJetStream, Deliver: "all", Ack: "explicit", AckWait: DefaultAckWait,
+		MaxDeliver: -1, MaxAckPending: DefaultMaxAckPending,
+		FetchBatch: DefaultFetchBatch, FetchMaxWait: DefaultFetchMaxWait,
+		Format: "json", OnDecodeError: "fail", LagPollInterval: DefaultLagPollInterval,
+		MaxBufferedBytes: DefaultMaxBufferedBytes,
+	}
+}
 
 func (c *Config) setDefaults() {
 	if len(c.Servers) == 0 {
@@ -131,9 +145,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.OnDecodeError == "" {
 		c.OnDecodeError = "fail"
-	}
-	if c.LagPollInterval == 0 {
-		c.LagPollInterval = DefaultLagPollInterval
 	}
 	if c.AckTimeout <= 0 {
 		c.AckTimeout = 5 * time.Second

@@ -35,7 +35,7 @@ func TestQueueBoundedByMaxBufferedBytes(t *testing.T) {
 	cfg.MaxBufferedBytes = 1 << 20
 	cfg.MaxAckPending = -1 // nothing bounds the deliveries but the budget
 	src := openSource(t, cfg, nil)
-	limit := cfg.MaxBufferedBytes / 4 * 3
+	limit := int64(cfg.MaxBufferedBytes) / 4 * 3
 	inUse := func() int64 { _, b := src.queue.queued(); return b }
 	eventually(t, "queue full by bytes", func() bool { return inUse() > limit-2*size })
 	items, used := src.queue.queued()

@@ -404,7 +404,7 @@ func (s *Source) consume(d *deliverer, reconnected chan nats.Status) error {
 // least twice the server's max_payload, since a message larger than a
 // request's limit would never be delivered.
 func (s *Source) pullBytes() int {
-	return int(max(s.cfg.MaxBufferedBytes/8, 2*s.nc.MaxPayload()))
+	return int(max(int64(s.cfg.MaxBufferedBytes)/8, 2*s.nc.MaxPayload()))
 }
 
 // awaitSettled waits until every message handed out was acknowledged

@@ -83,7 +83,7 @@ func New(cfg Config) *Source {
 		ready:   make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		settled: make(chan struct{}, 1),
-		queue:   newHandoff(cfg.QueueSize, cfg.MaxBufferedBytes/4*3),
+		queue:   newHandoff(cfg.QueueSize, int64(cfg.MaxBufferedBytes)/4*3),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.m.hook = cfg.Metrics

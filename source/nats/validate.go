@@ -115,5 +115,10 @@ func (c Config) Validate() error {
 	if c.LagPollInterval < 0 {
 		bad("lag_poll_interval", "must not be negative (0 disables)")
 	}
+	if c.MaxBufferedBytes < 0 {
+		bad("max_buffered_bytes", "%d is negative", c.MaxBufferedBytes)
+	} else if c.MaxBufferedBytes > 0 && c.MaxBufferedBytes < 1<<20 {
+		bad("max_buffered_bytes", "%d is below the minimum of 1MiB", c.MaxBufferedBytes)
+	}
 	return errors.Join(errs...)
 }

@@ -2,7 +2,8 @@
 // Source and Sink run by pipeline.New with checkpoint.Open, driven through
 // Pause, Resume and Drain and restarted on the same store; the embedded
 // MongoDB-compatible server watched through the official driver; a
-// pipeline built from YAML text with tide.NewPipeline.
+// pipeline built from YAML text with tide.Parse and Spec.Build, and a sink
+// of its own registered with tide.RegisterSink.
 package external
 
 import (
@@ -219,7 +220,7 @@ func TestMongowireChangeStream(t *testing.T) {
 	}
 }
 
-func TestNewPipelineFromYAML(t *testing.T) {
+func TestPipelineFromYAML(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
 	yaml := fmt.Sprintf(`name: from-yaml
@@ -229,7 +230,11 @@ source:
 sink:
   file: {path: %s}
 `, filepath.Join(dir, "data"), out)
-	p, err := tide.NewPipeline(context.Background(), []byte(yaml))
+	spec, err := tide.Parse([]byte(yaml), tide.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := spec.Build(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +255,7 @@ sink:
 	}
 
 	// A mistake names the key and its line.
-	_, err = tide.NewPipeline(context.Background(), []byte("name: x\nsource:\n  generate: {count: 1}\nsink:\n  fiel: {path: x}\n"))
+	_, err = tide.Parse([]byte("name: x\nsource:\n  generate: {count: 1}\nsink:\n  fiel: {path: x}\n"), tide.Options{})
 	if err == nil {
 		t.Fatal("a misspelt sink was accepted")
 	}

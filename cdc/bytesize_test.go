@@ -1,4 +1,4 @@
-package config
+package cdc
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestParseByteSize(t *testing.T) {
-	good := map[string]int64{
+	good := map[string]ByteSize{
 		"0": 0, "4096": 4096, "4MiB": 4 << 20, "64MiB": 64 << 20, "512KiB": 512 << 10, "1GB": 1e9,
 		"1gib": 1 << 30, "2 KB": 2000, "1.5MiB": 3 << 19, "10B": 10, "1TiB": 1 << 40,
 	}
@@ -35,43 +35,6 @@ func TestParseByteSize(t *testing.T) {
 	for in, want := range map[ByteSize]string{4 << 20: "4MiB", 1000: "1000B", 0: "0B", 3 << 30: "3GiB"} {
 		if in.String() != want {
 			t.Errorf("ByteSize(%d).String() = %s, want %s", in, in.String(), want)
-		}
-	}
-}
-
-func TestInterpolate(t *testing.T) {
-	vars := env(map[string]string{"A": "1", "EMPTY": "", "B_2": "two"})
-	good := map[string]string{
-		"plain":            "plain",
-		"${A}":             "1",
-		"x${A}y${B_2}z":    "x1ytwoz",
-		"${MISSING:-def}":  "def",
-		"${EMPTY:-def}":    "def",
-		"${EMPTY}":         "",
-		"${A:-def}":        "1",
-		"$$":               "$",
-		"$${A}":            "${A}",
-		"cost $5":          "cost $5",
-		"end$":             "end$",
-		"${MISSING:-a:-b}": "a:-b",
-	}
-	for in, want := range good {
-		got, err := interpolate(in, vars)
-		if err != nil || got != want {
-			t.Errorf("interpolate(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	bad := map[string]string{
-		"${MISSING}": "environment variable MISSING is not set",
-		"${}":        "bad variable reference ${}",
-		"${A B}":     "bad variable reference ${A B}",
-		"${A":        "unterminated variable reference",
-		"${:-x}":     "bad variable reference",
-	}
-	for in, want := range bad {
-		_, err := interpolate(in, vars)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("interpolate(%q) = %v; want an error containing %q", in, err, want)
 		}
 	}
 }

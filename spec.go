@@ -1,0 +1,384 @@
+// Package tide turns the YAML text of a pipeline file into a running
+// pipeline: exactly what `tide run FILE` does with the same text.
+//
+//	spec, err := tide.Parse(yamlText, tide.Options{})
+//	if err != nil {
+//		return err // names the key and line of every problem
+//	}
+//	p, err := spec.Build(ctx)
+//	if err != nil {
+//		return err
+//	}
+//	defer p.Close()
+//	return p.Run(ctx) // or drive it: p.Pause, p.Resume, p.Drain
+//
+// Sources and sinks are registered under the key that names them in a
+// pipeline file (RegisterSource, RegisterSink); the built-in ones
+// register the same way, and a program's own connector is validated,
+// built and checkpointed like them. Everything else about a pipeline is a
+// question to its Spec: where its checkpoint lives (Spec.Checkpoints),
+// what it builds (Spec.Build, Spec.BuildFenced).
+//
+// To build pipelines in code instead, use package pipeline with the
+// connectors under source/ and sink/.
+package tide
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/checkpoint/natskv"
+	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/config"
+	"github.com/tide-cdc/tide/internal/metrics"
+	"github.com/tide-cdc/tide/internal/redact"
+	"github.com/tide-cdc/tide/mongowire"
+	"github.com/tide-cdc/tide/pipeline"
+)
+
+// Options adjusts what Parse reads and what the Spec builds. The zero
+// value is what `tide run` uses without flags.
+type Options struct {
+	// File names the pipeline file in errors.
+	File string
+	// Getenv looks up the ${VAR} references of the text; nil means
+	// os.LookupEnv.
+	Getenv func(string) (string, bool)
+	// Logger receives the pipeline's logs, with a "pipeline" attribute;
+	// nil discards them.
+	Logger *slog.Logger
+	// Observer, if set, receives the pipeline's counts.
+	Observer pipeline.Observer
+	// Metrics, if set, gets the pipeline's Prometheus metrics (tide_*)
+	// and those its source and sink keep themselves (a Collector method).
+	Metrics prometheus.Registerer
+	// Progress, if set, receives a source's snapshot progress bars,
+	// redrawn in place: pass a terminal.
+	Progress io.Writer
+	// NATSKV, if set, is the store of a pipeline with checkpoint:
+	// {nats_kv: ...}, instead of one on a connection of its own: a worker
+	// running many pipelines shares one.
+	NATSKV *natskv.Store
+}
+
+// Spec is a parsed and validated pipeline file: each section's Config,
+// with its defaults. Parse makes it; it builds the pipeline and answers
+// the questions about it that need no running pipeline.
+type Spec struct {
+	// Name is the pipeline's name.
+	Name string
+	// DataDir is the data directory: the checkpoint store's, and the
+	// lock that keeps a second process off the pipeline.
+	DataDir string
+	// Source and Sink are the connectors: their key and Config.
+	Source, Sink Section
+	// Batch bounds each batch the runtime commits.
+	Batch Batch
+	// Encode is the encode stage's settings.
+	Encode Encode
+	// Checkpoint is where the checkpoint lives: "file" (the data
+	// directory), "sink" (the sink's own transactions) or "nats_kv".
+	Checkpoint string
+
+	cfg     *config.Pipeline
+	opts    Options
+	secrets *redact.Set
+}
+
+// Section is a source or sink of a pipeline file: the key it is
+// registered under and its Config, as decoded.
+type Section struct {
+	Key    string
+	Config Config
+}
+
+// Batch bounds each batch the runtime commits (batch: in a file).
+type Batch struct {
+	MaxRecords     int
+	MaxBytes       cdc.ByteSize
+	CommitInterval time.Duration
+}
+
+// Encode configures the encode stage (encode: in a file).
+type Encode struct {
+	Workers int    // 0 means GOMAXPROCS
+	Format  string // json | canonical | debezium
+}
+
+// Parse reads a pipeline file's text: every problem is reported, each
+// with its key and line, joined in one error. ${VAR} references are
+// expanded with opts.Getenv; the values of secret keys are kept out of
+// every error and log of what the Spec builds.
+func Parse(yamlText []byte, opts Options) (*Spec, error) {
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	cfg, err := config.ParseNamed(opts.File, yamlText, getenv, connectors())
+	if err != nil {
+		// A value echoed in a message may be a connection string.
+		return nil, (*redact.Set)(nil).Error(err)
+	}
+	s := &Spec{
+		Name:       cfg.Name,
+		DataDir:    cfg.DataDir,
+		Source:     Section{cfg.Source.Key, cfg.Source.Config.(Config)},
+		Sink:       Section{cfg.Sink.Key, cfg.Sink.Config.(Config)},
+		Batch:      Batch{cfg.Batch.MaxRecords, cfg.Batch.MaxBytes, cfg.Batch.CommitInterval},
+		Encode:     Encode{cfg.Encode.Workers, cfg.Encode.Format},
+		Checkpoint: cfg.Checkpoint,
+		cfg:        cfg,
+		opts:       opts,
+		secrets:    &redact.Set{},
+	}
+	if s.Checkpoint == "" {
+		s.Checkpoint = "file"
+	}
+	s.secrets.Add(cfg.Secrets()...)
+	return s, nil
+}
+
+// ReadFile reads a pipeline file's text: a regular file of at most 4 MiB
+// (a FIFO or /dev/zero is refused before it is read).
+func ReadFile(path string) ([]byte, error) { return config.ReadFile(path) }
+
+// ParseFile reads and parses a pipeline file: a regular file of at most
+// 4 MiB. Errors name the file.
+func ParseFile(path string, opts Options) (*Spec, error) {
+	text, err := config.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if opts.File == "" {
+		opts.File = path
+	}
+	return Parse(text, opts)
+}
+
+// Warnings returns advice about the file that does not make it invalid,
+// each naming its key and line: secrets written inline rather than taken
+// from the environment with ${VAR}. They never hold the secret.
+func (s *Spec) Warnings() []string { return s.cfg.Warnings() }
+
+// Secrets returns the secret values of the file (passwords of its URIs
+// and DSNs, tokens), to keep out of what a program prints.
+func (s *Spec) Secrets() []string { return s.cfg.Secrets() }
+
+// Redact hides the file's secrets in text meant for people.
+func (s *Spec) Redact(text string) string { return s.secrets.String(text) }
+
+// RedactError is Redact for an error, keeping what it wraps.
+func (s *Spec) RedactError(err error) error { return s.secrets.Error(err) }
+
+// Pipeline is a pipeline built by a Spec, with what a command line shows
+// about it besides the pipeline itself. It owns what building it opened:
+// the data directory's lock (so that a second pipeline on the same
+// data_dir is refused while this one exists), connections, and for uri:
+// embedded the embedded servers. Run releases them when it returns, and
+// so does Close; both may be called, in any order, any number of times.
+type Pipeline struct {
+	*pipeline.Pipeline
+
+	// Name is the pipeline's name, from the file.
+	Name string
+	// Source is the source as built; its optional abilities (cdc.Lagger,
+	// cdc.SnapshotReporter, cdc.StatusDetailer) are what a status page
+	// shows of it.
+	Source cdc.Source
+	// Embedded is the embedded MongoDB-compatible server started for a
+	// source with uri: embedded, or nil; EmbeddedSink the one started for
+	// sink.mongo with uri: embedded. Other clients may use them until the
+	// pipeline is closed.
+	Embedded, EmbeddedSink *mongowire.Server
+
+	secrets *redact.Set
+	release func() error
+}
+
+// Run is pipeline.Pipeline's Run, with the secrets of the pipeline's file
+// hidden in the error; it closes the pipeline when it returns.
+func (p *Pipeline) Run(ctx context.Context) error {
+	err := p.Pipeline.Run(ctx)
+	return p.secrets.Error(errors.Join(err, p.Close()))
+}
+
+// Drain is pipeline.Pipeline's Drain, with the secrets hidden in the error.
+func (p *Pipeline) Drain(ctx context.Context) error { return p.secrets.Error(p.Pipeline.Drain(ctx)) }
+
+// Err is pipeline.Pipeline's Err, with the secrets hidden in the error.
+func (p *Pipeline) Err() error { return p.secrets.Error(p.Pipeline.Err()) }
+
+// Redact hides the pipeline's secrets in text meant for people.
+func (p *Pipeline) Redact(text string) string { return p.secrets.String(text) }
+
+// Close releases what building the pipeline opened. Call it for a
+// pipeline that will not be run; after Run it does nothing. Do not call it
+// while Run runs: Drain, or cancel Run's context, instead.
+func (p *Pipeline) Close() error { return p.release() }
+
+// Build builds the pipeline: the data directory is locked first, then
+// the connectors are made (uri: embedded starts the embedded server),
+// and the checkpoint store is opened where the file says. ctx bounds the
+// building only.
+func (s *Spec) Build(ctx context.Context) (*Pipeline, error) { return s.build(ctx, "") }
+
+// BuildFenced is Build for a worker that takes the pipeline over as
+// owner: its checkpoint (which must be in NATS KV) is fenced for owner
+// before anything else is opened, so any earlier owner's next save fails,
+// and so does this pipeline's Load if another owner fences it in between.
+func (s *Spec) BuildFenced(ctx context.Context, owner string) (*Pipeline, error) {
+	if owner == "" {
+		return nil, errors.New("tide: BuildFenced needs an owner")
+	}
+	return s.build(ctx, owner)
+}
+
+func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	log := s.opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// Every log line of the pipeline, its connectors and the embedded
+	// servers goes through the redaction of the file's secrets.
+	log = redact.Logger(log, s.secrets).With("pipeline", s.Name)
+	env := &Env{Pipeline: s.Name, DataDir: s.DataDir, Logger: log, Progress: s.opts.Progress}
+	release := sync.OnceValue(func() error {
+		var errs []error
+		for i := len(env.closers) - 1; i >= 0; i-- {
+			errs = append(errs, env.closers[i]())
+		}
+		return errors.Join(errs...)
+	})
+	defer func() {
+		if err != nil {
+			release()
+			err = s.secrets.Error(err)
+		}
+	}()
+
+	// A worker fences first: a former owner that was paused, not killed,
+	// and still holds the data directory cannot commit again while this
+	// one waits for the directory.
+	var kv *natskv.Store
+	if owner != "" {
+		if s.Checkpoint != "nats_kv" {
+			return nil, fmt.Errorf("pipeline %q cannot be fenced for owner %q: only a checkpoint in NATS KV can (checkpoint: {nats_kv: ...})", s.Name, owner)
+		}
+		if kv, err = s.natsKV(ctx, env); err != nil {
+			return nil, err
+		}
+		fctx, cancel := context.WithTimeout(ctx, openTimeout)
+		defer cancel()
+		if err := kv.Fence(fctx, s.Name, owner); err != nil {
+			return nil, err
+		}
+	}
+
+	// The directory is opened for its lock in every mode, also when the
+	// checkpoint lives elsewhere, so a second pipeline on the same
+	// directory stops before touching anything.
+	dir, err := checkpoint.Open(s.DataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	env.OnClose(dir.Close)
+	var store pipeline.Checkpointer = dir
+
+	enc, err := s.encoder()
+	if err != nil {
+		return nil, err
+	}
+	// The runtime closes the source and the sink when Run returns; what
+	// their constructors started (env.OnClose) is released after.
+	src, err := lookup(registry.sources, s.Source.Key).source(ctx, s.Source.Config, env)
+	if err != nil {
+		return nil, fmt.Errorf("source.%s: %w", s.Source.Key, err)
+	}
+	sink, err := lookup(registry.sinks, s.Sink.Key).sink(ctx, s.Sink.Config, env)
+	if err != nil {
+		return nil, fmt.Errorf("sink.%s: %w", s.Sink.Key, err)
+	}
+
+	obs := s.opts.Observer
+	if reg := s.opts.Metrics; reg != nil {
+		m := metrics.New(reg, s.Name)
+		if obs == nil {
+			obs = m
+		} else {
+			obs = pipeline.Observers{obs, m}
+		}
+		for _, part := range []any{src, sink} {
+			if c, ok := part.(MetricsCollector); ok {
+				reg.MustRegister(c.Collector(s.Name))
+			}
+		}
+	}
+
+	switch s.Checkpoint {
+	case "sink":
+		k, ok := sink.(cdc.CheckpointKeeper)
+		if !ok {
+			return nil, fmt.Errorf("checkpoint: sink: sink.%s does not keep checkpoints", s.Sink.Key)
+		}
+		store = k.KeepCheckpoints()
+	case "nats_kv":
+		if kv == nil {
+			if kv, err = s.natsKV(ctx, env); err != nil {
+				return nil, err
+			}
+		}
+		store = kv
+	}
+
+	p := pipeline.New(pipeline.Config{
+		Name:           s.Name,
+		MaxRecords:     s.Batch.MaxRecords,
+		MaxBytes:       int(s.Batch.MaxBytes),
+		CommitInterval: s.Batch.CommitInterval,
+		Workers:        s.Encode.Workers,
+		Logger:         log,
+		Observer:       obs,
+	}, src, enc, sink, store)
+	return &Pipeline{
+		Pipeline:     p,
+		Name:         s.Name,
+		Source:       src,
+		Embedded:     env.embedded,
+		EmbeddedSink: env.embeddedSink,
+		secrets:      s.secrets,
+		release:      release,
+	}, nil
+}
+
+// MetricsCollector is a source or sink that keeps Prometheus metrics of
+// its own (tide_mongo_*, tide_nats_*); Build registers them with
+// Options.Metrics.
+type MetricsCollector interface {
+	Collector(pipeline string) prometheus.Collector
+}
+
+// encoder is the encode stage's function for encode.format.
+func (s *Spec) encoder() (pipeline.EncodeFunc, error) {
+	switch s.Encode.Format {
+	case "", "json":
+		return encode.Envelope, nil
+	case "canonical":
+		return encode.CanonicalEnvelope, nil
+	case "debezium":
+		return (&encode.Debezium{Name: s.Name}).Encode, nil
+	}
+	return nil, fmt.Errorf("encode.format %q: want json, canonical or debezium", s.Encode.Format)
+}
