@@ -142,7 +142,7 @@ type Pipeline struct {
 	// long the reader lets a caught-up batch linger (reader.caughtUp).
 	commitTook atomic.Int64
 	closed     atomic.Int32 // batches the reader closed that are not committed yet: the saver may wait for them
-	chunks     sync.Pool    // of *Chunk
+	chunks     sync.Pool    // of *chunk
 
 	mu       sync.Mutex // guards the fields below
 	state    State
@@ -264,12 +264,12 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 
 	g, gctx := errgroup.WithContext(ctx)
 	window := 2 * max(p.cfg.Workers, 1)
-	chunks := make(chan *Chunk, window)
-	encoded := make(chan *Chunk, window)
+	chunks := make(chan *chunk, window)
+	encoded := make(chan *chunk, window)
 	r := &reader{p: p, out: chunks}
 	g.Go(func() error { return r.run(gctx) })
 	g.Go(func() error {
-		err := EncodeOrdered(gctx, p.cfg.Workers, p.enc, chunks, encoded)
+		err := encodeOrdered(gctx, p.cfg.Workers, p.enc, chunks, encoded)
 		if err != nil && gctx.Err() == nil { // an encode error, not another stage's
 			p.obs.Failed("encode", err)
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -667,67 +666,6 @@ func TestRunTwiceFails(t *testing.T) {
 	}
 	if err := p.Run(t.Context()); !errors.Is(err, errRunTwice) {
 		t.Fatalf("second Run = %v, want errRunTwice", err)
-	}
-}
-
-func TestHandle(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		log := &callLog{}
-		src := newSource(log, events(0, 3))
-		sink := newSink(log)
-		h := Start(t.Context(), New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, newStore(log)))
-		synctest.Wait()
-		if err := h.Pause(t.Context()); err != nil || h.State() != Paused {
-			t.Fatalf("Pause = %v, state %v", err, h.State())
-		}
-		h.Resume()
-		if st := h.Stats(); st.EventsOut != 3 {
-			t.Errorf("stats = %+v, want 3 events out", st)
-		}
-		if err := h.Drain(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Wait(); err != nil || h.State() != Stopped {
-			t.Fatalf("Wait = %v, state %v", err, h.State())
-		}
-	})
-}
-
-// The handle's cleanup runs outside any synctest bubble, so this test
-// uses real time: it waits for the garbage collector, not for a duration.
-func TestDroppedHandleDrainsAndCloses(t *testing.T) {
-	log := &callLog{}
-	src := newSource(log, events(0, 3))
-	sink := newSink(log)
-	sink.committedc = make(chan int, 10)
-	store := newStore(log)
-	p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
-	func() {
-		h := Start(t.Context(), p)
-		_ = h // dropped here
-	}()
-	if n := <-sink.committedc; n != 3 {
-		t.Fatalf("committed %d records, want 3", n)
-	}
-
-	deadline := time.After(20 * time.Second)
-	for p.State() != Stopped {
-		goruntime.GC()
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Millisecond): // give the cleanup goroutine a turn
-		case <-deadline:
-			t.Fatalf("a dropped handle left the pipeline %v", p.State())
-		}
-	}
-	if p.err != nil {
-		t.Errorf("Run after the handle was dropped = %v", p.err)
-	}
-	if !src.isClosed() || !sink.isClosed() {
-		t.Error("a dropped handle must close both ends")
-	}
-	if cp, _ := store.get("p"); string(cp.Source) != "2" {
-		t.Errorf("checkpoint = %q, want 2", cp.Source)
 	}
 }
 
