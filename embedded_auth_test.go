@@ -19,9 +19,10 @@ import (
 	"github.com/tide-cdc/tide/mongowire"
 )
 
-// requireAuth skips the test when mongowire does not enforce
-// authentication: it is built on another branch, and this test runs once
-// both are merged.
+// requireAuth fails the test unless mongowire enforces authentication:
+// with Config.Auth, an unauthenticated insert must be refused with code
+// 13 Unauthorized. Accepting it is a security regression, never a reason
+// to skip.
 func requireAuth(t *testing.T) {
 	t.Helper()
 	srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0", Auth: true, AdminUser: "probe", AdminPassword: "probe-password"})
@@ -36,7 +37,7 @@ func requireAuth(t *testing.T) {
 	defer c.Disconnect(context.Background())
 	_, err = c.Database("d").Collection("c").InsertOne(t.Context(), bson.D{})
 	if err == nil {
-		t.Skip("mongowire does not enforce Config.Auth yet (authentication is built on the auth branch): this test runs once it is merged")
+		t.Fatal("mongowire with Config.Auth accepted an unauthenticated insert: authentication is not enforced")
 	}
 	if ce := (mongo.CommandError{}); !errors.As(err, &ce) || ce.Code != 13 {
 		t.Fatalf("an unauthenticated insert with Auth: %v, want code 13 Unauthorized", err)

@@ -32,7 +32,7 @@ const (
 // concurrent use; Saves of different pipelines proceed in parallel.
 type Dir struct {
 	path   string
-	fs     faultfs.FS
+	fs     FS
 	log    *slog.Logger
 	lock   *os.File // holds the flock
 	closed atomic.Bool
@@ -57,8 +57,9 @@ func Open(dir string, log *slog.Logger) (*Dir, error) {
 }
 
 // OpenFS is Open with the checkpoint files written through fsys, so that
-// tests can cut the power under the store.
-func OpenFS(fsys faultfs.FS, dir string, log *slog.Logger) (*Dir, error) {
+// tests can cut the power under the store. The lock file and reads do not
+// go through fsys.
+func OpenFS(fsys FS, dir string, log *slog.Logger) (*Dir, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

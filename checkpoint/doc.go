@@ -26,8 +26,8 @@
 // two-page file at the next Save.
 //
 // Tests cut the power under a Dir at every one of its writes and syncs
-// (OpenFS with a faultfs.Disk) and check that Load then returns the last
-// or the previous checkpoint saved.
+// (OpenFS with a disk that forgets what a power cut may undo) and check
+// that Load then returns the last or the previous checkpoint saved.
 //
 // We chose plain files over bbolt because a checkpoint is one small record
 // written whole on every commit: a file per pipeline costs one write and one

@@ -15,7 +15,7 @@ import (
 // its documents in relaxed Extended JSON; see the package documentation for
 // the fields. A marker event (cdc.OpMarker) appends nothing. On error, dst is
 // returned unchanged. Envelope is safe for concurrent use; it matches
-// runtime.EncodeFunc.
+// pipeline.EncodeFunc.
 func Envelope(dst []byte, ev *cdc.Event) ([]byte, error) {
 	return appendEnvelope(dst, ev, false)
 }

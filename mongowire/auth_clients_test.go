@@ -2,12 +2,15 @@ package mongowire_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // TestMongoshAuth: mongosh authenticates with SCRAM-SHA-256, and a wrong
@@ -15,10 +18,7 @@ import (
 func TestMongoshAuth(t *testing.T) {
 	bin, err := exec.LookPath("mongosh")
 	if err != nil {
-		if os.Getenv("TIDE_REQUIRE_MONGOSH") == "1" {
-			t.Fatal("mongosh is not on PATH, and TIDE_REQUIRE_MONGOSH=1 requires it (npm install -g mongosh)")
-		}
-		t.Skip("mongosh is not on PATH: install it with `npm install -g mongosh` (CI sets TIDE_REQUIRE_MONGOSH=1)")
+		testenv.Need(t, "mongosh", fmt.Errorf("%w (npm install -g mongosh)", err))
 	}
 	s := startAuth(t)
 	sh := func(pwd, script string) (string, error) {

@@ -1,21 +1,25 @@
 package mongowire_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // nodeDriver returns node and an environment in which require('mongodb')
 // finds the Node.js driver: the one mongosh ships, or one on NODE_PATH.
-// Without them the test skips, or fails under TIDE_REQUIRE_MONGOSH=1.
+// Without them the test skips, or fails in CI (testenv.Need).
 func nodeDriver(t *testing.T) (node string, env []string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not on PATH")
+		testenv.Need(t, "mongosh", fmt.Errorf("%w (Node.js comes with mongosh: npm install -g mongosh)", err))
 	}
 	nodePath := os.Getenv("NODE_PATH")
 	if root, err := exec.Command("npm", "root", "-g").Output(); err == nil {
@@ -25,17 +29,14 @@ func nodeDriver(t *testing.T) (node string, env []string) {
 	probe := exec.Command(node, "-e", "require.resolve('mongodb')")
 	probe.Env = env
 	if err := probe.Run(); err != nil {
-		if os.Getenv("TIDE_REQUIRE_MONGOSH") == "1" {
-			t.Fatal("the Node.js mongodb package is not found (it comes with mongosh), and TIDE_REQUIRE_MONGOSH=1 requires it")
-		}
-		t.Skip("the Node.js mongodb package is not on NODE_PATH nor inside a global mongosh")
+		testenv.Need(t, "mongosh", fmt.Errorf("the Node.js mongodb package is not on NODE_PATH nor inside a global mongosh (npm install -g mongosh): %w", err))
 	}
 	return node, env
 }
 
 // pymongoPython returns a python3 that imports pymongo (Debian's
-// python3-pymongo). Without one the test skips, or fails under
-// TIDE_REQUIRE_PYMONGO=1.
+// python3-pymongo). Without one the test skips, or fails in CI
+// (testenv.Need).
 func pymongoPython(t *testing.T) string {
 	t.Helper()
 	for _, cand := range []string{"python3", "/usr/bin/python3"} {
@@ -43,9 +44,6 @@ func pymongoPython(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("TIDE_REQUIRE_PYMONGO") == "1" {
-		t.Fatal("no python3 with pymongo, and TIDE_REQUIRE_PYMONGO=1 requires it (Debian: python3-pymongo)")
-	}
-	t.Skip("no python3 with pymongo")
+	testenv.Need(t, "pymongo", errors.New("no python3 with pymongo (Debian: python3-pymongo)"))
 	return ""
 }

@@ -2,6 +2,7 @@ package mongowire_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,15 +14,12 @@ import (
 )
 
 // TestMongosh runs tests/mongosh/crud.js and fidelity.js with mongosh against an
-// in-process server. Without mongosh on PATH it skips, saying so, unless
-// TIDE_REQUIRE_MONGOSH=1 (CI), where a missing mongosh fails the test.
+// in-process server. Without mongosh on PATH it skips, saying so, or
+// fails in CI (testenv.Need).
 func TestMongosh(t *testing.T) {
 	bin, err := exec.LookPath("mongosh")
 	if err != nil {
-		if os.Getenv("TIDE_REQUIRE_MONGOSH") == "1" {
-			t.Fatal("mongosh is not on PATH, and TIDE_REQUIRE_MONGOSH=1 requires it (npm install -g mongosh)")
-		}
-		t.Skip("mongosh is not on PATH: install it with `npm install -g mongosh` to run the scripted session (CI sets TIDE_REQUIRE_MONGOSH=1)")
+		testenv.Need(t, "mongosh", fmt.Errorf("%w (npm install -g mongosh)", err))
 	}
 	_, file, _, _ := runtime.Caller(0)
 	for _, name := range []string{"crud.js", "fidelity.js", "collections.js", "replication.js"} {

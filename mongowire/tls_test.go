@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -254,10 +255,7 @@ func TestTLSFilesErrors(t *testing.T) {
 func TestTLSMongosh(t *testing.T) {
 	bin, err := exec.LookPath("mongosh")
 	if err != nil {
-		if os.Getenv("TIDE_REQUIRE_MONGOSH") == "1" {
-			t.Fatal("mongosh is not on PATH, and TIDE_REQUIRE_MONGOSH=1 requires it")
-		}
-		t.Skip("mongosh is not on PATH: install it with `npm install -g mongosh` to run this test")
+		testenv.Need(t, "mongosh", fmt.Errorf("%w (npm install -g mongosh)", err))
 	}
 	certs := testenv.TLSCerts(t)
 	s, _ := tlsServer(t, certs, false)

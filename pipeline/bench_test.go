@@ -55,12 +55,12 @@ var posPrefix = []byte(`{"pos":`)
 func benchEncode(b *testing.B, workers int) {
 	const chunkEvents = 64
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 64) // 1 KiB
-	free := make(chan *Chunk, 4*workers+4)
+	free := make(chan *chunk, 4*workers+4)
 	for range cap(free) {
-		free <- &Chunk{Events: make([]cdc.Event, 0, chunkEvents)}
+		free <- &chunk{Events: make([]cdc.Event, 0, chunkEvents)}
 	}
-	in := make(chan *Chunk, workers)
-	out := make(chan *Chunk, workers)
+	in := make(chan *chunk, workers)
+	out := make(chan *chunk, workers)
 	errc := make(chan error, 1)
 	b.SetBytes(int64(len(payload)))
 	cpu := cpuTime()
@@ -78,7 +78,7 @@ func benchEncode(b *testing.B, workers int) {
 			in <- c
 		}
 	}()
-	go func() { errc <- EncodeOrdered(context.Background(), workers, hashEncode, in, out) }()
+	go func() { errc <- encodeOrdered(context.Background(), workers, hashEncode, in, out) }()
 
 	next := 0
 	var failure error
@@ -90,8 +90,8 @@ func benchEncode(b *testing.B, workers int) {
 			}
 			next++
 		}
-		if failure == nil && string(c.Pos()) != string(benchPositions[(next-1)%len(benchPositions)]) {
-			failure = fmt.Errorf("chunk ending at record %d has position %s", next-1, c.Pos())
+		if failure == nil && string(c.lastPos()) != string(benchPositions[(next-1)%len(benchPositions)]) {
+			failure = fmt.Errorf("chunk ending at record %d has position %s", next-1, c.lastPos())
 		}
 		free <- c
 	}

@@ -26,7 +26,7 @@ import (
 // the newest checkpoint, which covers them all: a slow store (a
 // replicated NATS KV bucket) then costs one save per few batches instead
 // of holding the committer back.
-func (p *Pipeline) commitLoop(ctx context.Context, in <-chan *Chunk) error {
+func (p *Pipeline) commitLoop(ctx context.Context, in <-chan *chunk) error {
 	g, ctx := errgroup.WithContext(ctx)
 	jobs := make(chan saveJob, saveQueue)
 	g.Go(func() error { return p.saveLoop(ctx, jobs) })
@@ -49,8 +49,8 @@ type saveJob struct {
 	barrier *pause
 }
 
-func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *Chunk, jobs chan<- saveJob) error {
-	var chunks []*Chunk
+func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *chunk, jobs chan<- saveJob) error {
+	var chunks []*chunk
 	send := func(j saveJob) error {
 		select {
 		case jobs <- j:
@@ -60,7 +60,7 @@ func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *Chunk, jobs chan
 		}
 	}
 	for {
-		var c *Chunk
+		var c *chunk
 		select {
 		case got, ok := <-in:
 			if !ok {
@@ -106,7 +106,7 @@ func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *Chunk, jobs chan
 // checkpoint that now names the batch, for the saver. Every batch is
 // committed, markers-only ones too, so that a sink keeping the checkpoint
 // in its own transaction sees every checkpoint the store will save.
-func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, error) {
+func (p *Pipeline) commitBatch(ctx context.Context, chunks []*chunk) (saveJob, error) {
 	if err := ctx.Err(); err != nil {
 		return saveJob{}, err // hard stop: nothing further is committed
 	}
@@ -133,7 +133,7 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*Chunk) (saveJob, e
 		}
 		n += len(c.Records)
 		nbytes += len(c.Buf)
-		if cp := c.Pos(); cp != nil {
+		if cp := c.lastPos(); cp != nil {
 			pos = cp
 		}
 	}
@@ -375,16 +375,16 @@ func (p *Pipeline) failed(ctx context.Context, stage string, err error) {
 	}
 }
 
-func (p *Pipeline) getChunk() *Chunk {
-	if c, ok := p.chunks.Get().(*Chunk); ok {
+func (p *Pipeline) getChunk() *chunk {
+	if c, ok := p.chunks.Get().(*chunk); ok {
 		return c
 	}
-	return &Chunk{}
+	return &chunk{}
 }
 
 // putChunk recycles c, keeping its buffers and dropping its references to
 // events.
-func (p *Pipeline) putChunk(c *Chunk) {
+func (p *Pipeline) putChunk(c *chunk) {
 	c.Records = nil // the batch's, not the chunk's
 	c.Events = nil
 	c.batch = nil

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	goruntime "runtime"
 )
 
 // control returns what the reader must obey, and a channel closed at the
@@ -133,43 +132,4 @@ func (p *Pipeline) requestDrain() {
 		p.log.Info("pipeline draining")
 	}
 	p.broadcastLocked()
-}
-
-// Handle controls a pipeline started by Start. If a Handle becomes
-// unreachable, its pipeline is drained: it commits what it read, closes
-// both ends and stops.
-type Handle struct {
-	p *Pipeline
-}
-
-// Start runs p in a goroutine of its own and returns its handle. The
-// goroutine ends when Run returns; Wait waits for that.
-func Start(ctx context.Context, p *Pipeline) *Handle {
-	h := &Handle{p: p}
-	go func() { _ = p.Run(ctx) }() // the result is kept in p, for Wait
-	// The goroutine holds p, never h, so h can become unreachable while
-	// the pipeline runs; the cleanup then drains it.
-	goruntime.AddCleanup(h, func(p *Pipeline) { p.requestDrain() }, p)
-	return h
-}
-
-// Pause is Pipeline.Pause.
-func (h *Handle) Pause(ctx context.Context) error { return h.p.Pause(ctx) }
-
-// Resume is Pipeline.Resume.
-func (h *Handle) Resume() { h.p.Resume() }
-
-// Drain is Pipeline.Drain.
-func (h *Handle) Drain(ctx context.Context) error { return h.p.Drain(ctx) }
-
-// State is Pipeline.State.
-func (h *Handle) State() State { return h.p.State() }
-
-// Stats is Pipeline.Stats.
-func (h *Handle) Stats() Stats { return h.p.Stats() }
-
-// Wait waits for the pipeline to stop and returns Run's result.
-func (h *Handle) Wait() error {
-	<-h.p.done
-	return h.p.err
 }

@@ -13,7 +13,7 @@
 //     one, and with the committer idle it lingers as long as the last
 //     commit took (at most 5 ms) for more. An idle reader sleeps on the
 //     source's Ready channel, never on a timer.
-//   - the encode pool (encode.go, EncodeOrdered) encodes chunks on
+//   - the encode pool (encode.go, encodeOrdered) encodes chunks on
 //     Config.Workers goroutines and hands them on in input order.
 //   - the committer (commit.go) puts each batch and commits it, one batch
 //     at a time, in order.
@@ -54,9 +54,7 @@
 // Pause, Resume and Drain act on a running Pipeline: Pause returns once
 // every batch read before it is committed and saved, and nothing is
 // committed until Resume; Drain stops reading, commits what is in flight
-// and makes Run return nil. Start runs a Pipeline in its own goroutine and
-// returns a Handle, and a Handle that is dropped drains its pipeline.
-//
-// EncodeOrdered and Chunk are exported for benchmarks and for other code
-// that needs ordered parallel encoding; the pipeline uses them internally.
+// and makes Run return nil. A caller that runs Run in a goroutine of its
+// own learns that the pipeline opened from Opened, that Run returned from
+// Done, and what it returned from Err.
 package pipeline

@@ -12,14 +12,14 @@ import (
 // must be safe for concurrent use.
 type EncodeFunc func(dst []byte, ev *cdc.Event) ([]byte, error)
 
-// Chunk is a run of consecutive events that the encode pool encodes as one
+// chunk is a run of consecutive events that the encode pool encodes as one
 // unit of work. Positions ride with their chunk: the consumer of
-// EncodeOrdered learns a chunk's positions only when it receives the chunk,
+// encodeOrdered learns a chunk's positions only when it receives the chunk,
 // in input order, after every earlier chunk.
 //
-// A Chunk's buffers are reused when the chunk is: Records[i].Data points
+// A chunk's buffers are reused when the chunk is: Records[i].Data points
 // into Buf, so a record's data is valid until the chunk is encoded again.
-type Chunk struct {
+type chunk struct {
 	Events  []cdc.Event  // input, in source order
 	Records []cdc.Record // output: one record per non-marker event, in order
 	Buf     []byte       // backing store of every Records[i].Data
@@ -35,21 +35,21 @@ type Chunk struct {
 	barrier *pause    // a pause barrier: reached once everything before it committed
 }
 
-// Pos returns the position of the chunk's last event, markers included, or
+// lastPos returns the position of the chunk's last event, markers included, or
 // nil for a chunk without events.
-func (c *Chunk) Pos() cdc.Position {
+func (c *chunk) lastPos() cdc.Position {
 	if len(c.Events) == 0 {
 		return nil
 	}
 	return c.Events[len(c.Events)-1].Pos
 }
 
-// Encode encodes c.Events into c.Records with enc, reusing c's buffers.
+// encode encodes c.Events into c.Records with enc, reusing c's buffers.
 // Markers (cdc.OpMarker) produce no record, nor does an event enc writes
 // nothing for (the Debezium envelope has no value for a drop): its
 // position still advances the checkpoint. The error names the position of
 // the event that failed.
-func (c *Chunk) Encode(enc EncodeFunc) error {
+func (c *chunk) encode(enc EncodeFunc) error {
 	c.Records = c.Records[:0]
 	c.Buf = c.Buf[:0]
 	c.ends = c.ends[:0]
@@ -81,7 +81,7 @@ func (c *Chunk) Encode(enc EncodeFunc) error {
 	return nil
 }
 
-// EncodeOrdered encodes the chunks it receives from in on workers goroutines
+// encodeOrdered encodes the chunks it receives from in on workers goroutines
 // (workers <= 0 means 1) and sends them to out in the order it received
 // them. It closes out when it returns, and no goroutine it started outlives
 // it. It returns:
@@ -91,11 +91,11 @@ func (c *Chunk) Encode(enc EncodeFunc) error {
 //   - ctx.Err() when ctx is done first.
 //
 // About 2×workers chunks are in the pool at once; the caller bounds the rest
-// by what it sends. Once EncodeOrdered returns nothing receives from in, so
+// by what it sends. Once encodeOrdered returns nothing receives from in, so
 // a sender must also watch ctx or a signal of its own. A chunk received from
 // out belongs to the receiver; a chunk that was never sent back must not be
 // given to another call while this one runs.
-func EncodeOrdered(ctx context.Context, workers int, enc EncodeFunc, in <-chan *Chunk, out chan<- *Chunk) error {
+func encodeOrdered(ctx context.Context, workers int, enc EncodeFunc, in <-chan *chunk, out chan<- *chunk) error {
 	defer close(out)
 	workers = max(workers, 1)
 
@@ -110,8 +110,8 @@ func EncodeOrdered(ctx context.Context, workers int, enc EncodeFunc, in <-chan *
 	// waiting for each chunk's done signal restores the order, and its
 	// capacity bounds the work in flight. work feeds the workers.
 	window := 2 * workers
-	pending := make(chan *Chunk, window)
-	work := make(chan *Chunk, window)
+	pending := make(chan *chunk, window)
+	work := make(chan *chunk, window)
 
 	var inClosed bool // set by dispatch before it closes pending
 	for range workers {
@@ -121,7 +121,7 @@ func EncodeOrdered(ctx context.Context, workers int, enc EncodeFunc, in <-chan *
 				// cancel: its result is then never read, and a worker that
 				// stopped early would turn an earlier chunk's real error
 				// into a cancellation.
-				c.err = c.Encode(enc)
+				c.err = c.encode(enc)
 				c.done <- struct{}{} // never blocks: one slot, emptied at dispatch
 			}
 		})
@@ -130,7 +130,7 @@ func EncodeOrdered(ctx context.Context, workers int, enc EncodeFunc, in <-chan *
 		defer close(work)
 		defer close(pending)
 		for {
-			var c *Chunk
+			var c *chunk
 			select {
 			case got, ok := <-in:
 				if !ok {

@@ -44,11 +44,11 @@ type chunkPlan struct {
 }
 
 // makeChunks builds chunks from plans, numbering positions across chunks.
-func makeChunks(plans []chunkPlan) []*Chunk {
-	var chunks []*Chunk
+func makeChunks(plans []chunkPlan) []*chunk {
+	var chunks []*chunk
 	n := 0
 	for _, pl := range plans {
-		c := &Chunk{}
+		c := &chunk{}
 		for j, d := range pl.delays {
 			ev := cdc.Event{Pos: pos(n), Op: cdc.OpInsert, WallTimeMS: d, Payload: fmt.Appendf(nil, "ev%d", n)}
 			if j == pl.bad {
@@ -67,8 +67,8 @@ func makeChunks(plans []chunkPlan) []*Chunk {
 
 // feed sends chunks on a new channel and closes it, or stops when stop is
 // closed.
-func feed(chunks []*Chunk, stop <-chan struct{}) <-chan *Chunk {
-	in := make(chan *Chunk)
+func feed(chunks []*chunk, stop <-chan struct{}) <-chan *chunk {
+	in := make(chan *chunk)
 	go func() {
 		defer close(in)
 		for _, c := range chunks {
@@ -85,14 +85,14 @@ func feed(chunks []*Chunk, stop <-chan struct{}) <-chan *Chunk {
 // checkChunk reports what is wrong with an encoded chunk: its records must
 // be its non-marker events, in order, with their data, and its position
 // its last event's.
-func checkChunk(c *Chunk) error {
+func checkChunk(c *chunk) error {
 	var recs int
 	for _, ev := range c.Events {
 		if ev.Op == cdc.OpMarker {
 			continue
 		}
 		if recs >= len(c.Records) {
-			return fmt.Errorf("chunk ending at %s: %d records, want more", c.Pos(), len(c.Records))
+			return fmt.Errorf("chunk ending at %s: %d records, want more", c.lastPos(), len(c.Records))
 		}
 		r := c.Records[recs]
 		if string(r.Pos) != string(ev.Pos) || string(r.Data) != string(ev.Payload) {
@@ -101,10 +101,10 @@ func checkChunk(c *Chunk) error {
 		recs++
 	}
 	if recs != len(c.Records) {
-		return fmt.Errorf("chunk ending at %s: %d records, want %d", c.Pos(), len(c.Records), recs)
+		return fmt.Errorf("chunk ending at %s: %d records, want %d", c.lastPos(), len(c.Records), recs)
 	}
-	if len(c.Events) > 0 && string(c.Pos()) != string(c.Events[len(c.Events)-1].Pos) {
-		return fmt.Errorf("chunk position %s, want %s", c.Pos(), c.Events[len(c.Events)-1].Pos)
+	if len(c.Events) > 0 && string(c.lastPos()) != string(c.Events[len(c.Events)-1].Pos) {
+		return fmt.Errorf("chunk position %s, want %s", c.lastPos(), c.Events[len(c.Events)-1].Pos)
 	}
 	return nil
 }
@@ -132,12 +132,12 @@ func TestEncodeOrderedKeepsInputOrder(t *testing.T) {
 				chunks := makeChunks(plans)
 				stop := make(chan struct{})
 				defer close(stop)
-				out := make(chan *Chunk)
+				out := make(chan *chunk)
 				var enc slowEncode
 				errc := make(chan error, 1)
-				go func() { errc <- EncodeOrdered(t.Context(), tc.workers, enc.encode, feed(chunks, stop), out) }()
+				go func() { errc <- encodeOrdered(t.Context(), tc.workers, enc.encode, feed(chunks, stop), out) }()
 
-				var got []*Chunk
+				var got []*chunk
 				for c := range out {
 					if err := checkChunk(c); err != nil {
 						t.Error(err)
@@ -145,7 +145,7 @@ func TestEncodeOrderedKeepsInputOrder(t *testing.T) {
 					got = append(got, c)
 				}
 				if err := <-errc; err != nil {
-					t.Fatalf("EncodeOrdered = %v", err)
+					t.Fatalf("encodeOrdered = %v", err)
 				}
 				if !slices.Equal(got, chunks) {
 					t.Fatalf("got %d chunks, not the %d input chunks in order", len(got), len(chunks))
@@ -171,13 +171,13 @@ func TestEncodeOrderedReturnsFirstErrorByPosition(t *testing.T) {
 		chunks := makeChunks(plans)
 		stop := make(chan struct{})
 		defer close(stop)
-		out := make(chan *Chunk, len(chunks))
+		out := make(chan *chunk, len(chunks))
 		var enc slowEncode
-		err := EncodeOrdered(t.Context(), 4, enc.encode, feed(chunks, stop), out)
+		err := encodeOrdered(t.Context(), 4, enc.encode, feed(chunks, stop), out)
 		if !errors.Is(err, errBadEvent) || !strings.Contains(err.Error(), "position 3:") {
-			t.Fatalf("EncodeOrdered = %v, want the error at position 3", err)
+			t.Fatalf("encodeOrdered = %v, want the error at position 3", err)
 		}
-		var got []*Chunk
+		var got []*chunk
 		for c := range out {
 			got = append(got, c)
 		}
@@ -196,13 +196,13 @@ func TestEncodeOrderedFailedChunkBlocksLaterChunks(t *testing.T) {
 		chunks := makeChunks(plans)
 		stop := make(chan struct{})
 		defer close(stop)
-		out := make(chan *Chunk, len(chunks))
+		out := make(chan *chunk, len(chunks))
 		var enc slowEncode
-		err := EncodeOrdered(t.Context(), 3, enc.encode, feed(chunks, stop), out)
+		err := encodeOrdered(t.Context(), 3, enc.encode, feed(chunks, stop), out)
 		if !errors.Is(err, errBadEvent) {
-			t.Fatalf("EncodeOrdered = %v, want the encode error", err)
+			t.Fatalf("encodeOrdered = %v, want the encode error", err)
 		}
-		var got []*Chunk
+		var got []*chunk
 		for c := range out {
 			got = append(got, c)
 		}
@@ -232,10 +232,10 @@ func TestEncodeOrderedCancelMidFlight(t *testing.T) {
 				stop := make(chan struct{})
 				defer close(stop)
 				ctx, cancel := context.WithCancel(t.Context())
-				out := make(chan *Chunk, tc.outCap)
+				out := make(chan *chunk, tc.outCap)
 				var enc slowEncode
 				errc := make(chan error, 1)
-				go func() { errc <- EncodeOrdered(ctx, 4, enc.encode, feed(chunks, stop), out) }()
+				go func() { errc <- encodeOrdered(ctx, 4, enc.encode, feed(chunks, stop), out) }()
 				for range tc.readFirst {
 					if c := <-out; checkChunk(c) != nil {
 						t.Error(checkChunk(c))
@@ -244,10 +244,10 @@ func TestEncodeOrderedCancelMidFlight(t *testing.T) {
 				synctest.Wait() // workers busy, the pool full, the emitter blocked on out
 				cancel()
 				if err := <-errc; !errors.Is(err, context.Canceled) {
-					t.Fatalf("EncodeOrdered = %v, want context.Canceled", err)
+					t.Fatalf("encodeOrdered = %v, want context.Canceled", err)
 				}
 				// out is closed; what it buffered is still in order.
-				var got []*Chunk
+				var got []*chunk
 				for c := range out {
 					got = append(got, c)
 				}
@@ -262,11 +262,11 @@ func TestEncodeOrderedCancelMidFlight(t *testing.T) {
 
 func TestEncodeOrderedEmptyInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		in := make(chan *Chunk)
+		in := make(chan *chunk)
 		close(in)
-		out := make(chan *Chunk)
-		if err := EncodeOrdered(t.Context(), 2, testEncode, in, out); err != nil {
-			t.Fatalf("EncodeOrdered = %v", err)
+		out := make(chan *chunk)
+		if err := encodeOrdered(t.Context(), 2, testEncode, in, out); err != nil {
+			t.Fatalf("encodeOrdered = %v", err)
 		}
 		if _, ok := <-out; ok {
 			t.Fatal("out not closed")
@@ -307,7 +307,7 @@ func TestEncodeOrderedProperties(t *testing.T) {
 		chunks := makeChunks(plans)
 
 		var (
-			got     []*Chunk
+			got     []*chunk
 			err     error
 			badData error
 		)
@@ -316,10 +316,10 @@ func TestEncodeOrderedProperties(t *testing.T) {
 			defer close(stop)
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			out := make(chan *Chunk, outCap)
+			out := make(chan *chunk, outCap)
 			var enc slowEncode
 			errc := make(chan error, 1)
-			go func() { errc <- EncodeOrdered(ctx, workers, enc.encode, feed(chunks, stop), out) }()
+			go func() { errc <- encodeOrdered(ctx, workers, enc.encode, feed(chunks, stop), out) }()
 			if cancelAfter == 0 {
 				cancel()
 			}
@@ -376,20 +376,20 @@ func TestEncodeSkipsEmptyEncoding(t *testing.T) {
 		}
 		return append(dst, ev.Payload...), nil
 	}
-	c := &Chunk{Events: []cdc.Event{
+	c := &chunk{Events: []cdc.Event{
 		{Pos: pos(1), Op: cdc.OpInsert, Payload: []byte("a")},
 		{Pos: pos(2), Op: cdc.OpDrop},
 		{Pos: pos(3), Op: cdc.OpInsert, Payload: []byte("b")},
 		{Pos: pos(4), Op: cdc.OpDrop},
 	}}
-	if err := c.Encode(enc); err != nil {
+	if err := c.encode(enc); err != nil {
 		t.Fatal(err)
 	}
 	if len(c.Records) != 2 || string(c.Records[0].Data) != "a" || string(c.Records[1].Data) != "b" ||
 		string(c.Records[1].Pos) != string(pos(3)) {
 		t.Fatalf("records %+v, want a and b", c.Records)
 	}
-	if string(c.Pos()) != string(pos(4)) {
-		t.Errorf("chunk position %s, want %s", c.Pos(), pos(4))
+	if string(c.lastPos()) != string(pos(4)) {
+		t.Errorf("chunk position %s, want %s", c.lastPos(), pos(4))
 	}
 }

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -184,4 +185,39 @@ func Example() {
 	// drained: Run returned <nil> - state stopped - events out 5
 	// after a restart: committed six
 	// checkpoint: {"n":6}
+}
+
+// brokenSink cannot open.
+type brokenSink struct{ listSink }
+
+func (*brokenSink) Open(context.Context, *cdc.Checkpoint) error { return errors.New("disk on fire") }
+
+// Run in a goroutine of its own, a pipeline says when it has opened
+// (Opened) and when Run returned (Done, then Err): a caller that waits
+// for it to open waits for both, because one that fails to open never
+// closes Opened.
+func ExamplePipeline_Opened() {
+	ctx := context.Background()
+	for _, sink := range []cdc.Sink{newListSink(), &brokenSink{}} {
+		up := &numbers{}
+		p := pipeline.New(pipeline.Config{Name: "numbers"}, newNumberSource(up), encodeText, sink, &checkpoint.Mem{})
+		go p.Run(ctx) // its result: p.Err, once p.Done is closed
+		select {
+		case <-p.Opened():
+			fmt.Println("opened:", p.State())
+			if err := p.Drain(ctx); err != nil {
+				fmt.Println("drain:", err)
+			}
+		case <-p.Done():
+			fmt.Println("failed to open:", p.Err())
+		}
+		<-p.Done()
+		fmt.Println("done:", p.State(), p.Err())
+	}
+
+	// Output:
+	// opened: running
+	// done: stopped <nil>
+	// failed to open: open sink: disk on fire
+	// done: failed open sink: disk on fire
 }

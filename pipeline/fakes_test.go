@@ -193,6 +193,12 @@ func (s *sliceSource) isClosed() bool {
 	return s.closed
 }
 
+func (s *sliceSource) isOpen() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opened && !s.closed
+}
+
 // memSink keeps records in memory: put records are pending until Commit.
 type memSink struct {
 	log *callLog

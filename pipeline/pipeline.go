@@ -132,16 +132,17 @@ type Pipeline struct {
 	sink  cdc.Sink
 	store Checkpointer
 
-	ran  atomic.Bool
-	done chan struct{} // closed when Run returns
-	err  error         // Run's result, written before done is closed
+	ran    atomic.Bool
+	opened chan struct{} // closed once Run opened both ends
+	done   chan struct{} // closed when Run returns
+	err    error         // Run's result, written before done is closed
 
 	free chan *batchBuf // batch buffers not in flight; its capacity bounds batches in flight
 	// commitTook is how long the last batch's Put and Commit took: how
 	// long the reader lets a caught-up batch linger (reader.caughtUp).
 	commitTook atomic.Int64
 	closed     atomic.Int32 // batches the reader closed that are not committed yet: the saver may wait for them
-	chunks     sync.Pool    // of *Chunk
+	chunks     sync.Pool    // of *chunk
 
 	mu       sync.Mutex // guards the fields below
 	state    State
@@ -220,6 +221,7 @@ func New(cfg Config, src cdc.Source, enc EncodeFunc, sink cdc.Sink, store Checkp
 	p := &Pipeline{
 		cfg: cfg, log: log, obs: obs,
 		src: src, enc: enc, sink: sink, store: store,
+		opened:  make(chan struct{}),
 		done:    make(chan struct{}),
 		free:    make(chan *batchBuf, batchesInFlight),
 		changed: make(chan struct{}),
@@ -262,12 +264,12 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 
 	g, gctx := errgroup.WithContext(ctx)
 	window := 2 * max(p.cfg.Workers, 1)
-	chunks := make(chan *Chunk, window)
-	encoded := make(chan *Chunk, window)
+	chunks := make(chan *chunk, window)
+	encoded := make(chan *chunk, window)
 	r := &reader{p: p, out: chunks}
 	g.Go(func() error { return r.run(gctx) })
 	g.Go(func() error {
-		err := EncodeOrdered(gctx, p.cfg.Workers, p.enc, chunks, encoded)
+		err := encodeOrdered(gctx, p.cfg.Workers, p.enc, chunks, encoded)
 		if err != nil && gctx.Err() == nil { // an encode error, not another stage's
 			p.obs.Failed("encode", err)
 		}
@@ -319,6 +321,7 @@ func (p *Pipeline) setRunning(restored *cdc.Checkpoint) {
 		pos = restored.Source
 	}
 	p.log.Info("pipeline started", "resume_after", string(pos), "workers", p.cfg.Workers)
+	close(p.opened)
 }
 
 // finish records Run's result and wakes everything waiting for it.
@@ -333,6 +336,26 @@ func (p *Pipeline) finish(err error) {
 	p.err = err
 	close(p.done)
 }
+
+// Opened returns a channel that is closed once Run has loaded the
+// checkpoint and opened the sink and the source, as its stages start. If
+// Run fails before that, Opened is never closed, so a caller waiting for
+// the pipeline to open waits for Done too:
+//
+//	go p.Run(ctx) // its result: p.Err, once p.Done is closed
+//	select {
+//	case <-p.Opened():
+//		// running
+//	case <-p.Done():
+//		return p.Err() // it failed to open
+//	}
+func (p *Pipeline) Opened() <-chan struct{} { return p.opened }
+
+// Done returns a channel that is closed when Run returns, however it
+// returns: after a failure to open, a failure while running, the end of
+// the source, a completed Drain or the end of Run's context. Err then
+// returns Run's result. Until Run is called, Done is not closed.
+func (p *Pipeline) Done() <-chan struct{} { return p.done }
 
 type nopObserver struct{}
 

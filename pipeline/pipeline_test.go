@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -670,65 +669,130 @@ func TestRunTwiceFails(t *testing.T) {
 	}
 }
 
-func TestHandle(t *testing.T) {
+// closed reports whether c is closed, without waiting.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestRunInGoroutine controls a pipeline the way a user does: Run in a
+// goroutine, Opened to wait until it runs, then Pause, Resume, Stats and
+// Drain, and Done and Err to learn how it ended.
+func TestRunInGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &callLog{}
 		src := newSource(log, events(0, 3))
 		sink := newSink(log)
-		h := Start(t.Context(), New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, newStore(log)))
-		synctest.Wait()
-		if err := h.Pause(t.Context()); err != nil || h.State() != Paused {
-			t.Fatalf("Pause = %v, state %v", err, h.State())
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, newStore(log))
+		if closed(p.Opened()) || closed(p.Done()) {
+			t.Fatal("Opened or Done closed before Run was called")
 		}
-		h.Resume()
-		if st := h.Stats(); st.EventsOut != 3 {
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(t.Context()) }()
+		select {
+		case <-p.Opened():
+		case <-p.Done():
+			t.Fatalf("Run returned before opening: %v", p.Err())
+		}
+		if !src.isOpen() {
+			t.Error("Opened closed before the source was open")
+		}
+		if closed(p.Done()) || p.Err() != nil {
+			t.Errorf("a running pipeline: Done closed %v, Err %v", closed(p.Done()), p.Err())
+		}
+		synctest.Wait()
+		if err := p.Pause(t.Context()); err != nil || p.State() != Paused {
+			t.Fatalf("Pause = %v, state %v", err, p.State())
+		}
+		p.Resume()
+		if st := p.Stats(); st.EventsOut != 3 {
 			t.Errorf("stats = %+v, want 3 events out", st)
 		}
-		if err := h.Drain(t.Context()); err != nil {
+		if err := p.Drain(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.Wait(); err != nil || h.State() != Stopped {
-			t.Fatalf("Wait = %v, state %v", err, h.State())
+		if !closed(p.Done()) {
+			t.Fatal("Drain returned before Done was closed")
+		}
+		if err := <-errc; err != nil || p.Err() != nil || p.State() != Stopped {
+			t.Fatalf("Run = %v, Err = %v, state %v", err, p.Err(), p.State())
+		}
+		if !src.isClosed() || !sink.isClosed() {
+			t.Error("Run returned without closing both ends")
 		}
 	})
 }
 
-// The handle's cleanup runs outside any synctest bubble, so this test
-// uses real time: it waits for the garbage collector, not for a duration.
-func TestDroppedHandleDrainsAndCloses(t *testing.T) {
-	log := &callLog{}
-	src := newSource(log, events(0, 3))
-	sink := newSink(log)
-	sink.committedc = make(chan int, 10)
-	store := newStore(log)
-	p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
-	func() {
-		h := Start(t.Context(), p)
-		_ = h // dropped here
-	}()
-	if n := <-sink.committedc; n != 3 {
-		t.Fatalf("committed %d records, want 3", n)
+// TestDoneWithoutOpened: a pipeline that fails before it opened closes
+// Done, never Opened, and Err says why.
+func TestDoneWithoutOpened(t *testing.T) {
+	tests := map[string]func(src *sliceSource, sink *memSink, store *memStore){
+		"checkpoint load error": func(_ *sliceSource, _ *memSink, store *memStore) { store.loadErr = errors.New("disk on fire") },
+		"sink open error":       func(_ *sliceSource, sink *memSink, _ *memStore) { sink.openErr = errors.New("disk on fire") },
+		"source open error": func(_ *sliceSource, _ *memSink, store *memStore) {
+			store.cps["p"] = cdc.Checkpoint{Source: pos(99), Meta: map[string]string{"source": "slice"}}
+		},
 	}
+	for name, setup := range tests {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &callLog{}
+				src := newSource(log, events(0, 3))
+				sink := newSink(log)
+				store := newStore(log)
+				setup(src, sink, store)
+				p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
+				errc := make(chan error, 1)
+				go func() { errc <- p.Run(t.Context()) }()
+				select {
+				case <-p.Opened():
+					t.Fatal("Opened closed for a pipeline that failed to open")
+				case <-p.Done():
+				}
+				err := <-errc
+				if err == nil || p.Err() != err {
+					t.Fatalf("Run = %v, Err = %v, want the same error", err, p.Err())
+				}
+				synctest.Wait()
+				if closed(p.Opened()) {
+					t.Error("Opened closed after Run failed to open")
+				}
+				if p.State() != Failed {
+					t.Errorf("state = %v, want failed", p.State())
+				}
+			})
+		})
+	}
+}
 
-	deadline := time.After(20 * time.Second)
-	for p.State() != Stopped {
-		goruntime.GC()
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Millisecond): // give the cleanup goroutine a turn
-		case <-deadline:
-			t.Fatalf("a dropped handle left the pipeline %v", p.State())
+// TestDrainBeforeRunOpensThenStops: a pipeline drained before Run still
+// opens, so Opened closes, and then stops.
+func TestDrainBeforeRunOpensThenStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, events(0, 3))
+		sink := newSink(log)
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, newStore(log))
+		drained := make(chan error, 1)
+		go func() { drained <- p.Drain(t.Context()) }()
+		synctest.Wait()
+		if closed(p.Done()) {
+			t.Fatal("Done closed before Run was called")
 		}
-	}
-	if p.err != nil {
-		t.Errorf("Run after the handle was dropped = %v", p.err)
-	}
-	if !src.isClosed() || !sink.isClosed() {
-		t.Error("a dropped handle must close both ends")
-	}
-	if cp, _ := store.get("p"); string(cp.Source) != "2" {
-		t.Errorf("checkpoint = %q, want 2", cp.Source)
-	}
+		if err := p.Run(t.Context()); err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		if err := <-drained; err != nil {
+			t.Fatalf("Drain = %v", err)
+		}
+		if !closed(p.Opened()) || !closed(p.Done()) {
+			t.Errorf("after a drained Run: Opened closed %v, Done closed %v; want both", closed(p.Opened()), closed(p.Done()))
+		}
+	})
 }
 
 func TestReadAheadIsBoundedToTwoBatches(t *testing.T) {

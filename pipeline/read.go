@@ -10,7 +10,7 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 )
 
-// Chunk sizes: a poll is cut into about one chunk per worker, within these
+// chunk sizes: a poll is cut into about one chunk per worker, within these
 // bounds, so that a batch encodes in parallel and a chunk is worth its
 // channel hand-offs.
 const (
@@ -24,12 +24,12 @@ const (
 // input closes. That is how a drain flows down the pipeline.
 type reader struct {
 	p   *Pipeline
-	out chan<- *Chunk
+	out chan<- *chunk
 
 	cur   *batchBuf // the open batch; nil when none
 	bytes int       // the open batch's bytes (cdc.Event.MemSize)
 	first time.Time // when the open batch got its first event
-	tail  *Chunk    // the open batch's newest chunk, not yet sent
+	tail  *chunk    // the open batch's newest chunk, not yet sent
 
 	spare       *batchBuf   // a free batch buffer taken early: the committer is idle
 	timer       *time.Timer // bounds a group-commit wait
@@ -59,7 +59,7 @@ func (r *reader) run(ctx context.Context) error {
 				// Everything sent before the barrier commits before the
 				// committer reaches it; that is when Pause returns.
 				r.barrier = pr
-				if err := r.send(ctx, &Chunk{barrier: pr}); err != nil {
+				if err := r.send(ctx, &chunk{barrier: pr}); err != nil {
 					return err
 				}
 			}
@@ -331,7 +331,7 @@ func (r *reader) sendTail(ctx context.Context) error {
 	return r.send(ctx, c)
 }
 
-func (r *reader) send(ctx context.Context, c *Chunk) error {
+func (r *reader) send(ctx context.Context, c *chunk) error {
 	select {
 	case r.out <- c:
 		return nil

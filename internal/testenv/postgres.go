@@ -42,8 +42,7 @@ var pgServer struct {
 // StopPostgres from TestMain to stop the server.
 //
 // Without PostgreSQL binaries (pg_config --bindir, /usr/lib/postgresql/*/bin
-// or PATH) the test is skipped, unless TIDE_REQUIRE_POSTGRES=1, when it
-// fails.
+// or PATH) the test is skipped, or fails in CI: see Need.
 func Postgres(t testing.TB) (dsn string) {
 	t.Helper()
 	pgServer.once.Do(startPostgres)
@@ -51,10 +50,7 @@ func Postgres(t testing.TB) (dsn string) {
 	port, err, missing := pgServer.port, pgServer.err, pgServer.missing
 	pgServer.mu.Unlock()
 	if missing {
-		if os.Getenv("TIDE_REQUIRE_POSTGRES") == "1" {
-			t.Fatalf("PostgreSQL is required (TIDE_REQUIRE_POSTGRES=1): %v", err)
-		}
-		t.Skipf("skipping: %v (install Debian's postgresql package, or set TIDE_REQUIRE_POSTGRES=1 to fail instead)", err)
+		Need(t, "postgres", fmt.Errorf("%w (install Debian's postgresql package)", err))
 	}
 	if err != nil {
 		t.Fatalf("start PostgreSQL: %v", err)

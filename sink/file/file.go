@@ -80,7 +80,7 @@ type Config struct {
 	DataDir  string `yaml:"-"`
 
 	Logger *slog.Logger `yaml:"-"` // nil discards
-	FS     faultfs.FS   `yaml:"-"` // writes the file; nil is the real file system (tests cut the power with a *faultfs.Disk)
+	FS     FS           `yaml:"-"` // writes the file; nil is the real file system (tests cut the power under the sink)
 }
 
 // DefaultConfig returns the defaults of a pipeline file's sink.file

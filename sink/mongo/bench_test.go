@@ -141,9 +141,11 @@ func BenchmarkLag(b *testing.B) {
 			Snapshot: "never", MaxAwait: 100 * time.Millisecond})
 		s := mongosink.New(mongosink.Config{URI: bs.URI(), Pipeline: "lag"})
 		p := pipeline.New(pipeline.Config{Name: "lag", CommitInterval: 10 * time.Millisecond}, src, encode.Envelope, s, s.Checkpoints())
-		h := pipeline.Start(ctx, p)
-		for p.State() == pipeline.Starting {
-			time.Sleep(time.Millisecond)
+		go p.Run(ctx) // its result: p.Err, once p.Done is closed
+		select {
+		case <-p.Opened():
+		case <-p.Done():
+			b.Fatalf("run: %v", p.Err())
 		}
 		stream, err := cb.Database("shop").Collection("orders").Watch(ctx, mongo.Pipeline{})
 		if err != nil {
@@ -178,7 +180,7 @@ func BenchmarkLag(b *testing.B) {
 		}
 		stream.Close(ctx)
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		if err := h.Drain(dctx); err != nil {
+		if err := p.Drain(dctx); err != nil { // Run's result
 			b.Fatal(err)
 		}
 		dcancel()

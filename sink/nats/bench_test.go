@@ -106,8 +106,7 @@ func BenchmarkGenerateToJetStream(b *testing.B) {
 			p := pipeline.New(pipeline.Config{Name: "bench", Observer: obs, MaxRecords: benchMaxBatch, MaxBytes: 16 << 20},
 				generate.New(generate.Config{Count: int64(n), PayloadBytes: 100}), encode.Envelope, sink, store)
 			start, cpu0 := time.Now(), cpuTime()
-			h := pipeline.Start(context.Background(), p)
-			if err := h.Wait(); err != nil { // the generator ends after n
+			if err := p.Run(context.Background()); err != nil { // the generator ends after n
 				b.Fatal(err)
 			}
 			report(b, n, start, cpu0)

@@ -255,48 +255,6 @@ func naiveRun(b *testing.B, e *env, start bson.Raw, n int, out string) {
 
 var _ = io.Discard
 
-// BenchmarkEncodePool feeds change events replayed from memory straight
-// through pipeline.EncodeOrdered, in chunks of 256, alternating 1 and 2
-// workers in every iteration so that both see the same machine load: the
-// decode work alone, without the batching and commit stages.
-func BenchmarkEncodePool(b *testing.B) {
-	const n = 20000
-	events := captureEvents(b, n)
-	var chunks []*pipeline.Chunk
-	for i := 0; i < n; i += 256 {
-		chunks = append(chunks, &pipeline.Chunk{Events: events[i:min(i+256, n)]})
-	}
-	run := func(workers int) time.Duration {
-		in := make(chan *pipeline.Chunk, len(chunks))
-		out := make(chan *pipeline.Chunk, len(chunks))
-		for _, c := range chunks {
-			in <- c
-		}
-		close(in)
-		start := time.Now()
-		if err := pipeline.EncodeOrdered(context.Background(), workers, encode.Envelope, in, out); err != nil {
-			b.Fatal(err)
-		}
-		got := 0
-		for c := range out {
-			got += len(c.Records)
-		}
-		took := time.Since(start)
-		if got != n {
-			b.Fatalf("encoded %d records, want %d", got, n)
-		}
-		return took
-	}
-	var one, two time.Duration
-	for b.Loop() {
-		one += run(1)
-		two += run(2)
-	}
-	b.ReportMetric(float64(n*b.N)/one.Seconds(), "w1_events/s")
-	b.ReportMetric(float64(n*b.N)/two.Seconds(), "w2_events/s")
-	b.ReportMetric(one.Seconds()/two.Seconds(), "speedup")
-}
-
 // BenchmarkEndToEndLatency writes 1,000 inserts a second, each stamped
 // with its insert time, and measures insert-to-disk latency through the
 // source, the runtime and the file sink (time of the sink's Commit), and,

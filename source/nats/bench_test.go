@@ -229,9 +229,11 @@ func runTide(b testing.TB, src *Source, n int, before func(), dir string) result
 	obs := &countObserver{want: int64(n), done: make(chan struct{})}
 	p := pipeline.New(pipeline.Config{Name: "bench", Logger: testLogger(b), Observer: obs, MaxRecords: benchMaxBatch, MaxBytes: 16 << 20},
 		src, encode.Envelope, file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), ckpt)
-	h := pipeline.Start(context.Background(), p)
-	for h.State() == pipeline.Starting {
-		time.Sleep(time.Millisecond) // waiting for the subscription to exist
+	go p.Run(context.Background()) // its result: p.Err, once p.Done is closed
+	select {
+	case <-p.Opened(): // the subscription exists
+	case <-p.Done():
+		b.Fatalf("run: %v", p.Err())
 	}
 	start, cpu0 := time.Now(), cpuTime()
 	if before != nil {
@@ -245,10 +247,7 @@ func runTide(b testing.TB, src *Source, n int, before func(), dir string) result
 	r := since(n, start, cpu0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.Drain(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := h.Wait(); err != nil {
+	if err := p.Drain(ctx); err != nil { // Run's result
 		b.Fatal(err)
 	}
 	if d := src.Stats().Fetched; d != uint64(n) {

@@ -295,7 +295,8 @@ func connectionCuts(t *testing.T, ack string) {
 	var store checkpoint.Mem
 	p := pipeline.New(pipeline.Config{Name: "orders", MaxRecords: 1000, Logger: testLogger(t)},
 		New(cfg), encode.Envelope, file.New(file.Config{Path: path}), &store)
-	h := pipeline.Start(t.Context(), p)
+	go p.Run(t.Context())            // its result: p.Err, once p.Done is closed
+	t.Cleanup(func() { <-p.Done() }) // t.Context is cancelled by then
 
 	for range cuts {
 		time.Sleep(time.Duration(50+rand.IntN(250)) * time.Millisecond) // a random moment of the stream
@@ -309,19 +310,16 @@ func connectionCuts(t *testing.T, ack string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	deadline = time.Now().Add(60 * time.Second)
-	for h.Stats().EventsOut < total && h.State() != pipeline.Failed {
+	for p.Stats().EventsOut < total && p.State() != pipeline.Failed {
 		if time.Now().After(deadline) {
-			t.Fatalf("committed %d of %d within 60s after the last cut", h.Stats().EventsOut, total)
+			t.Fatalf("committed %d of %d within 60s after the last cut", p.Stats().EventsOut, total)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := h.Drain(ctx); err != nil {
+	if err := p.Drain(ctx); err != nil { // Run's result
 		t.Fatalf("drain: %v", err)
-	}
-	if err := h.Wait(); err != nil {
-		t.Fatalf("run: %v", err)
 	}
 
 	got := readPayloads(t, path)

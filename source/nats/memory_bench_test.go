@@ -71,7 +71,7 @@ func BenchmarkJetStreamStalledMemory(b *testing.B) {
 			MaxBufferedBytes: budget, Logger: testLogger(b),
 		})
 		p := pipeline.New(pipeline.Config{Name: "mem", Logger: testLogger(b), Observer: obs}, src, encode.Envelope, sink, nil)
-		h := pipeline.Start(context.Background(), p)
+		go p.Run(context.Background()) // its result: p.Err, once p.Done is closed
 
 		var samples []int64
 		tick := time.NewTicker(time.Second)
@@ -89,13 +89,10 @@ func BenchmarkJetStreamStalledMemory(b *testing.B) {
 			b.Fatalf("after the stall, %d of %d messages committed in 5 minutes", atomic.LoadInt64(&obs.got), n)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := h.Drain(ctx); err != nil {
+		if err := p.Drain(ctx); err != nil { // Run's result
 			b.Fatal(err)
 		}
 		cancel()
-		if err := h.Wait(); err != nil {
-			b.Fatal(err)
-		}
 		if got := sink.records.Load(); got != int64(n) {
 			b.Fatalf("sink got %d records, want %d", got, n)
 		}

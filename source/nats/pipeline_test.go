@@ -59,17 +59,15 @@ func TestPipelineToFileOnceInOrder(t *testing.T) {
 		src := New(jsConfig(t, nc, "ORDERS", "tide"))
 		p := pipeline.New(pipeline.Config{Name: "orders", MaxRecords: 500, Logger: testLogger(t)},
 			src, encode.Envelope, file.New(file.Config{Path: path}), &store)
-		h := pipeline.Start(t.Context(), p)
+		go p.Run(t.Context())            // its result: p.Err, once p.Done is closed
+		t.Cleanup(func() { <-p.Done() }) // t.Context is cancelled by then
 		eventually(t, "committed", func() bool {
-			return h.Stats().EventsOut >= int64(until) || h.State() == pipeline.Failed
+			return p.Stats().EventsOut >= int64(until) || p.State() == pipeline.Failed
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := h.Drain(ctx); err != nil {
+		if err := p.Drain(ctx); err != nil { // Run's result
 			t.Fatalf("drain: %v", err)
-		}
-		if err := h.Wait(); err != nil {
-			t.Fatalf("run: %v", err)
 		}
 	}
 	run(total / 2)
@@ -128,7 +126,8 @@ func TestPipelineHoldsAcksUntilCommit(t *testing.T) {
 	var store checkpoint.Mem
 	p := pipeline.New(pipeline.Config{Name: "orders", MaxRecords: 200, Logger: testLogger(t)},
 		New(cfg), encode.Envelope, sink, &store)
-	h := pipeline.Start(t.Context(), p)
+	go p.Run(t.Context())            // its result: p.Err, once p.Done is closed
+	t.Cleanup(func() { <-p.Done() }) // t.Context is cancelled by then
 	eventually(t, "a batch put", func() bool {
 		info, err := tryConsumerInfo(js, "ORDERS", "tide") // created when the pipeline opens the source
 		return err == nil && info.NumAckPending == 200
@@ -137,7 +136,8 @@ func TestPipelineHoldsAcksUntilCommit(t *testing.T) {
 		t.Fatalf("ack floor %d while the commit blocks", info.AckFloor.Stream)
 	}
 	sink.commit <- errors.New("disk on fire")
-	err := h.Wait()
+	<-p.Done()
+	err := p.Err()
 	if err == nil {
 		t.Fatal("pipeline survived a failed commit")
 	}

@@ -6,7 +6,7 @@
 // binaries) or on PATH; or, with TIDE_MONGO_TOOLS_SRC naming a checkout of
 // github.com/mongodb/mongo-tools, built from its vendored sources (about
 // a minute and a half on two cores, then cached by the Go build cache).
-// Without them the tests skip, unless TIDE_REQUIRE_TOOLS=1.
+// Without them the tests skip, unless TIDE_REQUIRE_TOOLS=1 (testenv.Need).
 package tools
 
 import (
@@ -47,15 +47,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// tools returns the directory of the tool binaries, or skips.
+// tools returns the directory of the tool binaries, or skips (testenv.Need).
 func tools(t *testing.T) string {
 	t.Helper()
 	toolsOnce.Do(func() { toolsDir, toolsErr = findTools() })
 	if toolsErr != nil {
-		if os.Getenv("TIDE_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("MongoDB database tools: %v, and TIDE_REQUIRE_TOOLS=1 requires them", toolsErr)
-		}
-		t.Skipf("MongoDB database tools: %v (set TIDE_MONGO_TOOLS or TIDE_MONGO_TOOLS_SRC)", toolsErr)
+		testenv.Need(t, "tools", fmt.Errorf("MongoDB database tools: %v (set TIDE_MONGO_TOOLS or TIDE_MONGO_TOOLS_SRC)", toolsErr))
 	}
 	return toolsDir
 }
@@ -522,7 +519,7 @@ func TestStatAndTop(t *testing.T) {
 func BenchmarkDumpRestore(b *testing.B) {
 	dir, err := findTools()
 	if err != nil {
-		b.Skip(err)
+		testenv.Need(b, "tools", fmt.Errorf("MongoDB database tools: %v (set TIDE_MONGO_TOOLS or TIDE_MONGO_TOOLS_SRC)", err))
 	}
 	n := 100000
 	if v := os.Getenv("TIDE_BENCH_DOCS"); v != "" {
