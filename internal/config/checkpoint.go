@@ -25,9 +25,9 @@ type CheckpointStore struct {
 // (checkpoint.nats_kv), replicated by the NATS cluster, so that another
 // worker can resume it. Connection keys are the NATS source's.
 type NATSKVCheckpoint struct {
-	Servers  []string      `yaml:"servers"`  // required
-	Bucket   string        `yaml:"bucket"`   // default tide_checkpoints
-	Replicas int           `yaml:"replicas"` // default 1; used when the bucket is created
+	Servers  []string      `yaml:"servers" secret:"uri"` // required
+	Bucket   string        `yaml:"bucket"`               // default tide_checkpoints
+	Replicas int           `yaml:"replicas"`             // default 1; used when the bucket is created
 	Auth     natsconn.Auth `yaml:"auth"`
 	TLS      natsconn.TLS  `yaml:"tls"`
 }

@@ -57,6 +57,7 @@ type Pipeline struct {
 	lines map[string]int    // YAML path -> line, when parsed from a file
 	raw   map[string]string // YAML path -> text before ${VAR} expansion (see Warnings)
 	conns Connectors        // what source and sink may name
+	late  []error           // the decoder's problems that Validate reports
 }
 
 // Section is the source or the sink of a pipeline: the key it is
@@ -184,7 +185,7 @@ func Parse(data []byte, getenv func(string) (string, bool), conns Connectors) (*
 	if len(d.errs) > 0 {
 		return nil, errors.Join(d.errs...)
 	}
-	p.lines, p.raw = d.lines, d.raw
+	p.lines, p.raw, p.late = d.lines, d.raw, d.late
 	p.sinkBatchDefaults()
 	if err := p.Validate(); err != nil {
 		return nil, err

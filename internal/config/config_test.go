@@ -1,13 +1,13 @@
 package config
 
+// The pipeline files of the real connectors are tested through tide.Parse
+// at the repository's root (spec*_test.go). Here package config is tested
+// alone, with connectors of its own.
+
 import (
-	"os"
-	"path/filepath"
+	"errors"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/tide-cdc/tide/source/generate"
 )
 
 func env(vars map[string]string) func(string) (string, bool) {
@@ -17,233 +17,91 @@ func env(vars map[string]string) func(string) (string, bool) {
 	}
 }
 
-const example = `name: gen-to-file
-source:
-  generate: {count: 1000000, rate: 0, payload_bytes: 100}
-sink:
-  file: {path: ./out/events.jsonl}
-data_dir: ./.tide          # the checkpoint store lives here
-batch: {max_records: 1000, max_bytes: 4MiB, commit_interval: 1s}
-encode: {workers: 0}       # 0 = GOMAXPROCS
-`
-
-func TestParseGood(t *testing.T) {
-	tests := map[string]struct {
-		yaml  string
-		vars  map[string]string
-		check func(t *testing.T, p *Pipeline)
-	}{
-		"the issue's example": {example, nil, func(t *testing.T, p *Pipeline) {
-			if p.Name != "gen-to-file" || p.DataDir != "./.tide" || p.Sink.File == nil || p.Sink.File.Path != "./out/events.jsonl" {
-				t.Errorf("got %+v", p)
-			}
-			if g := p.Source.Generate; g == nil || *g != (GenerateSource{generate.Config{Count: 1000000, PayloadBytes: 100}}) {
-				t.Errorf("generate = %+v", g)
-			}
-			if p.Batch != (Batch{MaxRecords: 1000, MaxBytes: 4 << 20, CommitInterval: Duration(time.Second)}) {
-				t.Errorf("batch = %+v", p.Batch)
-			}
-			if p.Encode != (Encode{Workers: 0, Format: "json"}) || p.Checkpoint != "" {
-				t.Errorf("encode = %+v, checkpoint = %q", p.Encode, p.Checkpoint)
-			}
-		}},
-		"defaults": {"name: p\nsource: {generate: }\nsink: {stdout: }\n", nil, func(t *testing.T, p *Pipeline) {
-			if p.DataDir != DefaultDataDir || p.Batch.MaxRecords != 1000 || p.Batch.MaxBytes != 4<<20 ||
-				p.Batch.CommitInterval != Duration(time.Second) || p.Encode.Format != "json" {
-				t.Errorf("defaults not applied: %+v", p)
-			}
-			if p.Source.Generate == nil || p.Source.Generate.PayloadBytes != 100 || p.Sink.Stdout == nil {
-				t.Errorf("empty sections not selected with defaults: %+v %+v", p.Source, p.Sink)
-			}
-		}},
-		"explicit zero beats the default": {"name: p\nsource: {generate: {payload_bytes: 0}}\nsink: {stdout: {}}\n", nil, func(t *testing.T, p *Pipeline) {
-			if p.Source.Generate.PayloadBytes != 0 {
-				t.Errorf("payload_bytes = %d, want the explicit 0", p.Source.Generate.PayloadBytes)
-			}
-		}},
-		"interpolation": {`name: ${NAME}
-source:
-  generate:
-    count: ${COUNT}
-    rate: ${RATE:-2.5}
-    payload_bytes: ${EMPTY:-7}
-sink:
-  file:
-    path: "${DIR}/$${literal}/a$b/$"
-data_dir: ${DATA:-./.tide}-x
-batch:
-  max_bytes: "${SIZE}"
-  commit_interval: ${EVERY:-500ms}
-`, map[string]string{"NAME": "from-env", "COUNT": "42", "DIR": "/srv", "SIZE": "64MiB", "EMPTY": ""}, func(t *testing.T, p *Pipeline) {
-			if p.Name != "from-env" || p.Source.Generate.Count != 42 || p.Source.Generate.Rate != 2.5 || p.Source.Generate.PayloadBytes != 7 {
-				t.Errorf("got name %q, generate %+v", p.Name, p.Source.Generate)
-			}
-			if p.Sink.File.Path != "/srv/${literal}/a$b/$" {
-				t.Errorf("path = %q", p.Sink.File.Path)
-			}
-			if p.DataDir != "./.tide-x" || p.Batch.MaxBytes != 64<<20 || p.Batch.CommitInterval != Duration(500*time.Millisecond) {
-				t.Errorf("data_dir %q, batch %+v", p.DataDir, p.Batch)
-			}
-		}},
-		"units and formats": {"name: a.b_c-1\nsource: {generate: {}}\nsink: {stdout: {}}\nbatch: {max_records: 5, max_bytes: 512KiB, commit_interval: 1m30s}\nencode: {workers: 3, format: canonical}\ncheckpoint: file\n", nil, func(t *testing.T, p *Pipeline) {
-			if p.Batch.MaxBytes != 512<<10 || p.Batch.CommitInterval != Duration(90*time.Second) || p.Encode.Workers != 3 || p.Encode.Format != "canonical" {
-				t.Errorf("got %+v %+v", p.Batch, p.Encode)
-			}
-		}},
-		"anchors": {"name: p\nsource: {generate: &g {count: 3}}\nsink: {stdout: {}}\nbatch: {max_records: &n 7}\nencode: {workers: *n}\n", nil, func(t *testing.T, p *Pipeline) {
-			if p.Source.Generate.Count != 3 || p.Encode.Workers != 7 {
-				t.Errorf("got %+v %+v", p.Source.Generate, p.Encode)
-			}
-		}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			p, err := Parse([]byte(tc.yaml), env(tc.vars))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.check(t, p)
-		})
-	}
+// testSource is a source Config: count, with a default of 5.
+type testSource struct {
+	Count int `yaml:"count"`
 }
 
-func TestParseBad(t *testing.T) {
-	base := "name: p\nsource: {generate: {}}\nsink: {stdout: {}}\n"
-	tests := map[string]struct {
-		yaml string
-		want []string // every one must appear in the error
-	}{
-		"unknown key": {"name: p\nsource:\n  generate:\n    cuont: 10\nsink: {stdout: {}}\n",
-			[]string{"line 4: source.generate.cuont: unknown key (did you mean count?)"}},
-		"unknown top-level key":     {base + "bacth: {}\n", []string{"line 4: bacth: unknown key (did you mean batch?)"}},
-		"unknown key far from any":  {base + "zzzzzzzz: 1\n", []string{"line 4: zzzzzzzz: unknown key (known keys: batch, checkpoint, data_dir, encode, name, sink, source)"}},
-		"key in an empty section":   {"name: p\nsource: {generate: {}}\nsink: {stdout: {color: true}}\n", []string{"line 3: sink.stdout.color: unknown key (this section takes no keys)"}},
-		"bad integer":               {"name: p\nsource:\n  generate: {count: lots}\nsink: {stdout: {}}\n", []string{`line 3: source.generate.count: "lots" is not an integer`}},
-		"bad float":                 {"name: p\nsource:\n  generate: {rate: fast}\nsink: {stdout: {}}\n", []string{`line 3: source.generate.rate: "fast" is not a number`}},
-		"bad size":                  {base + "batch:\n  max_bytes: 4XB\n", []string{`line 5: batch.max_bytes: "4XB" is not a byte size`}},
-		"fractional bytes":          {base + "batch: {max_bytes: 1.5}\n", []string{`line 4: batch.max_bytes: "1.5" is not a whole number of bytes`}},
-		"duration without unit":     {base + "batch: {commit_interval: 5}\n", []string{`line 4: batch.commit_interval: "5" is not a duration`}},
-		"list for a mapping":        {base + "encode: [1, 2]\n", []string{"line 4: encode: expected a mapping, got a list"}},
-		"mapping for a scalar":      {"name: {a: 1}\nsource: {generate: {}}\nsink: {stdout: {}}\n", []string{"line 1: name: expected a string, got a mapping"}},
-		"duplicate key":             {base + "name: q\n", []string{"line 4: name: duplicate key (first at line 1)"}},
-		"unset variable":            {"name: p\nsource: {generate: {}}\nsink:\n  file: {path: '${OUT}/x'}\n", []string{"line 4: sink.file.path: environment variable OUT is not set (write ${OUT:-default} to give a default)"}},
-		"bad variable":              {"name: ${1X}\nsource: {generate: {}}\nsink: {stdout: {}}\n", []string{"line 1: name: bad variable reference ${1X}"}},
-		"unterminated variable":     {"name: ${X\nsource: {generate: {}}\nsink: {stdout: {}}\n", []string{"line 1: name: unterminated variable reference"}},
-		"variable with a bad value": {"name: p\nsource: {generate: {count: '${N}'}}\nsink: {stdout: {}}\n", []string{`line 2: source.generate.count: "12" is not an integer`}},
-		"syntax error":              {"name: p\n  source: x\n", []string{"line 2: mapping values are not allowed"}},
-		"two documents":             {base + "---\nname: q\n", []string{"line 4: a pipeline file holds one YAML document"}},
-		"empty":                     {"# nothing\n", []string{"empty pipeline file"}},
-		"not a mapping":             {"- a\n", []string{"line 1: (top level): expected a mapping, got a list"}},
-		"merge key":                 {"name: p\nsource: {generate: {<<: {count: 1}}}\nsink: {stdout: {}}\n", []string{"line 2: source.generate.<<: merge keys are not supported"}},
-		"every problem at once": {"name: p\nsource:\n  generate: {cuont: 1, rate: x}\nsink: {stdout: {}}\nbatch: {max_bytes: big}\n",
-			[]string{"line 3: source.generate.cuont: unknown key", `line 3: source.generate.rate: "x" is not a number`, `line 5: batch.max_bytes: "big" is not a byte size`}},
-
-		// Validation.
-		"no name":      {"source: {generate: {}}\nsink: {stdout: {}}\n", []string{"name: required"}},
-		"bad name":     {"name: ../etc\nsource: {generate: {}}\nsink: {stdout: {}}\n", []string{`line 1: name: "../etc" is not a legal pipeline name`}},
-		"no source":    {"name: p\nsink: {stdout: {}}\n", []string{"source: required: set one of generate, mongo, nats"}},
-		"empty source": {"name: p\nsource:\nsink: {stdout: {}}\n", []string{"line 2: source: required: set one of generate, mongo, nats"}},
-		"two sinks":    {"name: p\nsource: {generate: {}}\nsink:\n  stdout: {}\n  file: {path: x}\n", []string{"line 3: sink: file and stdout are set; a pipeline has exactly one sink"}},
-		"no sink":      {"name: p\nsource: {generate: {}}\n", []string{"sink: required: set one of file, stdout, nats, postgres, mongo"}},
-		"negative count": {"name: p\nsource:\n  generate:\n    count: -1\n    rate: -2\n    payload_bytes: -3\nsink: {stdout: {}}\n",
-			[]string{"line 4: source.generate.count: must not be negative", "line 5: source.generate.rate: must be a non-negative number", "line 6: source.generate.payload_bytes: must be between 0 and"}},
-		"file without path": {"name: p\nsource: {generate: {}}\nsink:\n  file: {}\n", []string{"line 4: sink.file.path: required"}},
-		"batch bounds": {base + "batch: {max_records: 0, max_bytes: 0, commit_interval: 0s}\nencode: {workers: -1, format: xml}\ndata_dir: ''\n",
-			[]string{"line 4: batch.max_records: must be positive, got 0", "line 4: batch.max_bytes: must be positive", "line 4: batch.commit_interval: must be positive",
-				"line 5: encode.workers: must not be negative", `line 5: encode.format: "xml" is not one of json, canonical`, "line 6: data_dir: must not be empty"}},
-		"checkpoint in a sink that cannot": {base + "checkpoint: sink\n", []string{`line 4: checkpoint: "sink" needs a sink that stores checkpoints in its own transaction (postgres, mongo); use "file" with sink.stdout`}},
-		"unknown checkpoint":               {base + "checkpoint: nowhere\n", []string{`line 4: checkpoint: "nowhere" is not one of file, sink`}},
-		"debezium from nats": {"name: p\nsource: {nats: {mode: core, subject: \"orders.*\"}}\nsink: {stdout: {}}\nencode: {format: debezium}\n",
-			[]string{"line 4: encode.format: debezium writes MongoDB change events; source.nats messages have no documents"}},
-		"debezium into a postgres mirror": {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\"}}\nencode: {format: debezium}\n",
-			[]string{"line 4: encode.format: debezium does not fit the PostgreSQL sink"}},
-		// Append mode's table has Tide's envelope columns, which Debezium's value lacks.
-		"debezium into a postgres append table": {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\", mode: append}}\nencode: {format: debezium}\n",
-			[]string{"line 4: encode.format: debezium does not fit the PostgreSQL sink"}},
-		"a format for the mongo sink": {"name: p\nsource: {generate: {}}\nsink: {mongo: {uri: embedded, mode: append}}\nencode: {format: canonical}\n",
-			[]string{"line 4: encode.format: the MongoDB sink writes BSON documents"}},
-		// Sections in other files validate themselves through validate(path).
-		"nats section hook": {"name: p\nsource:\n  nats:\n    mode: bogus\nsink: {stdout: {}}\n", []string{"line 4: source.nats.mode:"}},
-		// The MongoDB sink validates itself, naming each bad key.
-		"mongo sink":             {"name: p\nsource: {generate: {}}\nsink: {mongo: {uri: 'mongodb://h', database: d, collection: c, mode: upsert}}\n", []string{`line 3: sink.mongo.mode: "upsert" is not one of mirror, append`}},
-		"mongo sink incomplete":  {"name: p\nsource: {generate: {}}\nsink:\n  mongo: {uri: x}\n", []string{`line 4: sink.mongo.uri: "x" is not a MongoDB connection string`}},
-		"mongo sink without uri": {"name: p\nsource: {generate: {}}\nsink:\n  mongo: {write_concern: 0}\n", []string{"sink.mongo.uri: required", `line 4: sink.mongo.write_concern: "0" is not majority`}},
-		"mongo mirror of delta updates": {"name: p\nsource: {mongo: {uri: embedded, database: d, collection: c}}\nsink: {mongo: {uri: embedded}}\n",
-			[]string{"source.mongo.full_document:", "sink.mongo mirror mode needs it"}},
-		"mongo mirror of nats": {"name: p\nsource: {nats: {mode: core, subject: x}}\nsink: {mongo: {uri: embedded}}\n",
-			[]string{"sink.mongo.mode: mirror applies MongoDB documents by _id, and source.nats messages have none"}},
+func (c *testSource) Validate() error {
+	if c.Count < 0 {
+		return errors.New("count: must not be negative")
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			p, err := Parse([]byte(tc.yaml), env(map[string]string{"N": "12"}))
-			if err == nil {
-				t.Fatalf("Parse = %+v, want an error", p)
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error:\n%v\nwant it to contain:\n%s", err, want)
-				}
-			}
-		})
-	}
+	return nil
 }
 
-func TestLoadNamesTheFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(path, []byte("name: p\nsource: {generate: {cuont: 1}}\nsink: {stdout: {}}\nbatch: {max_bytes: x}\n"), 0o644); err != nil {
+// testSink is a sink Config with a secret.
+type testSink struct {
+	Path  string `yaml:"path"`
+	Token string `yaml:"token" secret:"whole"`
+}
+
+func (c *testSink) Validate() error {
+	if c.Path == "" {
+		return errors.New("path: required")
+	}
+	return nil
+}
+
+var testConnectors = Connectors{
+	Sources: map[string]func() any{"gen": func() any { return &testSource{Count: 5} }},
+	Sinks: map[string]func() any{
+		"out":  func() any { return &testSink{} },
+		"flat": func() any { return testSink{} }, // not a pointer: a broken registration
+	},
+}
+
+// Parse decodes each section into the Config its registration makes, so
+// the factory's defaults hold unless the file sets a key, even to zero.
+func TestParseWithConnectors(t *testing.T) {
+	p, err := Parse([]byte("name: p\nsource: {gen: }\nsink: {out: {path: x, token: '${TOK}'}}\n"), env(map[string]string{"TOK": "s3"}), testConnectors)
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(path)
-	for _, want := range []string{path + ": line 2: source.generate.cuont: unknown key", path + ": line 4: batch.max_bytes:"} {
+	if p.Source.Key != "gen" || p.Source.Config.(*testSource).Count != 5 {
+		t.Errorf("source = %+v, want gen with the default count", p.Source)
+	}
+	if p.Sink.Key != "out" || *p.Sink.Config.(*testSink) != (testSink{Path: "x", Token: "s3"}) {
+		t.Errorf("sink = %+v", p.Sink)
+	}
+	if s := p.Secrets(); len(s) != 1 || s[0] != "s3" {
+		t.Errorf("Secrets = %q, want the token", s)
+	}
+	if w := p.Warnings(); len(w) != 0 {
+		t.Errorf("Warnings = %q, want none for a token from the environment", w)
+	}
+
+	p, err = Parse([]byte("name: p\nsource: {gen: {count: 0}}\nsink: {out: {path: x}}\n"), env(nil), testConnectors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Source.Config.(*testSource).Count; n != 0 {
+		t.Errorf("count = %d, want the explicit 0", n)
+	}
+
+	for text, want := range map[string]string{
+		"name: p\nsource: {gen: {count: -1}}\nsink: {out: {}}\n":   "line 2: source.gen.count: must not be negative",
+		"name: p\nsource: {gen: {}}\nsink:\n  out: {}\n":           "line 4: sink.out.path: required",
+		"name: p\nsource: {gne: {}}\nsink: {out: {path: x}}\n":     "line 2: source.gne: unknown key (did you mean gen?)",
+		"name: p\nsource: {gen: {}}\n":                             "sink: required: set one of flat, out",
+		"name: p\nsource: {gen: {}}\nsink: {flat: {path: x}}\n":    `line 3: sink.flat: the registration of sink "flat" makes a config.testSink, not a pointer to a struct`,
+		"name: p\nsource: {gen: {}}\nsink: {out: {path: x}}\nx: 1": "line 4: x: unknown key",
+	} {
+		_, err := Parse([]byte(text), env(nil), testConnectors)
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Load = %v, want it to contain %q", err, want)
+			t.Errorf("Parse(%q) = %v, want an error containing %q", text, err, want)
 		}
-	}
-	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
-		t.Errorf("Load of a missing file = %v", err)
-	}
-	t.Setenv("TIDE_TEST_OUT", "events.jsonl")
-	os.WriteFile(path, []byte("name: p\nsource: {generate: {}}\nsink: {file: {path: '${TIDE_TEST_OUT}'}}\n"), 0o644)
-	p, err := Load(path)
-	if err != nil || p.Sink.File.Path != "events.jsonl" {
-		t.Fatalf("Load = %+v, %v; want the variable from the environment", p, err)
 	}
 }
 
 func TestValidateWithoutFile(t *testing.T) {
-	p := &Pipeline{Name: "p", Source: Source{Generate: &GenerateSource{generate.Config{Count: -1}}}}
+	p := &Pipeline{Name: "p", Source: Section{Key: "gen", Config: &testSource{Count: -1}}}
 	err := p.Validate()
-	for _, want := range []string{"source.generate.count: must not be negative", "sink: required", "data_dir: must not be empty", "batch.max_records: must be positive"} {
+	for _, want := range []string{"source.gen.count: must not be negative", "sink: required", "data_dir: must not be empty", "batch.max_records: must be positive"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate = %v, want it to contain %q", err, want)
 		}
 	}
 	if err != nil && strings.Contains(err.Error(), "line ") {
 		t.Errorf("Validate of a struct not from a file names lines: %v", err)
-	}
-}
-
-// The PostgreSQL sink gets its own batch sizes where the file sets none;
-// what the file sets stands, and other sinks keep the general defaults.
-func TestPostgresBatchDefaults(t *testing.T) {
-	for name, tc := range map[string]struct {
-		yaml           string
-		records, bytes int
-	}{
-		"postgres, unset":        {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\"}}\n", PostgresMaxRecords, PostgresMaxBytes},
-		"postgres, records set":  {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\"}}\nbatch: {max_records: 1000}\n", 1000, PostgresMaxBytes},
-		"postgres, bytes set":    {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\"}}\nbatch: {max_bytes: 1MiB}\n", PostgresMaxRecords, 1 << 20},
-		"file keeps the default": {"name: p\nsource: {generate: {}}\nsink: {file: {path: out.jsonl}}\n", DefaultMaxRecords, DefaultMaxBytes},
-	} {
-		t.Run(name, func(t *testing.T) {
-			p, err := Parse([]byte(tc.yaml), func(string) (string, bool) { return "", false })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.Batch.MaxRecords != tc.records || int(p.Batch.MaxBytes) != tc.bytes {
-				t.Fatalf("batch = %d records, %d bytes; want %d, %d", p.Batch.MaxRecords, p.Batch.MaxBytes, tc.records, tc.bytes)
-			}
-		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -24,6 +23,9 @@ type decoder struct {
 	lines  map[string]int    // YAML path -> line, for Validate's messages
 	raw    map[string]string // YAML path -> a scalar's text before ${VAR} expansion, where it had any
 	conns  Connectors
+	// late are problems that do not stop the decoding, reported with
+	// Validate's.
+	late []error
 }
 
 var (
@@ -211,7 +213,8 @@ func (d *decoder) section(n *yaml.Node, sec *Section, path string) {
 		}
 	}
 	if len(set) > 1 {
-		d.fail(n, path, "%s are set; a pipeline has exactly one %s", strings.Join(set, " and "), path)
+		// At the line of the section's key, where the choice is made.
+		d.fail(&yaml.Node{Line: d.lines[path]}, path, "%s are set; a pipeline has exactly one %s", strings.Join(set, " and "), path)
 	}
 }
 
@@ -228,8 +231,18 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string) {
 		v.SetZero()
 		return
 	}
+	def := ""
+	if v.Kind() == reflect.String {
+		def = v.String()
+	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
 		d.fail(n, path, "%q is not %s", n.Value, describe(v.Type()))
+		return
+	}
+	// A key with a default, written empty, would be taken for its
+	// default by the connector: say so instead.
+	if def != "" && v.String() == "" {
+		d.late = append(d.late, fmt.Errorf("%s: must not be empty (default %s)", path, def))
 	}
 }
 
@@ -312,13 +325,15 @@ func yamlFields(v reflect.Value) map[string]reflect.Value {
 }
 
 type taggedField struct {
+	key    string
 	value  reflect.Value
 	secret string // the field's secret tag
 }
 
-// yamlFieldsTagged is yamlFields with each field's secret tag.
-func yamlFieldsTagged(v reflect.Value) map[string]taggedField {
-	fields := map[string]taggedField{}
+// yamlFieldsTagged is yamlFields with each field's secret tag, in the
+// order the fields are declared.
+func yamlFieldsTagged(v reflect.Value) []taggedField {
+	var fields []taggedField
 	t := v.Type()
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -330,13 +345,13 @@ func yamlFieldsTagged(v reflect.Value) map[string]taggedField {
 			continue
 		}
 		if slices.Contains(strings.Split(opts, ","), "inline") && sf.Type.Kind() == reflect.Struct {
-			maps.Copy(fields, yamlFieldsTagged(v.Field(i)))
+			fields = append(fields, yamlFieldsTagged(v.Field(i))...)
 			continue
 		}
 		if name == "" {
 			name = strings.ToLower(sf.Name)
 		}
-		fields[name] = taggedField{v.Field(i), sf.Tag.Get("secret")}
+		fields = append(fields, taggedField{name, v.Field(i), sf.Tag.Get("secret")})
 	}
 	return fields
 }

@@ -21,6 +21,8 @@ type secretField struct {
 func (p *Pipeline) secretFields() []secretField {
 	var fs []secretField
 	walkSecrets(reflect.ValueOf(p).Elem(), "", "", &fs)
+	// The mapping form of checkpoint is decoded beside the key.
+	walkSecrets(reflect.ValueOf(p.CheckpointStore), "checkpoint", "", &fs)
 	return fs
 }
 
@@ -48,8 +50,8 @@ func walkSecrets(v reflect.Value, path, tag string, fs *[]secretField) {
 			}
 			return
 		}
-		for key, f := range yamlFieldsTagged(v) {
-			walkSecrets(f.value, joinPath(path, key), f.secret, fs)
+		for _, f := range yamlFieldsTagged(v) {
+			walkSecrets(f.value, joinPath(path, f.key), f.secret, fs)
 		}
 	}
 }

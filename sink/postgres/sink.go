@@ -131,17 +131,9 @@ func (s *Sink) keepsCheckpoint() bool { return s.ckpts != nil }
 var _ cdc.Sink = (*Sink)(nil)
 
 func (s *Sink) check() error {
-	var errs []error
-	if s.cfg.DSN == "" {
-		errs = append(errs, errors.New("dsn: required"))
-	}
+	errs := []error{s.cfg.Validate()}
 	if s.cfg.Table == "" {
 		errs = append(errs, errors.New("table: required"))
-	}
-	switch s.cfg.Mode {
-	case ModeMirror, ModeAppend:
-	default:
-		errs = append(errs, fmt.Errorf("mode %q: want %s or %s", s.cfg.Mode, ModeMirror, ModeAppend))
 	}
 	if s.keepsCheckpoint() && s.cfg.Pipeline == "" {
 		errs = append(errs, errors.New("pipeline: required to keep the checkpoint in the sink"))

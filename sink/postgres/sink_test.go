@@ -216,7 +216,7 @@ func TestBadInput(t *testing.T) {
 		"append into a mirror table": {postgres.Config{DSN: dsn, Table: "nokey", Mode: postgres.ModeAppend},
 			[]string{"not compatible with append mode", "column id is missing"}},
 		"unknown mode": {postgres.Config{DSN: dsn, Table: "t", Mode: "merge"},
-			[]string{`mode "merge": want mirror or append`}},
+			[]string{`mode: "merge" is not one of mirror, append`}},
 		"no table": {postgres.Config{DSN: dsn},
 			[]string{"table: required"}},
 	}

@@ -15,8 +15,10 @@ const maxIdentifier = 63
 
 // Validate reports every problem of c, joined, or nil. Each error starts
 // with the YAML key it is about, as in "dsn: required"; package config
-// prefixes the section's path and line. Zero values are defaults and pass,
-// except the table, which is required.
+// prefixes the section's path and line. Zero values are defaults and pass.
+// The table is required, but not here: a pipeline file names it after the
+// source's collection where it names none (FitSource), and New's sink
+// checks it.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
@@ -29,9 +31,6 @@ func (c Config) Validate() error {
 	case "", ModeMirror, ModeAppend:
 	default:
 		bad("mode", "%q is not one of %s, %s", c.Mode, ModeMirror, ModeAppend)
-	}
-	if c.Table == "" {
-		bad("table", "required")
 	}
 	for _, id := range []struct{ key, value string }{{"schema", c.Schema}, {"table", c.Table}} {
 		switch {

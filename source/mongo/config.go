@@ -177,7 +177,7 @@ func (c Config) Validate() error {
 			errs = append(errs, validateGlobs("exclude", c.Exclude, c.Database == "")...)
 		}
 	}
-	if c.SnapshotParallelism < 0 || c.SnapshotParallelism > 64 {
+	if c.SnapshotParallelism < 1 || c.SnapshotParallelism > 64 {
 		bad("snapshot_parallelism", "%d is not between 1 and 64", c.SnapshotParallelism)
 	}
 	switch c.FullDocument {
