@@ -23,13 +23,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
-	"github.com/tide-cdc/tide/cdc"
-	"github.com/tide-cdc/tide/checkpoint"
-	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/pipeline"
-	"github.com/tide-cdc/tide/sink/file"
-	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
 type demoFlags struct {
@@ -92,14 +88,6 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := demoLogger(stderr)
-	const name = "demo"
-	// The checkpoint store's lock makes this demo directory single-owner.
-	store, err := checkpoint.Open(filepath.Join(f.dir, ".tide"), log)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-
 	ds, err := startDemoServer(ctx, filepath.Join(f.dir, "mongo"), log)
 	if err != nil {
 		return err
@@ -113,25 +101,32 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The demo's pipeline is a pipeline file like a user's, built the
+	// same way; its data directory's lock makes the demo single-owner.
+	page := newDemoStatus()
+	spec, p, err := buildDemo(ctx, fmt.Appendf(nil, `name: demo
+source:
+  mongo: {uri: %q, database: demo, collection: orders, snapshot: never, max_await: 100ms}
+sink:
+  file: {path: %q}
+data_dir: %q
+batch: {commit_interval: 100ms}
+`, srv.URI(), out, filepath.Join(f.dir, ".tide")), page.options(log))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
 	// The changes already in the file are those its checkpoint names: its
 	// committed bytes. Counted from the checkpoint, not from the file once
 	// the pipeline runs, which may have committed more by then.
-	before, err := committedLines(ctx, store, name, out)
+	before, err := committedLines(ctx, spec, out)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "tide demo: embedded MongoDB at %s; writing %d changes to demo.orders at %s; streaming into %s\n",
 		srv.URI(), f.events, rateString(f.rate), out)
-
-	src := mongosource.New(mongosource.Config{
-		URI: srv.URI(), Database: "demo", Collection: "orders", Snapshot: "never",
-		MaxAwait: 100 * time.Millisecond, Logger: log,
-	})
-	sink := file.New(file.Config{Path: out, Pipeline: name, DataDir: filepath.Join(f.dir, ".tide"), Logger: log})
-	page := newDemoStatus(name)
-	p := pipeline.New(pipeline.Config{Name: name, CommitInterval: 100 * time.Millisecond, Logger: log, Observer: page.observer()}, src, encode.Envelope, sink, store)
-	page.tracker.Attach(name, p, src, nil)
-	stopPage, err := page.serve(f, stdout, log, src)
+	page.tracker.Attach(p.Name, p, p.Source, nil)
+	stopPage, err := page.serve(f, stdout, log)
 	if err != nil {
 		return err
 	}
@@ -161,23 +156,21 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		}
 		return w, nil
 	}
-	res, err := demoRun{pipeline: p, start: start, progress: f.progress, stderr: stderr, unit: "changes", status: func(now time.Time) string {
-		return "lag " + src.Stats().Lag(now).Round(time.Millisecond).String()
-	}}.run(ctx)
+	res, err := demoRun{pipeline: p, committed: page.signal.committed, start: start, progress: f.progress, stderr: stderr, unit: "changes",
+		status: func(now time.Time) string { return "lag " + lagOf(p) }}.run(ctx)
 	if err != nil {
 		return err
 	}
-
-	printDemoStreamed(stdout, "", "changes", p.Stats(), res.took, countsByOp(src.Stats().Events, cdc.OpInsert, cdc.OpUpdate, cdc.OpReplace, cdc.OpDelete))
 
 	all, err := readWriterLog(logPath)
 	if err != nil {
 		return err
 	}
-	n, err := verifyDemoFile(out, all)
+	n, byOp, err := verifyDemoFile(out, all, before)
 	if err != nil {
 		return fmt.Errorf("demo output check failed: %w", err)
 	}
+	printDemoStreamed(stdout, "", "changes", p.Stats(), res.took, countsByOp(byOp, "insert", "update", "replace", "delete"))
 	return printDemoCheck(stdout, demoCheck{file: out, held: n, made: int64(len(all)), what: "the writer's %d changes", order: "in order", command: "tide demo"}, res.interrupted)
 }
 
@@ -217,11 +210,11 @@ func (ds *demoServer) close() {
 	ds.srv.Close()
 }
 
-// countsByOp lists the source's event counts for ops, in that order.
-func countsByOp(byOp map[cdc.Op]int64, ops ...cdc.Op) []demoCount {
+// countsByOp lists the counts of ops, in that order.
+func countsByOp(byOp map[string]int64, ops ...string) []demoCount {
 	counts := make([]demoCount, 0, len(ops))
 	for _, op := range ops {
-		counts = append(counts, demoCount{string(op), byOp[op]})
+		counts = append(counts, demoCount{op, byOp[op]})
 	}
 	return counts
 }
@@ -380,8 +373,13 @@ func readWriterLog(path string) ([]demoChange, error) {
 // committedLines counts the lines in the part of path that the
 // pipeline's checkpoint names as committed (the file sink's
 // committed_bytes): what the file holds for sure when the pipeline opens.
-func committedLines(ctx context.Context, store *checkpoint.Dir, pipeline, path string) (int64, error) {
-	cp, err := store.Load(ctx, pipeline)
+func committedLines(ctx context.Context, spec *tide.Spec, path string) (int64, error) {
+	store, err := spec.Checkpoints(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer store.Close()
+	cp, err := store.Load(ctx)
 	if err != nil || cp == nil || cp.Sink == nil {
 		return 0, err
 	}
@@ -430,11 +428,14 @@ func countLines(path string) (int64, error) {
 
 // verifyDemoFile checks the output the way a user would: every line is a
 // JSON change event, and the sequence of (operation, _id) is exactly the
-// writer's, in order. It returns how many changes the file holds.
-func verifyDemoFile(path string, want []demoChange) (int64, error) {
+// writer's, in order. It returns how many changes the file holds, and
+// how many of each operation there are after its first from lines (what
+// this run streamed).
+func verifyDemoFile(path string, want []demoChange, from int64) (int64, map[string]int64, error) {
+	byOp := map[string]int64{}
 	fh, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return 0, byOp, err
 	}
 	defer fh.Close()
 	sc := bufio.NewScanner(fh)
@@ -449,15 +450,18 @@ func verifyDemoFile(path string, want []demoChange) (int64, error) {
 			} `json:"_document_key"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			return n, fmt.Errorf("line %d: %w", n+1, err)
+			return n, byOp, fmt.Errorf("line %d: %w", n+1, err)
 		}
 		if n >= int64(len(want)) {
-			return n, fmt.Errorf("line %d: %s %d, but the writer made only %d changes", n+1, line.Op, line.Key.ID, len(want))
+			return n, byOp, fmt.Errorf("line %d: %s %d, but the writer made only %d changes", n+1, line.Op, line.Key.ID, len(want))
 		}
 		if w := want[n]; line.Op != w.Op || line.Key.ID != w.ID || line.Namespace != "demo.orders" {
-			return n, fmt.Errorf("line %d: got %s of _id %d in %s, want %s of _id %d in demo.orders", n+1, line.Op, line.Key.ID, line.Namespace, w.Op, w.ID)
+			return n, byOp, fmt.Errorf("line %d: got %s of _id %d in %s, want %s of _id %d in demo.orders", n+1, line.Op, line.Key.ID, line.Namespace, w.Op, w.ID)
+		}
+		if n >= from {
+			byOp[line.Op]++
 		}
 		n++
 	}
-	return n, sc.Err()
+	return n, byOp, sc.Err()
 }

@@ -15,12 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/tide-cdc/tide/cdc"
-	"github.com/tide-cdc/tide/checkpoint"
-	"github.com/tide-cdc/tide/encode"
 	"github.com/tide-cdc/tide/pipeline"
-	mongosink "github.com/tide-cdc/tide/sink/mongo"
-	mongosource "github.com/tide-cdc/tide/source/mongo"
 )
 
 // runMongoCopyDemo is tide demo --to-mongo: the demo's writer changes
@@ -33,15 +28,6 @@ func runMongoCopyDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer
 		return err
 	}
 	log := demoLogger(stderr)
-	const name = "demo-mongo"
-	// The checkpoint is in B; the directory store is opened for its lock,
-	// which makes this demo directory single-owner.
-	lock, err := checkpoint.Open(filepath.Join(f.dir, ".tide"), log)
-	if err != nil {
-		return err
-	}
-	defer lock.Close()
-
 	da, err := startDemoServer(ctx, filepath.Join(f.dir, "mongo-a"), log)
 	if err != nil {
 		return err
@@ -57,17 +43,25 @@ func runMongoCopyDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer
 		a.URI(), f.events, rateString(f.rate), b.URI())
 
 	// Mirror mode needs every update's full document; a fresh start copies
-	// what A holds already (a snapshot), then streams.
-	src := mongosource.New(mongosource.Config{
-		URI: a.URI(), Database: "demo", Collection: "orders", FullDocument: "update_lookup", Snapshot: "initial",
-		MaxAwait: 100 * time.Millisecond, Logger: log,
-	})
-	sink := mongosink.New(mongosink.Config{URI: b.URI(), Mode: mongosink.ModeMirror, Pipeline: name, Logger: log})
-	page := newDemoStatus(name)
-	p := pipeline.New(pipeline.Config{Name: name, CommitInterval: 100 * time.Millisecond, Logger: log, Observer: page.observer()},
-		src, encode.Envelope, sink, sink.Checkpoints())
-	page.tracker.Attach(name, p, src, nil)
-	stopPage, err := page.serve(f, stdout, log, src)
+	// what A holds already (a snapshot), then streams. The checkpoint is
+	// in B, in the same transactions as the documents; the data
+	// directory is locked all the same, which makes the demo single-owner.
+	page := newDemoStatus()
+	_, p, err := buildDemo(ctx, fmt.Appendf(nil, `name: demo-mongo
+source:
+  mongo: {uri: %q, database: demo, collection: orders, full_document: update_lookup, snapshot: initial, max_await: 100ms}
+sink:
+  mongo: {uri: %q, mode: mirror}
+checkpoint: sink
+data_dir: %q
+batch: {commit_interval: 100ms}
+`, a.URI(), b.URI(), filepath.Join(f.dir, ".tide")), page.options(log))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	page.tracker.Attach(p.Name, p, p.Source, nil)
+	stopPage, err := page.serve(f, stdout, log)
 	if err != nil {
 		return err
 	}
@@ -86,14 +80,12 @@ func runMongoCopyDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer
 		}
 		return &copyProducer{w: w, a: ca, b: cb}, nil
 	}
-	res, err := demoRun{pipeline: p, start: start, progress: f.progress, stderr: stderr, unit: "changes", status: func(now time.Time) string {
-		return "lag " + src.Stats().Lag(now).Round(time.Millisecond).String()
-	}}.run(ctx)
+	res, err := demoRun{pipeline: p, committed: page.signal.committed, start: start, progress: f.progress, stderr: stderr, unit: "changes",
+		status: func(time.Time) string { return "lag " + lagOf(p) }}.run(ctx)
 	if err != nil {
 		return err
 	}
-	printDemoStreamed(stdout, "", "changes", p.Stats(), res.took,
-		countsByOp(src.Stats().Events, cdc.OpSnapshot, cdc.OpInsert, cdc.OpUpdate, cdc.OpReplace, cdc.OpDelete))
+	printDemoStreamed(stdout, "", "changes", p.Stats(), res.took, nil)
 
 	n, diff, err := compareCollections(context.WithoutCancel(ctx), ca, cb, "demo", "orders")
 	if err != nil {
@@ -116,18 +108,15 @@ func runMongoCopyDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer
 
 // copyProducer is the demo's writer; it has caught up when B equals A.
 type copyProducer struct {
-	w       *demoWriter
-	a, b    *mongo.Client
-	checked time.Time
+	w    *demoWriter
+	a, b *mongo.Client
 }
 
 func (c *copyProducer) produce(ctx context.Context) error { return c.w.produce(ctx) }
 
+// caughtUp compares the collections; it is called once the writer is
+// done, and again after each commit until they are equal.
 func (c *copyProducer) caughtUp(pipeline.Stats) bool {
-	if time.Since(c.checked) < 100*time.Millisecond {
-		return false
-	}
-	c.checked = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, diff, err := compareCollections(ctx, c.a, c.b, "demo", "orders")

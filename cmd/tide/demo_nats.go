@@ -18,11 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tide-cdc/tide/cdc"
-	"github.com/tide-cdc/tide/checkpoint"
-	"github.com/tide-cdc/tide/encode"
 	"github.com/tide-cdc/tide/pipeline"
-	"github.com/tide-cdc/tide/sink/file"
-	natssource "github.com/tide-cdc/tide/source/nats"
 )
 
 // The NATS demo's fixed names.
@@ -71,13 +67,6 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		return err
 	}
 	log := demoLogger(stderr)
-	// The checkpoint store's lock makes this demo's files single-owner.
-	store, err := checkpoint.Open(filepath.Join(f.dir, ".tide-nats"), log)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-
 	srv, err := startDemoNATS(filepath.Join(f.dir, "nats"))
 	if err != nil {
 		return err
@@ -120,22 +109,33 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 		return err
 	}
 
-	src := natssource.New(natssource.Config{
-		Name: natsDemoPipeline, Servers: []string{url},
-		Stream: natsDemoStream, Consumer: natsDemoConsumer, FilterSubjects: []string{natsDemoSubjects},
-		Deliver: "all", Ack: "explicit",
-		AckWait: natsDemoAckWait,
-		// Above two batches plus the source's queue: delivery never waits
-		// for a commit.
-		MaxAckPending:   2*pipeline.DefaultMaxRecords + 4*500 + 1000,
-		LagPollInterval: 500 * time.Millisecond,
-		Logger:          log,
-	})
-	sink := &subjectCounter{Sink: file.New(file.Config{Path: out, Pipeline: natsDemoPipeline, DataDir: filepath.Join(f.dir, ".tide-nats"), Logger: log}), put: map[string]int64{}, committed: map[string]int64{}}
-	page := newDemoStatus(natsDemoPipeline)
-	p := pipeline.New(pipeline.Config{Name: natsDemoPipeline, CommitInterval: 100 * time.Millisecond, Logger: log, Observer: page.observer()}, src, encode.Envelope, sink, store)
-	page.tracker.Attach(natsDemoPipeline, p, src, nil)
-	stopPage, err := page.serve(f, stdout, log, src)
+	// Above two batches plus the source's queue: delivery never waits for
+	// a commit.
+	maxAckPending := 2*pipeline.DefaultMaxRecords + 4*500 + 1000
+	page := newDemoStatus()
+	_, p, err := buildDemo(ctx, fmt.Appendf(nil, `name: %s
+source:
+  nats:
+    servers: [%q]
+    stream: %s
+    consumer: %s
+    filter_subjects: [%q]
+    deliver: all
+    ack: explicit
+    ack_wait: %s
+    max_ack_pending: %d
+    lag_poll_interval: 500ms
+sink:
+  file: {path: %q}
+data_dir: %q
+batch: {commit_interval: 100ms}
+`, natsDemoPipeline, url, natsDemoStream, natsDemoConsumer, natsDemoSubjects, natsDemoAckWait, maxAckPending, out, filepath.Join(f.dir, ".tide-nats")), page.options(log))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	page.tracker.Attach(p.Name, p, p.Source, nil)
+	stopPage, err := page.serve(f, stdout, log)
 	if err != nil {
 		return err
 	}
@@ -147,17 +147,15 @@ func runNATSDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) err
 	// consumer that does not match stops the demo before it adds to the
 	// stream.
 	start := func() (demoProducer, error) { return pub, nil }
-	res, err := demoRun{pipeline: p, start: start, progress: f.progress, stderr: stderr, unit: "messages", status: func(time.Time) string {
-		ss := src.Stats()
-		return fmt.Sprintf("consumer pending %d  acked %d", ss.Lag, ss.Acked)
-	}}.run(ctx)
+	res, err := demoRun{pipeline: p, committed: page.signal.committed, start: start, progress: f.progress, stderr: stderr, unit: "messages",
+		status: func(time.Time) string { return "consumer pending " + lagOf(p) }}.run(ctx)
 	if err != nil {
 		return err
 	}
 
 	var counts []demoCount
 	for _, subj := range natsDemoKinds {
-		counts = append(counts, demoCount{subj, sink.committed[subj]})
+		counts = append(counts, demoCount{subj, page.signal.committedIn(subj)})
 	}
 	printDemoStreamed(stdout, fmt.Sprintf("published %d orders; ", pub.published), "messages", p.Stats(), res.took, counts)
 
@@ -409,36 +407,6 @@ func (p *natsPublisher) republish(ctx context.Context, msg *nats.Msg, seq int64,
 		}
 	}
 	return nil, fmt.Errorf("publish order %d to %s: %w", seq, msg.Subject, err)
-}
-
-// subjectCounter is the file sink, counting the records it committed by
-// subject. Put and Commit are called from one goroutine; the counts are
-// read after the pipeline's Run returned.
-type subjectCounter struct {
-	*file.Sink                  // State is promoted: the committed length stays in the checkpoint
-	put        map[string]int64 // put since the last commit
-	committed  map[string]int64
-}
-
-func (s *subjectCounter) Put(ctx context.Context, batch []cdc.Record) error {
-	if err := s.Sink.Put(ctx, batch); err != nil {
-		return err
-	}
-	for i := range batch {
-		s.put[batch[i].Namespace]++
-	}
-	return nil
-}
-
-func (s *subjectCounter) Commit(ctx context.Context, next cdc.Checkpoint) error {
-	if err := s.Sink.Commit(ctx, next); err != nil {
-		return err
-	}
-	for subj, n := range s.put {
-		s.committed[subj] += n
-	}
-	clear(s.put)
-	return nil
 }
 
 // verifyNATSDemoFile checks the output the way a user would: every line is

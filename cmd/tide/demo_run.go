@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/tide-cdc/tide"
+	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/pipeline"
 )
 
@@ -47,7 +50,10 @@ type demoProducer interface {
 
 // demoRun is one run of a demo's pipeline.
 type demoRun struct {
-	pipeline *pipeline.Pipeline
+	pipeline *tide.Pipeline
+	// committed receives a value after each commit (demoSignal), so
+	// that the wait for the producer's changes wakes when one lands.
+	committed <-chan struct{}
 	// start is called once the source is open, so that the producer's
 	// first change comes after the source's start point; it returns the
 	// producer. An error stops the pipeline and ends the run.
@@ -85,12 +91,10 @@ func (d demoRun) run(ctx context.Context) (demoOutcome, error) {
 	// after the source and the sink have closed.
 	defer func() { hardStop(); <-done }()
 
-	for d.pipeline.State() == pipeline.Starting {
-		select {
-		case <-done:
-			return demoOutcome{}, runErr
-		case <-time.After(5 * time.Millisecond):
-		}
+	select {
+	case <-d.pipeline.Opened():
+	case <-done:
+		return demoOutcome{}, runErr
 	}
 	producer, err := d.start()
 	if err != nil {
@@ -138,7 +142,7 @@ func (d demoRun) run(ctx context.Context) (demoOutcome, error) {
 			interrupted = true
 		case <-sigCtx.Done():
 			interrupted = true
-		case <-time.After(20 * time.Millisecond):
+		case <-d.committed:
 		}
 	}
 	if sigCtx.Err() != nil {
@@ -160,6 +164,46 @@ func (d demoRun) run(ctx context.Context) (demoOutcome, error) {
 	return out, drainErr
 }
 
+// demoSignal is a demo's pipeline.Observer: it wakes the wait for the
+// producer's changes after each commit, and counts what was committed by
+// namespace (a NATS message's subject).
+type demoSignal struct {
+	committed chan struct{}
+	mu        sync.Mutex // guards the field below
+	byNS      map[string]int64
+}
+
+func newDemoSignal() *demoSignal {
+	return &demoSignal{committed: make(chan struct{}, 1), byNS: map[string]int64{}}
+}
+
+func (s *demoSignal) Polled(int, int)      {}
+func (s *demoSignal) Failed(string, error) {}
+
+// Committed implements pipeline.Observer; it never blocks.
+func (s *demoSignal) Committed(int, int, time.Duration, cdc.Checkpoint) {
+	select {
+	case s.committed <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// CommittedNamespaces implements pipeline.NamespaceObserver.
+func (s *demoSignal) CommittedNamespaces(counts []pipeline.NamespaceCount) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range counts {
+		s.byNS[c.Namespace] += int64(c.Records)
+	}
+}
+
+// committedIn returns what was committed in namespace ns.
+func (s *demoSignal) committedIn(ns string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byNS[ns]
+}
+
 // demoCount is one entry of the summary's events by kind.
 type demoCount struct {
 	kind string
@@ -170,9 +214,13 @@ type demoCount struct {
 // producer did), how many events the pipeline streamed and how fast, and
 // counts, the events by kind.
 func printDemoStreamed(w io.Writer, lead, unit string, st pipeline.Stats, took time.Duration, counts []demoCount) {
-	fmt.Fprintf(w, "\n%sstreamed %d %s in %s (%.0f %s/s):", lead, st.EventsOut, unit, took.Round(time.Millisecond), float64(st.EventsOut)/took.Seconds(), unit)
-	for _, c := range counts {
-		fmt.Fprintf(w, " %s %d", c.kind, c.n)
+	fmt.Fprintf(w, "\n%sstreamed %d %s in %s (%.0f %s/s)", lead, st.EventsOut, unit, took.Round(time.Millisecond), float64(st.EventsOut)/took.Seconds(), unit)
+	for i, c := range counts {
+		sep := " "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(w, "%s%s %d", sep, c.kind, c.n)
 	}
 	fmt.Fprintln(w)
 }

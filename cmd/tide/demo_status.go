@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/internal/metrics"
 	"github.com/tide-cdc/tide/internal/status"
 	"github.com/tide-cdc/tide/pipeline"
@@ -17,33 +17,29 @@ import (
 // demoStatus is a demo's status page: tide run's, on a free loopback port
 // by default, with the pipeline's metrics.
 type demoStatus struct {
-	name    string
 	tracker *status.Tracker
 	reg     *prometheus.Registry
-	metrics *metrics.Pipeline
+	signal  *demoSignal
 }
 
-func newDemoStatus(name string) *demoStatus {
-	reg := metrics.NewRegistry()
-	return &demoStatus{name: name, tracker: status.NewTracker(), reg: reg, metrics: metrics.New(reg, name)}
+func newDemoStatus() *demoStatus {
+	return &demoStatus{tracker: status.NewTracker(), reg: metrics.NewRegistry(), signal: newDemoSignal()}
 }
 
-// observer is the pipeline's Observer: the page's tracker and the metrics.
-func (d *demoStatus) observer() pipeline.Observer { return pipeline.Observers{d.tracker, d.metrics} }
+// options are what the demo's pipeline is parsed and built with: the
+// page's tracker and registry, and the demo's commit signal.
+func (d *demoStatus) options(log *slog.Logger) tide.Options {
+	return tide.Options{Logger: log, Observer: pipeline.Observers{d.tracker, d.signal}, Metrics: d.reg}
+}
 
 // serve starts the page on f.httpAddr, unless it is empty, and prints its
 // URL. stop shuts it down and waits for its goroutine.
-func (d *demoStatus) serve(f demoFlags, stdout io.Writer, log *slog.Logger, src cdc.Source) (stop func(), err error) {
+func (d *demoStatus) serve(f demoFlags, stdout io.Writer, log *slog.Logger) (stop func(), err error) {
 	if f.httpAddr == "" {
 		if f.authFile != "" {
 			return nil, fmt.Errorf("--http-auth-file needs --http-addr")
 		}
 		return func() {}, nil
-	}
-	if c, ok := src.(interface {
-		Collector(string) prometheus.Collector
-	}); ok {
-		d.reg.MustRegister(c.Collector(d.name))
 	}
 	srv, err := status.Listen(status.Config{Addr: f.httpAddr, AuthFile: f.authFile, Metrics: d.reg, Logger: log})
 	if err != nil {
@@ -60,4 +56,18 @@ func (d *demoStatus) serve(f demoFlags, stdout io.Writer, log *slog.Logger, src 
 		}
 	}()
 	return func() { cancel(); <-done }, nil
+}
+
+// buildDemo parses a demo's pipeline text, as a user's file is, and
+// builds it: the demo is a pipeline file like any other.
+func buildDemo(ctx context.Context, text []byte, opts tide.Options) (*tide.Spec, *tide.Pipeline, error) {
+	spec, err := tide.Parse(text, opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the demo's pipeline: %w", err)
+	}
+	p, err := spec.Build(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return spec, p, nil
 }

@@ -76,7 +76,7 @@ func TestDemoInterrupt(t *testing.T) {
 	if err != nil || len(made) <= 100 {
 		t.Fatalf("writer.log holds %d changes (%v), want more than this run's 100", len(made), err)
 	}
-	if n, err := verifyDemoFile(filepath.Join(dir, "tide-demo", "orders.jsonl"), made); err != nil || n != int64(len(made)) {
+	if n, _, err := verifyDemoFile(filepath.Join(dir, "tide-demo", "orders.jsonl"), made, 0); err != nil || n != int64(len(made)) {
 		t.Fatalf("orders.jsonl holds %d of the writer's %d changes: %v", n, len(made), err)
 	}
 	if want := fmt.Sprintf("holds exactly the writer's %d changes, in order", len(made)); !strings.Contains(out, want) {
