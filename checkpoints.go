@@ -16,6 +16,7 @@ import (
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/checkpoint/natskv"
 	"github.com/tide-cdc/tide/internal/natsconn"
+	"github.com/tide-cdc/tide/pipeline"
 )
 
 // openTimeout bounds connecting to NATS and opening the bucket when a
@@ -63,6 +64,21 @@ type Fencer interface {
 // (cdc.CheckpointTable); for uri: embedded that starts the sink's
 // embedded server on the data directory, so the pipeline must be stopped.
 func (s *Spec) Checkpoints(ctx context.Context) (Checkpoints, error) {
+	return s.checkpoints(ctx, nil)
+}
+
+// storeOf is a Checkpoints that also gives the store a running pipeline
+// saves to, with the data directory's store locked and the sink built.
+type storeOf interface {
+	Checkpoints
+	running(dir *checkpoint.Dir, sink cdc.Sink) (pipeline.Checkpointer, error)
+}
+
+// checkpoints is the one place that decides where the checkpoint lives.
+// building is the Env of a pipeline being built, whose sink's
+// constructor readies the sink's Config itself; nil for the checkpoint
+// commands.
+func (s *Spec) checkpoints(ctx context.Context, building *Env) (storeOf, error) {
 	switch s.Checkpoint {
 	case "sink":
 		// A copy: preparing it (uri: embedded) must not change the Spec's.
@@ -71,15 +87,21 @@ func (s *Spec) Checkpoints(ctx context.Context) (Checkpoints, error) {
 		if !ok {
 			return nil, fmt.Errorf("checkpoint: sink: sink.%s does not keep checkpoints", s.Sink.Key)
 		}
-		env := &Env{Pipeline: s.Name, DataDir: s.DataDir, Logger: slog.New(slog.DiscardHandler)}
-		if c := lookup(registry.sinks, s.Sink.Key); c.prepare != nil {
-			if err := c.prepare(ctx, cfg, env); err != nil {
-				return nil, s.secrets.Error(err)
+		env := building
+		if env == nil {
+			env = &Env{Pipeline: s.Name, DataDir: s.DataDir, Logger: slog.New(slog.DiscardHandler)}
+			if c := lookup(registry.sinks, s.Sink.Key); c.prepare != nil {
+				if err := c.prepare(ctx, cfg, env); err != nil {
+					return nil, s.secrets.Error(err)
+				}
 			}
 		}
 		return &tableCheckpoints{spec: s, table: table, env: env}, nil
 	case "nats_kv":
-		env := &Env{}
+		env := building
+		if env == nil {
+			env = &Env{}
+		}
 		store, err := s.natsKV(ctx, env)
 		if err != nil {
 			return nil, err
@@ -99,6 +121,10 @@ func cloneConfig(c Config) Config {
 
 // dirCheckpoints is the data directory's store.
 type dirCheckpoints struct{ spec *Spec }
+
+func (d *dirCheckpoints) running(dir *checkpoint.Dir, _ cdc.Sink) (pipeline.Checkpointer, error) {
+	return dir, nil
+}
 
 func (d *dirCheckpoints) Where() string { return "data directory " + d.spec.DataDir }
 func (d *dirCheckpoints) Close() error  { return nil }
@@ -166,6 +192,10 @@ type kvCheckpoints struct {
 	env   *Env
 }
 
+func (k *kvCheckpoints) running(*checkpoint.Dir, cdc.Sink) (pipeline.Checkpointer, error) {
+	return k.store, nil
+}
+
 func (k *kvCheckpoints) Where() string { return fmt.Sprintf("NATS KV bucket %q", k.store.Bucket()) }
 
 func (k *kvCheckpoints) Close() error {
@@ -219,6 +249,16 @@ type tableCheckpoints struct {
 	spec  *Spec
 	table cdc.CheckpointTable
 	env   *Env
+}
+
+// running is the sink's own store: the one switch that makes it write the
+// checkpoint in each batch's transaction.
+func (t *tableCheckpoints) running(_ *checkpoint.Dir, sink cdc.Sink) (pipeline.Checkpointer, error) {
+	k, ok := sink.(cdc.CheckpointKeeper)
+	if !ok {
+		return nil, fmt.Errorf("checkpoint: sink: sink.%s does not keep checkpoints", t.spec.Sink.Key)
+	}
+	return k.KeepCheckpoints(), nil
 }
 
 func (t *tableCheckpoints) Where() string {

@@ -269,20 +269,22 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 		}
 	}()
 
-	// A worker fences first: a former owner that was paused, not killed,
+	// Where the checkpoint lives is decided once (Spec.checkpoints). A
+	// worker fences first: a former owner that was paused, not killed,
 	// and still holds the data directory cannot commit again while this
 	// one waits for the directory.
-	var kv *natskv.Store
+	cps, err := s.checkpoints(ctx, env)
+	if err != nil {
+		return nil, err
+	}
 	if owner != "" {
-		if s.Checkpoint != "nats_kv" {
-			return nil, fmt.Errorf("pipeline %q cannot be fenced for owner %q: only a checkpoint in NATS KV can (checkpoint: {nats_kv: ...})", s.Name, owner)
-		}
-		if kv, err = s.natsKV(ctx, env); err != nil {
-			return nil, err
+		f, ok := cps.(Fencer)
+		if !ok {
+			return nil, fmt.Errorf("pipeline %q cannot be fenced for owner %q: %w", s.Name, owner, ErrCannotFence)
 		}
 		fctx, cancel := context.WithTimeout(ctx, openTimeout)
 		defer cancel()
-		if err := kv.Fence(fctx, s.Name, owner); err != nil {
+		if err := f.Fence(fctx, owner); err != nil {
 			return nil, err
 		}
 	}
@@ -295,7 +297,6 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 		return nil, err
 	}
 	env.OnClose(dir.Close)
-	var store pipeline.Checkpointer = dir
 
 	enc, err := s.encoder()
 	if err != nil {
@@ -326,21 +327,9 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 			}
 		}
 	}
-
-	switch s.Checkpoint {
-	case "sink":
-		k, ok := sink.(cdc.CheckpointKeeper)
-		if !ok {
-			return nil, fmt.Errorf("checkpoint: sink: sink.%s does not keep checkpoints", s.Sink.Key)
-		}
-		store = k.KeepCheckpoints()
-	case "nats_kv":
-		if kv == nil {
-			if kv, err = s.natsKV(ctx, env); err != nil {
-				return nil, err
-			}
-		}
-		store = kv
+	store, err := cps.running(dir, sink)
+	if err != nil {
+		return nil, err
 	}
 
 	p := pipeline.New(pipeline.Config{
@@ -362,6 +351,10 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 		release:      release,
 	}, nil
 }
+
+// ErrCannotFence is BuildFenced's error for a pipeline whose checkpoint
+// store cannot be fenced: only a checkpoint in NATS KV can.
+var ErrCannotFence = errors.New("only a checkpoint in NATS KV can (checkpoint: {nats_kv: ...})")
 
 // MetricsCollector is a source or sink that keeps Prometheus metrics of
 // its own (tide_mongo_*, tide_nats_*); Build registers them with

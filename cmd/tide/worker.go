@@ -152,16 +152,17 @@ func runWorker(ctx context.Context, f workerFlags, stderr io.Writer, secrets *re
 			if err != nil {
 				return nil, err
 			}
-			if spec.Checkpoint == "nats_kv" {
-				// The checkpoint is fenced for this owner before the
-				// data directory is locked (Spec.BuildFenced): a former
-				// owner that was paused past its lease and still holds
-				// the directory fails its next save, while this one
-				// waits for the directory. Other stores cannot be
-				// fenced; see README, Workers.
-				return spec.BuildFenced(ctx, lease.Owner())
+			// The checkpoint is fenced for this owner before the data
+			// directory is locked (Spec.BuildFenced): a former owner
+			// that was paused past its lease and still holds the
+			// directory fails its next save, while this one waits for
+			// the directory. Other stores cannot be fenced; see
+			// README, Workers.
+			p, err := spec.BuildFenced(ctx, lease.Owner())
+			if errors.Is(err, tide.ErrCannotFence) {
+				return spec.Build(ctx)
 			}
-			return spec.Build(ctx)
+			return p, err
 		},
 		Lag: lagOf,
 	})
