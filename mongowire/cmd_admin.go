@@ -90,7 +90,7 @@ func (s *Server) cmdGetCmdLineOpts(context.Context, *conn, *request) (bson.D, er
 	return bson.D{{Key: "argv", Value: argv}, {Key: "parsed", Value: parsed}}, nil
 }
 
-func (s *Server) cmdServerStatus(context.Context, *conn, *request) (bson.D, error) {
+func (s *Server) cmdServerStatus(ctx context.Context, _ *conn, _ *request) (bson.D, error) {
 	host, _ := os.Hostname()
 	up := time.Since(s.started)
 	live := s.live.Load()
@@ -119,7 +119,7 @@ func (s *Server) cmdServerStatus(context.Context, *conn, *request) (bson.D, erro
 		}},
 		{Key: "storageEngine", Value: bson.D{{Key: "name", Value: "tide"}, {Key: "persistent", Value: s.cfg.DataDir != ""}}},
 	}
-	return append(status, s.statusSections(up)...), nil
+	return append(status, s.statusSections(ctx, up)...), nil
 }
 
 func (s *Server) cmdHostInfo(context.Context, *conn, *request) (bson.D, error) {

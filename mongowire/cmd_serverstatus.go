@@ -1,6 +1,7 @@
 package mongowire
 
 import (
+	"context"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -63,11 +64,11 @@ var replCounters = bson.D{
 
 // statusSections are the serverStatus sections past the identity ones,
 // in mongod's names and types. mem is the Go runtime's view, in MiB.
-func (s *Server) statusSections(up time.Duration) bson.D {
+func (s *Server) statusSections(ctx context.Context, up time.Duration) bson.D {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	mib := func(b uint64) int32 { return int32(b >> 20) }
-	open := int32(s.store.OpenTransactions())
+	open := int32(s.data(ctx).OpenTransactions())
 	return bson.D{
 		{Key: "asserts", Value: bson.D{
 			{Key: "regular", Value: int32(0)}, {Key: "warning", Value: int32(0)}, {Key: "msg", Value: int32(0)},

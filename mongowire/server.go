@@ -106,8 +106,8 @@ type Server struct {
 	// postBatchResumeToken). Nil means change streams are not supported.
 	openChangeStream func(ctx context.Context, db, coll string, cmd bson.Raw) (cursorSource, bson.D, error)
 
-	store     *store.Store
-	dirLock   *os.File // held while serving DataDir
+	rawStore  *store.Store // handlers reach it only through data (data.go)
+	dirLock   *os.File     // held while serving DataDir
 	ln        net.Listener
 	addr      string // actual listen address
 	advertise string
@@ -220,7 +220,7 @@ func (s *Server) Start() error {
 		s.unlockDataDir()
 		return fmt.Errorf("open store: %w", err)
 	}
-	s.store = st
+	s.rawStore = st
 	if err := errors.Join(s.loadUsers(), s.createAdminUser()); err != nil {
 		st.Close()
 		s.unlockDataDir()
@@ -235,7 +235,7 @@ func (s *Server) Start() error {
 	if s.cfg.TLS != nil {
 		ln = s.tlsListener(ln)
 	}
-	s.store = st
+	s.rawStore = st
 	s.ln = ln
 	s.addr = ln.Addr().String()
 	s.advertise = s.cfg.Advertise
@@ -291,7 +291,7 @@ func (s *Server) Close() error {
 		s.closeTransactions() // a write waiting for one goes on, so that its connection can end
 		s.wg.Wait()
 		s.cursors.closeAll()
-		s.closeErr = errors.Join(ignoreClosed(lnErr), s.store.Close())
+		s.closeErr = errors.Join(ignoreClosed(lnErr), s.rawStore.Close())
 		s.unlockDataDir()
 	})
 	return s.closeErr
