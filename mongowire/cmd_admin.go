@@ -93,7 +93,8 @@ func (s *Server) cmdGetCmdLineOpts(context.Context, *conn, *request) (bson.D, er
 func (s *Server) cmdServerStatus(ctx context.Context, _ *conn, _ *request) (bson.D, error) {
 	host, _ := os.Hostname()
 	up := time.Since(s.started)
-	live := s.live.Load()
+	nw := s.conns.Stats()
+	live := nw.Current
 	status := bson.D{
 		{Key: "host", Value: host},
 		{Key: "version", Value: serverVersion},
@@ -106,7 +107,7 @@ func (s *Server) cmdServerStatus(ctx context.Context, _ *conn, _ *request) (bson
 		{Key: "connections", Value: bson.D{
 			{Key: "current", Value: int32(live)},
 			{Key: "available", Value: int32(int64(s.cfg.MaxConnections) - live)},
-			{Key: "totalCreated", Value: s.totalConns.Load()},
+			{Key: "totalCreated", Value: nw.TotalCreated},
 		}},
 		{Key: "repl", Value: bson.D{
 			{Key: "setName", Value: s.cfg.ReplSet},
