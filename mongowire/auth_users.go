@@ -18,6 +18,7 @@ import (
 	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	netconn "github.com/tide-cdc/tide/mongowire/internal/conn"
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
@@ -33,8 +34,8 @@ var usersNS = store.Namespace{DB: "admin", Coll: "system.users"}
 
 // SCRAM mechanisms, as mongod names them, and its default iteration counts.
 const (
-	mechSHA1   = "SCRAM-SHA-1"
-	mechSHA256 = "SCRAM-SHA-256"
+	mechSHA1   = netconn.MechSHA1
+	mechSHA256 = netconn.MechSHA256
 
 	itersSHA1   = 10000
 	itersSHA256 = 15000
