@@ -67,6 +67,24 @@
 // directory. Outside tests, New configures a server, Start serves, Close
 // stops it.
 //
+// # Layout
+//
+// The package holds the commands: dispatch, one file per command family
+// (cmd_<family>.go), cursors, sessions, transactions and authorization.
+// Below it, behind walls:
+//
+//   - internal/conn is the connection layer: the listener, TLS, the
+//     accept loop and connection cap, each connection's framing and
+//     deadlines, and the SASL (SCRAM) conversation. It knows requests and
+//     replies, not commands; conn.go is where a request crosses into
+//     dispatch.
+//   - Handlers reach the data through one door, Server.data (data.go):
+//     inside a transaction, reads and writes go to the transaction. A
+//     test fails if a handler reaches the store any other way.
+//   - internal/wire parses and writes messages, internal/store keeps the
+//     documents, indexes and oplog, internal/mql is the query language and
+//     internal/changestream the change streams.
+//
 // # Stability
 //
 // The package is at v0: its API may change between releases, and changes
