@@ -5,11 +5,13 @@
 // reply. It knows requests and replies, not commands: the command layer
 // is a Handler, which opens a Session per connection.
 //
-// Limits on connections belong here: the cap and the deadlines today;
-// limits that depend on a connection's authentication (how long it may
-// stay unauthenticated, how many such connections, how many per client
-// address) fit the accept loop (Server.acceptLoop) and the per-connection
-// loop (conn.serve), which can ask the Session.
+// Limits on connections belong here: the cap and the deadlines today.
+// A per-address limit fits the accept loop (Server.acceptLoop); limits
+// that depend on a connection's authentication (how long it may stay
+// unauthenticated, how many such connections) fit the per-connection loop
+// (conn.serve), which can learn it from an optional Session method (say,
+// Authenticated() bool) discovered at run time, as net/http discovers
+// http.Flusher, rather than by growing Session.
 package conn
 
 import (
@@ -75,10 +77,6 @@ type Session interface {
 	// just sent is out (e.g. too many failed authentications).
 	Closing() bool
 }
-
-// ErrClose, returned by a Session, ends the connection without a reply
-// and without logging it as a failure (a fail point's closeConnection).
-var ErrClose = errors.New("mongowire: close connection")
 
 // Stats are a Server's connection and network counters.
 type Stats struct {

@@ -12,9 +12,6 @@ import (
 	"time"
 )
 
-// errNotTLS ends a connection whose first bytes are not a TLS handshake.
-var errNotTLS = errors.New("mongowire: not a TLS handshake on a TLS-only port")
-
 // newTLSListener wraps ln so that every accepted connection speaks TLS
 // (1.2 at least). The handshake runs on the connection's first Read or
 // Write, in the connection's own goroutine, so that a slow client never
