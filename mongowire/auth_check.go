@@ -124,10 +124,10 @@ func (s *Server) authorize(c *conn, r *request) error {
 // localhostException lets a client on the loopback interface create the
 // first user, in admin, while there is none, as mongod does; nothing else.
 func (s *Server) localhostException(c *conn, r *request) bool {
-	if r.name != "createUser" || r.db != "admin" || s.hasUsers() || c == nil || c.nc == nil {
+	if r.name != "createUser" || r.db != "admin" || s.hasUsers() || c == nil || c.remoteAddr == nil {
 		return false
 	}
-	tcp, ok := c.nc.RemoteAddr().(*net.TCPAddr)
+	tcp, ok := c.remoteAddr.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
 }
 

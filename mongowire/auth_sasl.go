@@ -2,9 +2,7 @@ package mongowire
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,25 +11,25 @@ import (
 	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	netconn "github.com/tide-cdc/tide/mongowire/internal/conn"
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
 // Authentication: SCRAM-SHA-1 and SCRAM-SHA-256 through saslStart and
-// saslContinue, or speculatively inside the handshake's hello. The SCRAM
-// state machine is xdg-go/scram's; this file keeps one conversation per
-// connection, turns every failure into mongod's AuthenticationFailed (the
-// client learns only that it failed, not why), and slows and finally
-// disconnects a client that keeps failing.
-
-// maxSASLPayload bounds one SCRAM message: real ones are a few hundred bytes.
-const maxSASLPayload = 8 << 10
+// saslContinue, or speculatively inside the handshake's hello. The
+// conversation itself (mechanisms, payloads, conversation ids, the SCRAM
+// steps) is internal/conn's SASL; this file gives it the users'
+// credentials, makes the user it returns the connection's, turns every
+// failure into mongod's AuthenticationFailed (the client learns only that
+// it failed, not why), and slows and finally disconnects a client that
+// keeps failing.
 
 // Failure reasons, the label of tide_mongowire_auth_failures_total.
 const (
-	reasonUnknownUser   = "unknown_user"
-	reasonWrongPassword = "wrong_password"
-	reasonMechanism     = "mechanism_unavailable"
-	reasonMalformed     = "malformed"
+	reasonUnknownUser   = netconn.ReasonUnknownUser
+	reasonWrongPassword = netconn.ReasonWrongPassword
+	reasonMechanism     = netconn.ReasonMechanism
+	reasonMalformed     = netconn.ReasonMalformed
 )
 
 var authFailedErr = mongoerr.New(mongoerr.AuthenticationFailed, "Authentication failed.")
@@ -43,20 +41,9 @@ type connAuth struct {
 	user     *authUser
 	privs    *privileges
 	gen      uint64 // the users generation privs were computed at
-	conv     *saslConv
-	nextConv int32
+	sasl     netconn.SASL[*authUser]
 	failures int  // failed authentications on this connection
 	closing  bool // close the connection once this reply is sent
-}
-
-// saslConv is one SCRAM conversation.
-type saslConv struct {
-	id        int32
-	mech, db  string
-	scram     *scram.ServerConversation
-	user      *authUser // once the first step named an existing user
-	skipEmpty bool      // the client asked to skip the final empty exchange
-	proven    bool      // the client's proof was valid; waiting for the empty exchange
 }
 
 // authCounters are the server's authentication counters.
@@ -100,134 +87,54 @@ func (s *Server) AuthStats() AuthStats {
 	return st
 }
 
-// parseMechanism checks saslStart's mechanism: 334 for one this server
-// does not offer (x.509, LDAP, Kerberos and the rest), as mongod.
-func parseMechanism(v bson.RawValue) (string, error) {
-	mech, ok := v.StringValueOK()
-	if !ok {
-		return "", nil
-	}
-	if mech != mechSHA1 && mech != mechSHA256 {
-		return "", mongoerr.New(mongoerr.MechanismUnavailable, "Received authentication for mechanism %s which is unknown or not enabled", mech)
-	}
-	return mech, nil
-}
-
-// payload reads a SASL payload: binary, or a base64 string as old shells send.
-func saslPayload(v bson.RawValue) ([]byte, bool) {
-	if _, data, ok := v.BinaryOK(); ok {
-		return data, len(data) <= maxSASLPayload
-	}
-	if s, ok := v.StringValueOK(); ok && len(s) <= maxSASLPayload*4/3+4 {
-		b, err := base64.StdEncoding.DecodeString(s)
-		return b, err == nil
-	}
-	return nil, false
-}
-
 // saslStart begins a conversation in db from {saslStart|mechanism, payload,
 // options}. It returns the reply fields, or the failure to report.
 func (s *Server) saslStart(c *conn, db string, cmd bson.Raw, speculative bool) (bson.D, error) {
-	mech, err := parseMechanism(cmd.Lookup("mechanism"))
-	if err != nil {
-		s.authFailed(c, nil, reasonMechanism, speculative)
-		return nil, err
-	}
-	if mech == "" {
-		return nil, s.authFailed(c, nil, reasonMalformed, speculative)
-	}
-	payload, ok := saslPayload(cmd.Lookup("payload"))
-	if !ok {
-		return nil, s.authFailed(c, nil, reasonMalformed, speculative)
-	}
-	conv := &saslConv{mech: mech, db: db}
+	skipEmpty := false
 	if v, err := cmd.LookupErr("options", "skipEmptyExchange"); err == nil {
-		conv.skipEmpty = truthy(v)
+		skipEmpty = truthy(v)
 	}
-	hashFn := scram.SHA256
-	if mech == mechSHA1 {
-		hashFn = scram.SHA1
-	}
-	srv, err := hashFn.NewServer(func(name string) (scram.StoredCredentials, error) {
-		u := s.lookupUser(db, name)
-		if u == nil {
-			return scram.StoredCredentials{}, errUnknownUser
-		}
-		cred, ok := u.Creds[mech]
-		if !ok {
-			return scram.StoredCredentials{}, errUnknownUser
-		}
-		conv.user = u
-		return cred, nil
-	})
+	reply, err := c.auth.sasl.Start(db, cmd, skipEmpty, s.credentials)
 	if err != nil {
-		return nil, fmt.Errorf("scram server: %w", err)
+		return nil, s.saslFailed(c, err, speculative)
 	}
-	conv.scram = srv.NewConversation()
-	out, err := conv.scram.Step(string(payload))
-	if err != nil {
-		reason := reasonMalformed
-		if errors.Is(err, errUnknownUser) {
-			reason = reasonUnknownUser
-		}
-		return nil, s.authFailed(c, conv.user, reason, speculative)
-	}
-	c.auth.nextConv++
-	conv.id = c.auth.nextConv
-	c.auth.conv = conv
-	return bson.D{
-		{Key: "conversationId", Value: conv.id},
-		{Key: "done", Value: false},
-		{Key: "payload", Value: bson.Binary{Data: []byte(out)}},
-	}, nil
+	return reply, nil
 }
 
-var errUnknownUser = errors.New("unknown user")
+// credentials gives a conversation the stored keys of a user.
+func (s *Server) credentials(db, user, mech string) (scram.StoredCredentials, *authUser, bool) {
+	u := s.lookupUser(db, user)
+	if u == nil {
+		return scram.StoredCredentials{}, nil, false
+	}
+	cred, ok := u.Creds[mech]
+	return cred, u, ok
+}
 
 // saslContinue advances the conversation conversationId.
 func (s *Server) saslContinue(c *conn, db string, cmd bson.Raw) (bson.D, error) {
-	conv := c.auth.conv
-	id, _ := cmd.Lookup("conversationId").AsInt64OK()
-	if conv == nil || int64(conv.id) != id || conv.db != db {
-		c.auth.conv = nil
-		return nil, s.authFailed(c, nil, reasonMalformed, false)
+	reply, done, u, err := c.auth.sasl.Continue(db, cmd)
+	if err != nil {
+		return nil, s.saslFailed(c, err, false)
 	}
-	payload, ok := saslPayload(cmd.Lookup("payload"))
-	if !ok {
-		c.auth.conv = nil
-		return nil, s.authFailed(c, conv.user, reasonMalformed, false)
+	if done {
+		s.authenticated(c, u)
 	}
-	reply := func(done bool, out []byte) bson.D {
-		return bson.D{
-			{Key: "conversationId", Value: conv.id},
-			{Key: "done", Value: done},
-			{Key: "payload", Value: bson.Binary{Data: out}},
-		}
+	return reply, nil
+}
+
+// saslFailed counts a failed step (authFailed) and returns the error for
+// the client.
+func (s *Server) saslFailed(c *conn, err error, speculative bool) error {
+	var f *netconn.Failure[*authUser]
+	if !errors.As(err, &f) {
+		return err // our bug: an InternalError
 	}
-	if conv.proven { // the final, empty exchange
-		c.auth.conv = nil
-		if len(payload) != 0 {
-			return nil, s.authFailed(c, conv.user, reasonMalformed, false)
-		}
-		s.authenticated(c, conv.user)
-		return reply(true, []byte{}), nil
+	authErr := s.authFailed(c, f.User, f.Reason, speculative)
+	if f.Err != nil {
+		return f.Err
 	}
-	out, err := conv.scram.Step(string(payload))
-	if err != nil || !conv.scram.Valid() {
-		c.auth.conv = nil
-		reason := reasonMalformed
-		if strings.HasPrefix(out, "e=invalid-proof") {
-			reason = reasonWrongPassword
-		}
-		return nil, s.authFailed(c, conv.user, reason, false)
-	}
-	if conv.skipEmpty {
-		c.auth.conv = nil
-		s.authenticated(c, conv.user)
-		return reply(true, []byte(out)), nil
-	}
-	conv.proven = true
-	return reply(false, []byte(out)), nil
+	return authErr
 }
 
 // authenticated makes u the connection's user.
@@ -315,7 +222,8 @@ func (s *Server) cmdAuthenticate(_ context.Context, c *conn, r *request) (bson.D
 
 // cmdLogout forgets the connection's user.
 func (s *Server) cmdLogout(_ context.Context, c *conn, _ *request) (bson.D, error) {
-	c.auth.user, c.auth.privs, c.auth.conv = nil, nil, nil
+	c.auth.user, c.auth.privs = nil, nil
+	c.auth.sasl.Reset()
 	return bson.D{}, nil
 }
 

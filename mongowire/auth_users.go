@@ -18,6 +18,7 @@ import (
 	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	netconn "github.com/tide-cdc/tide/mongowire/internal/conn"
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
@@ -33,8 +34,8 @@ var usersNS = store.Namespace{DB: "admin", Coll: "system.users"}
 
 // SCRAM mechanisms, as mongod names them, and its default iteration counts.
 const (
-	mechSHA1   = "SCRAM-SHA-1"
-	mechSHA256 = "SCRAM-SHA-256"
+	mechSHA1   = netconn.MechSHA1
+	mechSHA256 = netconn.MechSHA256
 
 	itersSHA1   = 10000
 	itersSHA256 = 15000
@@ -189,7 +190,7 @@ func parseUser(doc bson.Raw) (*authUser, error) {
 
 // loadUsers reads the users from the store, at Start.
 func (s *Server) loadUsers() error {
-	docs, err := s.store.Find(usersNS, store.FindSpec{})
+	docs, err := s.rawStore.Find(usersNS, store.FindSpec{})
 	if err != nil {
 		return fmt.Errorf("read %s: %w", usersNS, err)
 	}
@@ -248,16 +249,16 @@ func (s *Server) putUser(u *authUser, insert bool) error {
 		if _, ok := s.auth.users[u.ID]; ok {
 			return errUserExists(u)
 		}
-		if _, errs := s.store.Insert(usersNS, []bson.Raw{doc}, true); len(errs) > 0 {
+		if _, errs := s.rawStore.Insert(usersNS, []bson.Raw{doc}, true); len(errs) > 0 {
 			return errs[0].Err
 		}
 	} else {
 		filter, _ := bson.Marshal(bson.D{{Key: "_id", Value: u.ID}})
-		if _, err := s.store.Update(usersNS, store.UpdateSpec{Filter: filter, Update: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: doc}}); err != nil {
+		if _, err := s.rawStore.Update(usersNS, store.UpdateSpec{Filter: filter, Update: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: doc}}); err != nil {
 			return err
 		}
 	}
-	if err := s.store.WaitDurable(); err != nil {
+	if err := s.rawStore.WaitDurable(); err != nil {
 		return err
 	}
 	s.auth.users[u.ID] = u
@@ -275,14 +276,14 @@ func (s *Server) dropUsers(drop func(*authUser) bool) (int, error) {
 			continue
 		}
 		filter, _ := bson.Marshal(bson.D{{Key: "_id", Value: id}})
-		if _, err := s.store.Delete(usersNS, filter, 1); err != nil {
+		if _, err := s.rawStore.Delete(usersNS, filter, 1); err != nil {
 			return n, err
 		}
 		delete(s.auth.users, id)
 		n++
 	}
 	if n > 0 {
-		if err := s.store.WaitDurable(); err != nil {
+		if err := s.rawStore.WaitDurable(); err != nil {
 			return n, err
 		}
 		s.auth.gen.Add(1)

@@ -90,10 +90,11 @@ func (s *Server) cmdGetCmdLineOpts(context.Context, *conn, *request) (bson.D, er
 	return bson.D{{Key: "argv", Value: argv}, {Key: "parsed", Value: parsed}}, nil
 }
 
-func (s *Server) cmdServerStatus(context.Context, *conn, *request) (bson.D, error) {
+func (s *Server) cmdServerStatus(ctx context.Context, _ *conn, _ *request) (bson.D, error) {
 	host, _ := os.Hostname()
 	up := time.Since(s.started)
-	live := s.live.Load()
+	nw := s.conns.Stats()
+	live := nw.Current
 	status := bson.D{
 		{Key: "host", Value: host},
 		{Key: "version", Value: serverVersion},
@@ -106,7 +107,7 @@ func (s *Server) cmdServerStatus(context.Context, *conn, *request) (bson.D, erro
 		{Key: "connections", Value: bson.D{
 			{Key: "current", Value: int32(live)},
 			{Key: "available", Value: int32(int64(s.cfg.MaxConnections) - live)},
-			{Key: "totalCreated", Value: s.totalConns.Load()},
+			{Key: "totalCreated", Value: nw.TotalCreated},
 		}},
 		{Key: "repl", Value: bson.D{
 			{Key: "setName", Value: s.cfg.ReplSet},
@@ -119,7 +120,7 @@ func (s *Server) cmdServerStatus(context.Context, *conn, *request) (bson.D, erro
 		}},
 		{Key: "storageEngine", Value: bson.D{{Key: "name", Value: "tide"}, {Key: "persistent", Value: s.cfg.DataDir != ""}}},
 	}
-	return append(status, s.statusSections(up)...), nil
+	return append(status, s.statusSections(ctx, up)...), nil
 }
 
 func (s *Server) cmdHostInfo(context.Context, *conn, *request) (bson.D, error) {

@@ -56,7 +56,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 		return nil, err
 	}
 	if explain { // aggregate's explain: true is the queryPlanner verbosity
-		return s.explainAggregate(r, r.cmd, "queryPlanner")
+		return s.explainAggregate(ctx, r, r.cmd, "queryPlanner")
 	}
 	if _, err := r.cmd.LookupErr("cursor"); err != nil {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
@@ -68,7 +68,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 	if stage, err := writeStage(stages); err != nil {
 		return nil, err
 	} else if stage != "" {
-		docs, ok, err := s.writeStageInput(c, r, ns, stages[:len(stages)-1])
+		docs, ok, err := s.writeStageInput(ctx, c, r, ns, stages[:len(stages)-1])
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +81,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 			if v, err := r.cmd.LookupErr("bypassDocumentValidation"); err == nil {
 				bypass = truthy(v)
 			}
-			if err := run(ns.DB, docs, stages[len(stages)-1], bypass); err != nil {
+			if err := run(ctx, ns.DB, docs, stages[len(stages)-1], bypass); err != nil {
 				return nil, err
 			}
 			return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
@@ -90,7 +90,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 	if docs, ok, err := s.listLocalSessionsStage(c, r, ns.Coll, stages); err != nil {
 		return nil, err
 	} else if ok {
-		if docs, err = s.store.AggregateDocs(r.db, stages[1:], docs); err != nil {
+		if docs, err = s.data(ctx).AggregateDocs(r.db, stages[1:], docs); err != nil {
 			return nil, err
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
@@ -98,7 +98,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 	if docs, ok, err := documentsStage(ns.Coll, stages); err != nil {
 		return nil, err
 	} else if ok {
-		if docs, err = s.store.AggregateDocs(r.db, stages[1:], docs); err != nil {
+		if docs, err = s.data(ctx).AggregateDocs(r.db, stages[1:], docs); err != nil {
 			return nil, err
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
@@ -108,15 +108,15 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 	}
 	if len(stages) > 0 && ns.Coll != "" {
 		if first, err := stages[0].IndexErr(0); err == nil && first.Key() == "$collStats" {
-			docs, err := s.collStatsStage(ns, stages)
+			docs, err := s.collStatsStage(ctx, ns, stages)
 			if err != nil {
 				return nil, err
 			}
 			return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 		}
 	}
-	if static, ok := s.staticDocs(ns); ok { // local_db.go
-		docs, err := s.store.AggregateDocs(ns.DB, stages, static)
+	if static, ok := s.staticDocs(ctx, ns); ok { // local_db.go
+		docs, err := s.data(ctx).AggregateDocs(ns.DB, stages, static)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +129,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
 	}
 	if at, ok := s.snapshotAt(ctx, r); ok {
-		docs, err := s.store.AggregateAt(ns, stages, at)
+		docs, err := s.data(ctx).AggregateAt(ns, stages, at)
 		if err != nil {
 			return nil, err
 		}
@@ -167,22 +167,22 @@ func (s *Server) aggregateChangeStream(ctx context.Context, r *request, coll, cu
 // collection, or from a leading $documents or $listLocalSessions of a
 // database-level aggregate. ok is false for a database-level pipeline
 // that starts otherwise.
-func (s *Server) writeStageInput(c *conn, r *request, ns store.Namespace, pre []bson.Raw) (docs []bson.Raw, ok bool, err error) {
+func (s *Server) writeStageInput(ctx context.Context, c *conn, r *request, ns store.Namespace, pre []bson.Raw) (docs []bson.Raw, ok bool, err error) {
 	if docs, ok, err := s.listLocalSessionsStage(c, r, ns.Coll, pre); err != nil || ok {
 		if err == nil {
-			docs, err = s.store.AggregateDocs(r.db, pre[1:], docs)
+			docs, err = s.data(ctx).AggregateDocs(r.db, pre[1:], docs)
 		}
 		return docs, err == nil, err
 	}
 	if docs, ok, err := documentsStage(ns.Coll, pre); err != nil || ok {
 		if err == nil {
-			docs, err = s.store.AggregateDocs(r.db, pre[1:], docs)
+			docs, err = s.data(ctx).AggregateDocs(r.db, pre[1:], docs)
 		}
 		return docs, err == nil, err
 	}
 	if ns.Coll == "" {
 		return nil, false, nil
 	}
-	docs, err = s.store.Aggregate(ns, pre)
+	docs, err = s.data(ctx).Aggregate(ns, pre)
 	return docs, err == nil, err
 }

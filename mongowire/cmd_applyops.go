@@ -149,7 +149,7 @@ func (ap *applier) update(ns store.Namespace, o, o2 bson.Raw) error {
 	if v, _ := o.Lookup("$v").AsInt64OK(); v != 2 {
 		return mongoerr.New(mongoerr.FailedToParse, "unsupported update entry version $v: %s", o.Lookup("$v"))
 	}
-	docs, err := ap.s.store.Find(ns, store.FindSpec{Filter: mustMarshal(o2), Limit: 1})
+	docs, err := ap.s.data(ap.ctx).Find(ns, store.FindSpec{Filter: mustMarshal(o2), Limit: 1})
 	if err != nil {
 		return err
 	}
@@ -305,7 +305,7 @@ func (ap *applier) createWithUUID(db string, o bson.Raw, ui bson.Binary) error {
 	if err != nil {
 		return err
 	}
-	return ap.s.store.CreateWithUUID(ns, options, ui)
+	return ap.s.data(ap.ctx).CreateWithUUID(ns, options, ui)
 }
 
 // run runs body against db as its own command, on the caller's
@@ -334,8 +334,8 @@ func (ap *applier) run(db string, body bson.D) (bson.Raw, error) {
 
 // nsByUUID finds the collection with this UUID.
 func (ap *applier) nsByUUID(ui bson.Binary) (store.Namespace, bool) {
-	for _, d := range ap.s.store.ListDatabases() {
-		for _, c := range ap.s.store.ListCollections(d.Name) {
+	for _, d := range ap.s.data(ap.ctx).ListDatabases() {
+		for _, c := range ap.s.data(ap.ctx).ListCollections(d.Name) {
 			if !c.View && bytes.Equal(c.UUID.Data, ui.Data) {
 				return store.Namespace{DB: d.Name, Coll: c.Name}, true
 			}

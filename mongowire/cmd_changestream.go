@@ -17,7 +17,7 @@ import (
 // aggregate (coll is "" for aggregate: 1) and returns a stream positioned
 // at its start point. The stream's batches carry their own
 // postBatchResumeToken, so there are no first-reply extras.
-func (s *Server) openChangeStreamSource(_ context.Context, db, coll string, cmd bson.Raw) (cursorSource, bson.D, error) {
+func (s *Server) openChangeStreamSource(ctx context.Context, db, coll string, cmd bson.Raw) (cursorSource, bson.D, error) {
 	v, err := cmd.LookupErr("pipeline")
 	if err != nil {
 		return nil, nil, missingField("aggregate.pipeline")
@@ -42,26 +42,33 @@ func (s *Server) openChangeStreamSource(_ context.Context, db, coll string, cmd 
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := changestream.Open(spec, s.store, s.lookupCurrent)
+	// The stream reads the oplog and the committed documents, whatever
+	// the statement that opened it: the store itself, not a transaction
+	// (mongod refuses $changeStream in a transaction, and so does txn.go).
+	committed := s.data(ctx).outsideTxn()
+	st, err := changestream.Open(spec, committed, lookupCurrent(committed))
 	if err != nil {
 		return nil, nil, changestream.LabelError(err)
 	}
 	return labelledStream{st}, nil, nil
 }
 
-// lookupCurrent finds the current version of a document for
-// fullDocument: "updateLookup": nil when the document is gone, or when the
-// collection was dropped and recreated since (another UUID).
-func (s *Server) lookupCurrent(ns store.Namespace, uuid bson.Binary, docKey bson.Raw) (bson.Raw, error) {
-	info, ok := s.store.Collection(ns)
-	if !ok || len(uuid.Data) > 0 && !bytes.Equal(info.UUID.Data, uuid.Data) {
-		return nil, nil
+// lookupCurrent returns how the stream finds the current version of a
+// document in st for fullDocument: "updateLookup": nil when the document
+// is gone, or when the collection was dropped and recreated since (another
+// UUID).
+func lookupCurrent(st *store.Store) func(ns store.Namespace, uuid bson.Binary, docKey bson.Raw) (bson.Raw, error) {
+	return func(ns store.Namespace, uuid bson.Binary, docKey bson.Raw) (bson.Raw, error) {
+		info, ok := st.Collection(ns)
+		if !ok || len(uuid.Data) > 0 && !bytes.Equal(info.UUID.Data, uuid.Data) {
+			return nil, nil
+		}
+		docs, err := st.Find(ns, store.FindSpec{Filter: docKey, Limit: 1})
+		if err != nil || len(docs) == 0 {
+			return nil, err
+		}
+		return docs[0], nil
 	}
-	docs, err := s.store.Find(ns, store.FindSpec{Filter: docKey, Limit: 1})
-	if err != nil || len(docs) == 0 {
-		return nil, err
-	}
-	return docs[0], nil
 }
 
 // labelledStream labels the errors of a change-stream getMore as mongod

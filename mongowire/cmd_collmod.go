@@ -15,7 +15,7 @@ import (
 // validator, validationLevel, validationAction, index: {name | keyPattern,
 // expireAfterSeconds, hidden, prepareUnique, unique, forceNonUnique},
 // dryRun} -> {} (with an index change: <field>_old and <field>_new).
-func (s *Server) cmdCollMod(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdCollMod(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func (s *Server) cmdCollMod(_ context.Context, _ *conn, r *request) (bson.D, err
 		}
 		mod.DryRun = dryRun
 		if secs >= 0 {
-			old, had, err := s.store.CollModTTL(ns, ref, secs)
+			old, had, err := s.data(ctx).CollModTTL(ns, ref, secs)
 			if err != nil {
 				return nil, err
 			}
@@ -51,7 +51,7 @@ func (s *Server) cmdCollMod(_ context.Context, _ *conn, r *request) (bson.D, err
 			reply = append(reply, bson.E{Key: "expireAfterSeconds_new", Value: secs})
 		}
 		if mod.Hidden != nil || mod.PrepareUnique != nil || mod.Unique || mod.ForceNonUnique {
-			res, err := s.store.CollModIndex(ns, ref, mod)
+			res, err := s.data(ctx).CollModIndex(ns, ref, mod)
 			if err != nil {
 				return nil, err
 			}
@@ -78,7 +78,7 @@ func (s *Server) cmdCollMod(_ context.Context, _ *conn, r *request) (bson.D, err
 		return nil, mongoerr.New(mongoerr.InvalidOptions, "dryRun: true is only supported with index: {unique: true} and no other modification")
 	}
 	if len(options) > 0 || reply == nil {
-		if err := s.store.CollMod(ns, options); err != nil {
+		if err := s.data(ctx).CollMod(ns, options); err != nil {
 			return nil, err
 		}
 	}

@@ -17,16 +17,16 @@ import (
 // the collStats command) for ns: the store keeps no page files, so the
 // sizes are the BSON sizes of the documents, storage and data alike, and
 // index sizes are 0. 26 NamespaceNotFound when the collection is missing.
-func (s *Server) storageStats(ns store.Namespace, scale int64) (bson.D, error) {
+func (s *Server) storageStats(ctx context.Context, ns store.Namespace, scale int64) (bson.D, error) {
 	if ns == oplogNS {
 		return s.oplogStats(scale), nil // local_db.go
 	}
-	info, ok := s.store.Collection(ns)
+	info, ok := s.data(ctx).Collection(ns)
 	if !ok {
 		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "Collection [%s] not found.", ns)
 	}
 	capped, capSize, capMax := info.Capped()
-	docs, err := s.store.Find(ns, store.FindSpec{})
+	docs, err := s.data(ctx).Find(ns, store.FindSpec{})
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +34,7 @@ func (s *Server) storageStats(ns store.Namespace, scale int64) (bson.D, error) {
 	for _, d := range docs {
 		size += int64(len(d))
 	}
-	specs, err := s.store.ListIndexes(ns)
+	specs, err := s.data(ctx).ListIndexes(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func statsScale(v bson.RawValue, field string) (int64, error) {
 
 // cmdCollStats: {collStats: "c", scale} -> {ns, <storageStats>}, what
 // mongod 7.0 still answers (deprecated in favour of $collStats).
-func (s *Server) cmdCollStats(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdCollStats(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (s *Server) cmdCollStats(_ context.Context, _ *conn, r *request) (bson.D, e
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.storageStats(ns, scale)
+	st, err := s.storageStats(ctx, ns, scale)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (s *Server) cmdCollStats(_ context.Context, _ *conn, r *request) (bson.D, e
 // collStatsStage runs a pipeline whose first stage is $collStats: one
 // document {ns, host, localTime, storageStats?, count?} for the
 // collection, then the rest of the pipeline over it.
-func (s *Server) collStatsStage(ns store.Namespace, stages []bson.Raw) ([]bson.Raw, error) {
+func (s *Server) collStatsStage(ctx context.Context, ns store.Namespace, stages []bson.Raw) ([]bson.Raw, error) {
 	spec, ok := stages[0].Index(0).Value().DocumentOK()
 	if !ok {
 		return nil, mongoerr.New(5447000, "$collStats must take a nested object but found: %s", stages[0].Index(0).Value())
@@ -128,21 +128,21 @@ func (s *Server) collStatsStage(ns store.Namespace, stages []bson.Raw) ([]bson.R
 			if err != nil {
 				return nil, err
 			}
-			st, err := s.storageStats(ns, scale)
+			st, err := s.storageStats(ctx, ns, scale)
 			if err != nil {
 				return nil, mongoerr.New(mongoerr.NamespaceNotFound, "Unable to retrieve storageStats in $collStats stage :: caused by :: %s", asMongoErr(err).Message)
 			}
 			out = append(out, bson.E{Key: "storageStats", Value: st})
 		case "count":
 			if ns == oplogNS {
-				n, _, _ := s.store.Oplog().Stats()
+				n, _, _ := s.data(ctx).Oplog().Stats()
 				out = append(out, bson.E{Key: "count", Value: appendNumber(int64(n))})
 				continue
 			}
-			if _, ok := s.store.Collection(ns); !ok {
+			if _, ok := s.data(ctx).Collection(ns); !ok {
 				return nil, mongoerr.New(mongoerr.NamespaceNotFound, "Unable to retrieve count in $collStats stage :: caused by :: Collection [%s] not found.", ns)
 			}
-			n, err := s.store.Count(ns, nil, 0, 0)
+			n, err := s.data(ctx).Count(ns, nil, 0, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -165,12 +165,12 @@ func (s *Server) collStatsStage(ns store.Namespace, stages []bson.Raw) ([]bson.R
 	if err != nil {
 		return nil, err
 	}
-	return p.Run(dbEnv{s.store, ns.DB}, []bson.Raw{doc})
+	return p.Run(dbEnv{s.data(ctx), ns.DB}, []bson.Raw{doc})
 }
 
 // dbEnv serves $lookup's reads of other collections of one database.
 type dbEnv struct {
-	store *store.Store
+	store dataStore
 	db    string
 }
 

@@ -12,7 +12,7 @@ import (
 
 // cmdCreate: {create: "c", ...options} -> {}. The options other than the
 // generic command fields go to the store as given, but for idIndex.
-func (s *Server) cmdCreate(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdCreate(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -21,7 +21,7 @@ func (s *Server) cmdCreate(_ context.Context, _ *conn, r *request) (bson.D, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.Create(ns, options); err != nil {
+	if err := s.data(ctx).Create(ns, options); err != nil {
 		return nil, err
 	}
 	return bson.D{}, nil

@@ -11,24 +11,24 @@ import (
 // cmdDBStats: {dbStats: 1} -> {db, collections, views, objects,
 // avgObjSize, dataSize, storageSize, indexes, indexSize, totalSize,
 // scaleFactor}, as mongosh's db.stats() shows them. Sizes are the store's.
-func (s *Server) cmdDBStats(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdDBStats(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	if err := validDB(r.db); err != nil {
 		return nil, err
 	}
 	var objects, indexes, size int64
-	colls := s.store.ListCollections(r.db)
+	colls := s.data(ctx).ListCollections(r.db)
 	for _, info := range colls {
 		ns := store.Namespace{DB: r.db, Coll: info.Name}
-		n, err := s.store.Count(ns, nil, 0, 0)
+		n, err := s.data(ctx).Count(ns, nil, 0, 0)
 		if err != nil {
 			return nil, err
 		}
 		objects += n
-		if specs, err := s.store.ListIndexes(ns); err == nil {
+		if specs, err := s.data(ctx).ListIndexes(ns); err == nil {
 			indexes += int64(len(specs))
 		}
 	}
-	for _, db := range s.store.ListDatabases() {
+	for _, db := range s.data(ctx).ListDatabases() {
 		if db.Name == r.db {
 			size = db.SizeOnDisk
 		}

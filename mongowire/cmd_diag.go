@@ -18,19 +18,19 @@ import (
 // cmdValidate: {validate: "c"} -> {ns, nInvalidDocuments, nrecords,
 // nIndexes, keysPerIndex, valid, ...}. The store keeps its own invariants;
 // validation counts what is there. 26 when the collection is missing.
-func (s *Server) cmdValidate(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdValidate(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := s.store.Collection(ns); !ok {
+	if _, ok := s.data(ctx).Collection(ns); !ok {
 		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "Collection '%s' does not exist to validate.", ns)
 	}
-	n, err := s.store.Count(ns, nil, 0, 0)
+	n, err := s.data(ctx).Count(ns, nil, 0, 0)
 	if err != nil {
 		return nil, err
 	}
-	specs, err := s.store.ListIndexes(ns)
+	specs, err := s.data(ctx).ListIndexes(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func (s *Server) cmdValidate(_ context.Context, _ *conn, r *request) (bson.D, er
 	}
 	return bson.D{
 		{Key: "ns", Value: ns.String()},
-		{Key: "uuid", Value: collUUID(s.store, ns)},
+		{Key: "uuid", Value: collUUID(s.data(ctx), ns)},
 		{Key: "nInvalidDocuments", Value: int32(0)},
 		{Key: "nNonCompliantDocuments", Value: int32(0)},
 		{Key: "nrecords", Value: appendNumber(n)},
@@ -59,7 +59,7 @@ func (s *Server) cmdValidate(_ context.Context, _ *conn, r *request) (bson.D, er
 	}, nil
 }
 
-func collUUID(st *store.Store, ns store.Namespace) any {
+func collUUID(st catalog, ns store.Namespace) any {
 	info, _ := st.Collection(ns)
 	return info.UUID
 }

@@ -24,7 +24,7 @@ func (s *Server) cmdDistinct(ctx context.Context, _ *conn, r *request) (bson.D, 
 	at, snapshot := s.snapshotAt(ctx, r)
 	var vals []bson.RawValue
 	if snapshot {
-		vals, err = s.store.DistinctAt(ns, key, q, at)
+		vals, err = s.data(ctx).DistinctAt(ns, key, q, at)
 	} else {
 		vals, err = s.data(ctx).Distinct(ns, key, q)
 	}

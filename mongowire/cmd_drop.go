@@ -10,12 +10,12 @@ import (
 
 // cmdDrop: {drop: "c"} -> {nIndexesWas, ns}; a missing collection is not
 // an error, as in MongoDB 7.0.
-func (s *Server) cmdDrop(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdDrop(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
 	}
-	n, err := s.store.Drop(ns)
+	n, err := s.data(ctx).Drop(ns)
 	if e, ok := mongoerr.As(err); ok && e.Code == mongoerr.NamespaceNotFound {
 		// Since 7.0, dropping a missing collection succeeds.
 		return bson.D{{Key: "ns", Value: ns.String()}}, nil

@@ -7,11 +7,11 @@ import (
 )
 
 // cmdDropDatabase: {dropDatabase: 1} -> {dropped: "db"}.
-func (s *Server) cmdDropDatabase(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdDropDatabase(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	if err := validDB(r.db); err != nil {
 		return nil, err
 	}
-	if err := s.store.DropDatabase(r.db); err != nil {
+	if err := s.data(ctx).DropDatabase(r.db); err != nil {
 		return nil, err
 	}
 	return bson.D{{Key: "dropped", Value: r.db}}, nil

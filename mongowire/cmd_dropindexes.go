@@ -10,7 +10,7 @@ import (
 )
 
 // cmdDropIndexes: {dropIndexes: "c", index: name | keyPattern | "*" | [names]}.
-func (s *Server) cmdDropIndexes(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdDropIndexes(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	ns, err := collNS(r)
 	if err != nil {
 		return nil, err
@@ -33,7 +33,7 @@ func (s *Server) cmdDropIndexes(_ context.Context, _ *conn, r *request) (bson.D,
 			names = append(names, name)
 		}
 	case bson.TypeEmbeddedDocument:
-		specs, err := s.store.ListIndexes(ns)
+		specs, err := s.data(ctx).ListIndexes(ns)
 		if err != nil {
 			return nil, err
 		}
@@ -53,7 +53,7 @@ func (s *Server) cmdDropIndexes(_ context.Context, _ *conn, r *request) (bson.D,
 	default:
 		return nil, typeMismatch(r.name, "index", v, "string, array or object")
 	}
-	n, err := s.store.DropIndexes(ns, names)
+	n, err := s.data(ctx).DropIndexes(ns, names)
 	if err != nil {
 		return nil, err
 	}

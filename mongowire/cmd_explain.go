@@ -87,7 +87,7 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 			return nil, a.err
 		}
 	case "aggregate":
-		return s.explainAggregate(sub, inner, verbosity)
+		return s.explainAggregate(ctx, sub, inner, verbosity)
 	default:
 		if _, known := s.commands[sub.name]; !known {
 			return nil, mongoerr.New(mongoerr.CommandNotFound, "Explain failed due to unknown command: %s", sub.name)
@@ -103,7 +103,7 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 		}
 	}
 
-	plan, err := s.explainFind(ns, spec, wrapping, verbosity)
+	plan, err := s.explainFind(ctx, ns, spec, wrapping, verbosity)
 	if err != nil {
 		return nil, err
 	}
@@ -113,20 +113,20 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 
 // explainFind is the queryPlanner (and executionStats unless verbosity is
 // queryPlanner) of a find-like read with the given stages above its scan.
-func (s *Server) explainFind(ns store.Namespace, spec store.FindSpec, wrapping []bson.E, verbosity string) (bson.D, error) {
+func (s *Server) explainFind(ctx context.Context, ns store.Namespace, spec store.FindSpec, wrapping []bson.E, verbosity string) (bson.D, error) {
 	start := time.Now()
-	plan, err := s.store.Explain(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort, Skip: spec.Skip, Limit: spec.Limit})
+	plan, err := s.data(ctx).Explain(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort, Skip: spec.Skip, Limit: spec.Limit})
 	if err != nil {
 		return nil, err
 	}
-	_, backward := s.indexSorts(ns, plan.Index, spec.Sort)
-	scan, err := s.scanStage(ns, spec.Filter, plan, backward)
+	_, backward := s.indexSorts(ctx, ns, plan.Index, spec.Sort)
+	scan, err := s.scanStage(ctx, ns, spec.Filter, plan, backward)
 	if err != nil {
 		return nil, err
 	}
 	winning := scan
 	for i := len(wrapping) - 1; i >= 0; i-- {
-		if sorts, _ := s.indexSorts(ns, plan.Index, spec.Sort); sorts && wrapping[i].Key == "SORT" {
+		if sorts, _ := s.indexSorts(ctx, ns, plan.Index, spec.Sort); sorts && wrapping[i].Key == "SORT" {
 			continue // the index walk yields the order: no SORT stage
 		}
 		st := append(bson.D{{Key: "stage", Value: wrapping[i].Key}}, wrapping[i].Value.(bson.D)...)
@@ -145,7 +145,7 @@ func (s *Server) explainFind(ns store.Namespace, spec store.FindSpec, wrapping [
 		}},
 	}
 	if verbosity != "queryPlanner" {
-		docs, err := s.store.Find(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort, Skip: spec.Skip, Limit: spec.Limit})
+		docs, err := s.data(ctx).Find(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort, Skip: spec.Skip, Limit: spec.Limit})
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +182,7 @@ func (s *Server) explainTrailer(inner bson.Raw) bson.D {
 // is not pushed down whole: {stages: [{$cursor: {queryPlanner...}}, the
 // other stages]}, the $cursor reading the collection with the filter of
 // a leading $match.
-func (s *Server) explainAggregate(sub *request, inner bson.Raw, verbosity string) (bson.D, error) {
+func (s *Server) explainAggregate(ctx context.Context, sub *request, inner bson.Raw, verbosity string) (bson.D, error) {
 	ns, err := collNS(sub)
 	if err != nil {
 		return nil, mongoerr.New(mongoerr.CommandNotSupported, "explain of a database-level aggregate is not supported by this server")
@@ -208,7 +208,7 @@ func (s *Server) explainAggregate(sub *request, inner bson.Raw, verbosity string
 			spec.Filter, rest = m, stages[1:]
 		}
 	}
-	cur, err := s.explainFind(ns, spec, nil, verbosity)
+	cur, err := s.explainFind(ctx, ns, spec, nil, verbosity)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (s *Server) explainAggregate(sub *request, inner bson.Raw, verbosity string
 
 // scanStage describes how the store reads the documents: IXSCAN under
 // FETCH for an index, COLLSCAN otherwise.
-func (s *Server) scanStage(ns store.Namespace, filter bson.Raw, plan store.Plan, backward bool) (bson.D, error) {
+func (s *Server) scanStage(ctx context.Context, ns store.Namespace, filter bson.Raw, plan store.Plan, backward bool) (bson.D, error) {
 	if plan.Index == "" {
 		return bson.D{{Key: "stage", Value: "COLLSCAN"}, {Key: "filter", Value: orEmpty(filter)}, {Key: "direction", Value: "forward"}}, nil
 	}
@@ -231,7 +231,7 @@ func (s *Server) scanStage(ns store.Namespace, filter bson.Raw, plan store.Plan,
 		direction = "backward"
 	}
 	var spec store.IndexSpec
-	specs, err := s.store.ListIndexes(ns)
+	specs, err := s.data(ctx).ListIndexes(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -267,11 +267,11 @@ func orEmpty(d bson.Raw) any {
 // indexSorts reports whether walking the named index yields the sort
 // order — the sort's fields are a prefix of the key, with all directions
 // the same (a forward walk) or all reversed (backward).
-func (s *Server) indexSorts(ns store.Namespace, index string, sort bson.Raw) (sorts, backward bool) {
+func (s *Server) indexSorts(ctx context.Context, ns store.Namespace, index string, sort bson.Raw) (sorts, backward bool) {
 	if index == "" || len(sort) == 0 {
 		return false, false
 	}
-	specs, err := s.store.ListIndexes(ns)
+	specs, err := s.data(ctx).ListIndexes(ns)
 	if err != nil {
 		return false, false
 	}

@@ -56,12 +56,12 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 	at, snapshot := s.snapshotAt(ctx, r)
 	switch {
 	case ns == oplogNS:
-		docs, err = findOplog(s.store.Oplog(), spec)
+		docs, err = findOplog(s.data(ctx).Oplog(), spec)
 	case ns == replsetNS || ns == versionNS:
-		static, _ := s.staticDocs(ns) // local_db.go
+		static, _ := s.staticDocs(ctx, ns) // local_db.go
 		docs, err = store.FindIn(static, spec)
 	case snapshot:
-		docs, err = s.store.FindAt(ns, spec, at)
+		docs, err = s.data(ctx).FindAt(ns, spec, at)
 	case returnKey || showRecordID:
 		docs, err = s.findRecords(ns, spec, returnKey, showRecordID)
 	default:

@@ -20,12 +20,12 @@ const (
 // cmdHello answers hello, isMaster and the legacy OP_QUERY handshake as a
 // replica-set primary. It never sends topologyVersion, so drivers poll
 // rather than expect awaitable hello.
-func (s *Server) cmdHello(_ context.Context, c *conn, r *request) (bson.D, error) {
+func (s *Server) cmdHello(ctx context.Context, c *conn, r *request) (bson.D, error) {
 	if name, ok := r.cmd.Lookup("client", "application", "name").StringValueOK(); ok && c != nil {
 		c.appName = name
 	}
 	now := time.Now()
-	ts := s.store.ClusterTime()
+	ts := s.data(ctx).ClusterTime()
 	opTime := bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: int64(1)}}
 	var d bson.D
 	if v, err := r.cmd.LookupErr("helloOk"); err == nil && truthy(v) {

@@ -27,7 +27,7 @@ func (s *Server) cmdInsert(ctx context.Context, _ *conn, r *request) (bson.D, er
 		return nil, a.err
 	}
 	if !bypassTs {
-		docs = fillEmptyTimestamps(docs, s.store.Now)
+		docs = fillEmptyTimestamps(docs, s.data(ctx).Now)
 	}
 	n, errs := s.insert(ctx, ns, docs, opts)
 	reply := bson.D{{Key: "n", Value: int32(n)}}

@@ -50,7 +50,7 @@ func (s *Server) cmdListCollections(ctx context.Context, _ *conn, r *request) (b
 		docs = append(docs, raw)
 		return nil
 	}
-	for _, info := range s.store.ListCollections(r.db) {
+	for _, info := range s.data(ctx).ListCollections(r.db) {
 		for len(local) > 0 && local[0].name < info.Name {
 			if err := emit(local[0].name, local[0].doc); err != nil {
 				return nil, err

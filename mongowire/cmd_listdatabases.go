@@ -14,7 +14,7 @@ import (
 
 // cmdListDatabases: {listDatabases: 1, nameOnly, filter} ->
 // {databases: [{name, sizeOnDisk, empty}], totalSize, totalSizeMb}.
-func (s *Server) cmdListDatabases(_ context.Context, c *conn, r *request) (bson.D, error) {
+func (s *Server) cmdListDatabases(ctx context.Context, c *conn, r *request) (bson.D, error) {
 	a := newArgs(r)
 	nameOnly := a.bool("nameOnly")
 	filter := a.doc("filter")
@@ -35,7 +35,7 @@ func (s *Server) cmdListDatabases(_ context.Context, c *conn, r *request) (bson.
 	if p := s.privilegesOf(c); s.cfg.Auth && !p.onCluster(actListDatabases) {
 		only = p
 	}
-	for _, info := range withLocal(s.store.ListDatabases(), s.store.Oplog()) {
+	for _, info := range withLocal(s.data(ctx).ListDatabases(), s.data(ctx).Oplog()) {
 		if only != nil && !only.anyOn(info.Name) {
 			continue
 		}

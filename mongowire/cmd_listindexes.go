@@ -17,7 +17,7 @@ func (s *Server) cmdListIndexes(ctx context.Context, _ *conn, r *request) (bson.
 	if err != nil {
 		return nil, err
 	}
-	specs, err := s.store.ListIndexes(ns)
+	specs, err := s.data(ctx).ListIndexes(ns)
 	if err != nil {
 		return nil, err
 	}

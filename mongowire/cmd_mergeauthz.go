@@ -18,7 +18,7 @@ import (
 // and with drop the users of that scope missing from it are removed.
 // Custom roles do not exist on this server: a non-empty
 // tempRolesCollection is refused.
-func (s *Server) cmdMergeAuthzCollections(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdMergeAuthzCollections(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	a := newArgs(r)
 	users, _ := a.string("tempUsersCollection")
 	roles, _ := a.string("tempRolesCollection")
@@ -35,7 +35,7 @@ func (s *Server) cmdMergeAuthzCollections(_ context.Context, _ *conn, r *request
 		if err != nil {
 			return nil, err
 		}
-		if n, _ := s.store.Count(ns, nil, 0, 0); n > 0 {
+		if n, _ := s.data(ctx).Count(ns, nil, 0, 0); n > 0 {
 			return nil, mongoerr.New(mongoerr.CommandNotSupported, "custom roles are not supported by this server: %s holds %d", roles, n)
 		}
 	}
@@ -46,7 +46,7 @@ func (s *Server) cmdMergeAuthzCollections(_ context.Context, _ *conn, r *request
 	if err != nil {
 		return nil, err
 	}
-	docs, err := s.store.Find(ns, store.FindSpec{})
+	docs, err := s.data(ctx).Find(ns, store.FindSpec{})
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // cmdRenameCollection: {renameCollection: "db.a", to: "db.b", dropTarget} on admin.
-func (s *Server) cmdRenameCollection(_ context.Context, _ *conn, r *request) (bson.D, error) {
+func (s *Server) cmdRenameCollection(ctx context.Context, _ *conn, r *request) (bson.D, error) {
 	a := newArgs(r)
 	fromS, ok := r.cmd.Index(0).Value().StringValueOK()
 	if !ok {
@@ -37,7 +37,7 @@ func (s *Server) cmdRenameCollection(_ context.Context, _ *conn, r *request) (bs
 	if from == to {
 		return nil, mongoerr.New(mongoerr.IllegalOperation, "Can't rename a collection to itself")
 	}
-	if err := s.store.Rename(from, to, dropTarget); err != nil {
+	if err := s.data(ctx).Rename(from, to, dropTarget); err != nil {
 		return nil, err
 	}
 	return bson.D{}, nil

@@ -9,13 +9,13 @@ import (
 
 // cmdReplSetGetConfig reports the one-member configuration; its
 // settings.replicaSetId is the store's, persisted with the data.
-func (s *Server) cmdReplSetGetConfig(context.Context, *conn, *request) (bson.D, error) {
-	return bson.D{{Key: "config", Value: s.replSetConfig()}}, nil
+func (s *Server) cmdReplSetGetConfig(ctx context.Context, _ *conn, _ *request) (bson.D, error) {
+	return bson.D{{Key: "config", Value: s.replSetConfig(ctx)}}, nil
 }
 
 // replSetConfig is the replica set config document, as replSetGetConfig
 // and local.system.replset show it.
-func (s *Server) replSetConfig() bson.D {
+func (s *Server) replSetConfig(ctx context.Context) bson.D {
 	return bson.D{
 		{Key: "_id", Value: s.cfg.ReplSet},
 		{Key: "version", Value: int32(1)},
@@ -41,7 +41,7 @@ func (s *Server) replSetConfig() bson.D {
 			{Key: "catchUpTimeoutMillis", Value: int32(-1)},
 			{Key: "getLastErrorModes", Value: bson.D{}},
 			{Key: "getLastErrorDefaults", Value: bson.D{{Key: "w", Value: int32(1)}, {Key: "wtimeout", Value: int32(0)}}},
-			{Key: "replicaSetId", Value: s.store.ReplicaSetID()},
+			{Key: "replicaSetId", Value: s.data(ctx).ReplicaSetID()},
 		}},
 	}
 }
@@ -59,9 +59,9 @@ func (s *Server) cmdGetDefaultRWConcern(context.Context, *conn, *request) (bson.
 	}, nil
 }
 
-func (s *Server) cmdReplSetGetStatus(context.Context, *conn, *request) (bson.D, error) {
+func (s *Server) cmdReplSetGetStatus(ctx context.Context, _ *conn, _ *request) (bson.D, error) {
 	now := time.Now()
-	ts := s.store.ClusterTime()
+	ts := s.data(ctx).ClusterTime()
 	opTime := bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: int64(1)}}
 	optimeDate := bson.NewDateTimeFromTime(time.Unix(int64(ts.T), 0))
 	return bson.D{

@@ -1,6 +1,7 @@
 package mongowire
 
 import (
+	"context"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -8,13 +9,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// opCounters are serverStatus's opcounters and network sections, counted
+// opCounters are serverStatus's opcounters, counted
 // as mongod counts them: inserts, updates and deletes per statement (or
 // document), a query per find, a getmore per getMore, a command per other
-// command; bytes as they cross the socket.
+// command. The network section's bytes and requests are the connection
+// layer's (internal/conn).
 type opCounters struct {
 	insert, query, update, delete, getmore, command atomic.Int64
-	bytesIn, bytesOut, requests                     atomic.Int64
 }
 
 // count counts one command as it is dispatched.
@@ -63,11 +64,12 @@ var replCounters = bson.D{
 
 // statusSections are the serverStatus sections past the identity ones,
 // in mongod's names and types. mem is the Go runtime's view, in MiB.
-func (s *Server) statusSections(up time.Duration) bson.D {
+func (s *Server) statusSections(ctx context.Context, up time.Duration) bson.D {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	mib := func(b uint64) int32 { return int32(b >> 20) }
-	open := int32(s.store.OpenTransactions())
+	open := int32(s.data(ctx).OpenTransactions())
+	nw := s.conns.Stats()
 	return bson.D{
 		{Key: "asserts", Value: bson.D{
 			{Key: "regular", Value: int32(0)}, {Key: "warning", Value: int32(0)}, {Key: "msg", Value: int32(0)},
@@ -86,11 +88,11 @@ func (s *Server) statusSections(up time.Duration) bson.D {
 			{Key: "supported", Value: true},
 		}},
 		{Key: "network", Value: bson.D{
-			{Key: "bytesIn", Value: s.counters.bytesIn.Load()},
-			{Key: "bytesOut", Value: s.counters.bytesOut.Load()},
-			{Key: "physicalBytesIn", Value: s.counters.bytesIn.Load()},
-			{Key: "physicalBytesOut", Value: s.counters.bytesOut.Load()},
-			{Key: "numRequests", Value: s.counters.requests.Load()},
+			{Key: "bytesIn", Value: nw.BytesIn},
+			{Key: "bytesOut", Value: nw.BytesOut},
+			{Key: "physicalBytesIn", Value: nw.BytesIn},
+			{Key: "physicalBytesOut", Value: nw.BytesOut},
+			{Key: "numRequests", Value: nw.Requests},
 		}},
 		{Key: "opcounters", Value: s.counters.doc()},
 		{Key: "opcountersRepl", Value: replCounters},

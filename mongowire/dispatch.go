@@ -152,7 +152,7 @@ func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, e
 	}
 	reply, err := s.runCommand(ctx, c, r)
 	s.top.record(r, time.Since(received))
-	if berr := s.store.Broken(); err == nil && berr != nil && !answersWhenBroken[r.name] {
+	if berr := s.rawStore.Broken(); err == nil && berr != nil && !answersWhenBroken[r.name] {
 		// The journal failed under this command: its reply would count
 		// what it applied in memory, which a restart does not find.
 		return s.errorReply(berr), nil
@@ -183,7 +183,7 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if s.cfg.Auth && c.auth.user != nil { // cursors opened now belong to this user
 		ctx = context.WithValue(ctx, cursorOwnerKey{}, c.auth.user.ID)
 	}
-	if err := s.store.Broken(); err != nil && !answersWhenBroken[name] {
+	if err := s.rawStore.Broken(); err != nil && !answersWhenBroken[name] {
 		return s.errorReply(err), nil
 	}
 	if fs, ok := commandFields[name]; ok {
@@ -256,7 +256,7 @@ func (s *Server) call(ctx context.Context, c *conn, r *request, fn commandFunc) 
 	if err == nil && writeConcernCommands[r.name] && !inTxn && journaled(r.cmd) {
 		// Acknowledge only once the writes are on disk; concurrent
 		// commands share the fsync.
-		if err := s.store.WaitDurable(); err != nil {
+		if err := s.rawStore.WaitDurable(); err != nil {
 			return nil, err
 		}
 	}
@@ -360,10 +360,10 @@ var zeroSignature = bson.D{
 // appendClusterTime adds $clusterTime and operationTime, both the store's
 // newest cluster time: the one monotonic clock of the server.
 func (s *Server) appendClusterTime(d bson.D) bson.D {
-	if s.store == nil {
+	if s.rawStore == nil {
 		return d
 	}
-	ts := s.store.ClusterTime()
+	ts := s.rawStore.ClusterTime()
 	return append(d,
 		bson.E{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: ts}, {Key: "signature", Value: zeroSignature}}},
 		bson.E{Key: "operationTime", Value: ts},

@@ -22,12 +22,22 @@
 // the oplog survive a restart, and journaled writes are acknowledged only
 // after an fsync covers them; without it everything is in memory.
 //
-// What it refuses, with the error codes mongod uses: multi-document
-// transactions, and the commands, stages and operators it does not
-// implement, each refused by name rather than ignored; custom roles and
-// authentication mechanisms other than SCRAM. Compression is never advertised:
-// a connection that sends OP_COMPRESSED, or a legacy opcode other than
-// the OP_QUERY handshake, is closed.
+// Multi-document transactions work as on a replica set: statements
+// carrying lsid, txnNumber and autocommit: false (startTransaction on the
+// first) run under snapshot isolation, a write conflicting with another
+// open transaction fails with WriteConflict and the TransientTransactionError
+// label, and commitTransaction applies every write atomically, at one
+// cluster time, as one group of oplog entries. A transaction still open
+// after Config.TransactionLifetimeLimit is aborted. A transaction runs
+// find, getMore, killCursors, insert, update, delete, findAndModify,
+// aggregate, distinct, create, and createIndexes on a collection it
+// creates.
+//
+// What it refuses, with the error codes mongod uses: the commands, stages
+// and operators it does not implement, each refused by name rather than
+// ignored; custom roles and authentication mechanisms other than SCRAM.
+// Compression is never advertised: a connection that sends OP_COMPRESSED,
+// or a legacy opcode other than the OP_QUERY handshake, is closed.
 //
 // # Authentication
 //
@@ -41,18 +51,39 @@
 //
 // # Use in tests
 //
-// StartTest starts an in-memory server on a free loopback port and closes
-// it when the test ends:
+// Package mongowiretest starts an in-memory server on a free loopback port
+// and closes it when the test ends, as net/http/httptest does for HTTP;
+// it lives apart so that a program embedding the server does not link
+// package testing:
 //
 //	func TestOrders(t *testing.T) {
-//		srv := mongowire.StartTest(t)
+//		srv := mongowiretest.StartTest(t)
 //		client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
 //		...
 //	}
 //
-// StartTestWith takes a Config, for example to enable configureFailPoint
-// (Config.EnableTestCommands) or to keep the data in a directory. Outside
-// tests, New configures a server, Start serves, Close stops it.
+// mongowiretest.StartTestWith takes a Config, for example to enable
+// configureFailPoint (Config.EnableTestCommands) or to keep the data in a
+// directory. Outside tests, New configures a server, Start serves, Close
+// stops it.
+//
+// # Layout
+//
+// The package holds the commands: dispatch, one file per command family
+// (cmd_<family>.go), cursors, sessions, transactions and authorization.
+// Below it, behind walls:
+//
+//   - internal/conn is the connection layer: the listener, TLS, the
+//     accept loop and connection cap, each connection's framing and
+//     deadlines, and the SASL (SCRAM) conversation. It knows requests and
+//     replies, not commands; conn.go is where a request crosses into
+//     dispatch.
+//   - Handlers reach the data through one door, Server.data (data.go):
+//     inside a transaction, reads and writes go to the transaction. A
+//     test fails if a handler reaches the store any other way.
+//   - internal/wire parses and writes messages, internal/store keeps the
+//     documents, indexes and oplog, internal/mql is the query language and
+//     internal/changestream the change streams.
 //
 // # Stability
 //

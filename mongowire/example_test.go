@@ -15,7 +15,7 @@ import (
 
 // Start a server in process, watch a collection through the official
 // driver, and see an insert arrive on the change stream. In a test,
-// mongowire.StartTest(t) replaces New, Start and Close.
+// mongowiretest.StartTest(t) replaces New, Start and Close.
 func Example() {
 	srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0"}) // in memory, a free port
 	if err := srv.Start(); err != nil {

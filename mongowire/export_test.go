@@ -9,7 +9,7 @@ import (
 // are not part of the public API, whose users cannot name these types.
 
 // Store returns the document store the server serves.
-func (s *Server) Store() *store.Store { return s.store }
+func (s *Server) Store() *store.Store { return s.rawStore }
 
 // NewOnFS is New with the files of DataDir written through fsys, so that
 // a test can cut the power under the server.

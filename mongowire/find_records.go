@@ -21,7 +21,7 @@ func (s *Server) findRecords(ns store.Namespace, spec store.FindSpec, returnKey,
 			return nil, err
 		}
 	}
-	recs, err := s.store.FindRecords(ns, spec)
+	recs, err := s.rawStore.FindRecords(ns, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -17,10 +17,10 @@ var hintCommands = map[string]bool{"find": true, "count": true, "distinct": true
 // valid hint changes nothing else. A hint by index name (string) or key
 // pattern (document) is checked; {$natural: ±1} always stands.
 func (s *Server) checkHint(ns store.Namespace, hint bson.RawValue) error {
-	if _, ok := s.store.Collection(ns); !ok {
+	if _, ok := s.rawStore.Collection(ns); !ok {
 		return nil // mongod answers an empty result for a missing collection
 	}
-	specs, err := s.store.ListIndexes(ns)
+	specs, err := s.rawStore.ListIndexes(ns)
 	if err != nil {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package mongowire
 
 import (
+	"context"
 	"crypto/sha256"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -23,11 +24,11 @@ var versionNS = store.Namespace{DB: "admin", Coll: "system.version"}
 // staticDocs returns the documents of a collection this server renders
 // from its own state (system.replset, system.version), and whether ns
 // is one.
-func (s *Server) staticDocs(ns store.Namespace) ([]bson.Raw, bool) {
+func (s *Server) staticDocs(ctx context.Context, ns store.Namespace) ([]bson.Raw, bool) {
 	var docs []bson.D
 	switch ns {
 	case replsetNS:
-		docs = []bson.D{s.replSetConfig()}
+		docs = []bson.D{s.replSetConfig(ctx)}
 	case versionNS:
 		docs = []bson.D{
 			{{Key: "_id", Value: "featureCompatibilityVersion"}, {Key: "version", Value: "7.0"}},
@@ -46,7 +47,7 @@ func (s *Server) staticDocs(ns store.Namespace) ([]bson.Raw, bool) {
 // localUUID is a stable UUID for a collection this server renders: the
 // same name on the same replica set always has the same one.
 func (s *Server) localUUID(name string) bson.Binary {
-	id := s.store.ReplicaSetID()
+	id := s.rawStore.ReplicaSetID()
 	h := sha256.Sum256(append(id[:], name...))
 	b := h[:16]
 	b[6] = b[6]&0x0f | 0x40
@@ -73,7 +74,7 @@ func (s *Server) renderedListings(db string) []collListing {
 }
 
 func (s *Server) localListings() []collListing {
-	_, _, maxBytes := s.store.Oplog().Stats()
+	_, _, maxBytes := s.rawStore.Oplog().Stats()
 	return []collListing{
 		{name: oplogNS.Coll, doc: bson.D{
 			{Key: "name", Value: oplogNS.Coll},
@@ -98,7 +99,7 @@ type collListing struct {
 
 // oplogStats is storageStats for local.oplog.rs.
 func (s *Server) oplogStats(scale int64) bson.D {
-	n, size, maxBytes := s.store.Oplog().Stats()
+	n, size, maxBytes := s.rawStore.Oplog().Stats()
 	var avg int64
 	if n > 0 {
 		avg = size / int64(n)

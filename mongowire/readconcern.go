@@ -98,7 +98,7 @@ func (s *Server) checkReadConcern(r *request) error {
 	if err != nil || rc == (readConcern{}) {
 		return err
 	}
-	now := s.store.ClusterTime()
+	now := s.rawStore.ClusterTime()
 	for _, c := range [...]struct {
 		name string
 		ts   bson.Timestamp
@@ -133,7 +133,7 @@ func (s *Server) snapshotAt(ctx context.Context, r *request) (bson.Timestamp, bo
 	if rc.at != (bson.Timestamp{}) {
 		return rc.at, true
 	}
-	return s.store.ClusterTime(), true
+	return s.rawStore.ClusterTime(), true
 }
 
 // withAtClusterTime adds atClusterTime to a cursor reply, after ns, as

@@ -6,28 +6,31 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/internal/faultfs"
+	netconn "github.com/tide-cdc/tide/mongowire/internal/conn" // the package's type conn is a connection's command-layer state
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
-// How the package is built: the listener and the per-connection loop with
-// its hardening (conn.go), command dispatch (dispatch.go) and one file per
-// command (cmd_<name>.go), the $out and $merge stages that write
-// (stage_out.go, stage_merge.go), cursors, retryable-write sessions and
-// fail points. Framing lives in internal/wire, the query language in
-// internal/mql, storage (documents, indexes, oplog, cluster clock) in
-// internal/store and change streams in internal/changestream. Cursors hold
-// a cursorSource, so that sources other than a materialised result plug
-// into find/aggregate/getMore unchanged: an aggregate holding a
-// $changeStream stage goes to Server.openChangeStream.
+// How the package is built: the listener, TLS, the accept loop and each
+// connection's framing, deadlines and cap live in internal/conn, which
+// knows requests and replies, not commands; conn.go is the wall, where a
+// connection's parsed request enters command dispatch (dispatch.go) and
+// one file per command (cmd_<name>.go), with the $out and $merge stages
+// that write (stage_out.go, stage_merge.go), cursors, retryable-write
+// sessions, transactions (txn.go) and fail points. Handlers reach the data
+// through one door, Server.data (data.go). Framing lives in internal/wire,
+// the query language in internal/mql, storage (documents, indexes, oplog,
+// cluster clock) in internal/store and change streams in
+// internal/changestream. Cursors hold a cursorSource, so that sources
+// other than a materialised result plug into find/aggregate/getMore
+// unchanged: an aggregate holding a $changeStream stage goes to
+// Server.openChangeStream.
 
 // Config configures a Server. The zero value of every field is its default.
 type Config struct {
@@ -106,28 +109,18 @@ type Server struct {
 	// postBatchResumeToken). Nil means change streams are not supported.
 	openChangeStream func(ctx context.Context, db, coll string, cmd bson.Raw) (cursorSource, bson.D, error)
 
-	store     *store.Store
-	dirLock   *os.File // held while serving DataDir
-	ln        net.Listener
-	addr      string // actual listen address
+	rawStore  *store.Store    // handlers reach it only through data (data.go)
+	dirLock   *os.File        // held while serving DataDir
+	conns     *netconn.Server // the listener and the connections; nil until Start
+	addr      string          // actual listen address
 	advertise string
 	started   time.Time
 	processID bson.ObjectID
 	now       func() time.Time // the clock of cursor timeouts; tests replace it
 
-	cancel    context.CancelFunc // cancels every connection's context
-	done      chan struct{}      // closed by Close
+	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 	closeErr  error
-	wg        sync.WaitGroup // the accept loop and every connection
-
-	mu    sync.Mutex // guards the fields below
-	conns map[*conn]struct{}
-
-	live       atomic.Int64 // connections being served
-	totalConns atomic.Int64
-	nextConnID atomic.Int64
-	nextReqID  atomic.Int32
 
 	cursors    cursorTable
 	sessions   sessionTable
@@ -178,7 +171,6 @@ func New(cfg Config) *Server {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		done:      make(chan struct{}),
-		conns:     make(map[*conn]struct{}),
 		now:       time.Now,
 		processID: bson.NewObjectID(),
 	}
@@ -198,7 +190,7 @@ func (s *Server) Start() error {
 		return errors.New("mongowire: start after close")
 	default:
 	}
-	if s.ln != nil {
+	if s.conns != nil {
 		return errors.New("mongowire: server already started")
 	}
 	if s.cfg.DataDir != "" {
@@ -220,36 +212,39 @@ func (s *Server) Start() error {
 		s.unlockDataDir()
 		return fmt.Errorf("open store: %w", err)
 	}
-	s.store = st
+	s.rawStore = st
 	if err := errors.Join(s.loadUsers(), s.createAdminUser()); err != nil {
 		st.Close()
 		s.unlockDataDir()
 		return err
 	}
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
+	tlsTimeout := s.cfg.TLSHandshakeTimeout
+	if tlsTimeout <= 0 {
+		tlsTimeout = DefaultTLSHandshakeTimeout
+	}
+	conns := netconn.New(netconn.Config{
+		Addr:                s.cfg.Addr,
+		MaxConnections:      s.cfg.MaxConnections,
+		HeaderTimeout:       s.cfg.HeaderTimeout,
+		IdleTimeout:         s.cfg.IdleTimeout,
+		BodyTimeout:         s.cfg.BodyTimeout,
+		TLS:                 s.cfg.TLS,
+		TLSHandshakeTimeout: tlsTimeout,
+		Logger:              s.log,
+	}, connHandler{s})
+	if err := conns.Listen(); err != nil {
 		st.Close()
 		s.unlockDataDir()
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
-	if s.cfg.TLS != nil {
-		ln = s.tlsListener(ln)
-	}
-	s.store = st
-	s.ln = ln
-	s.addr = ln.Addr().String()
+	s.conns = conns
+	s.addr = conns.Addr()
 	s.advertise = s.cfg.Advertise
 	if s.advertise == "" {
 		s.advertise = s.addr
 	}
 	s.started = time.Now()
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.acceptLoop(ctx)
-	}()
+	conns.Serve()
 	s.log.Debug("mongowire listening", "addr", s.addr, "advertise", s.advertise, "replset", s.cfg.ReplSet)
 	return nil
 }
@@ -278,20 +273,14 @@ func (s *Server) URI() string {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.done)
-		if s.ln == nil { // never started
+		if s.conns == nil { // never started
 			return
 		}
-		s.cancel()
-		lnErr := s.ln.Close()
-		s.mu.Lock()
-		for c := range s.conns {
-			c.nc.Close()
-		}
-		s.mu.Unlock()
+		lnErr := s.conns.Close()
 		s.closeTransactions() // a write waiting for one goes on, so that its connection can end
-		s.wg.Wait()
+		s.conns.Wait()
 		s.cursors.closeAll()
-		s.closeErr = errors.Join(ignoreClosed(lnErr), s.store.Close())
+		s.closeErr = errors.Join(lnErr, s.rawStore.Close())
 		s.unlockDataDir()
 	})
 	return s.closeErr
@@ -302,69 +291,5 @@ func (s *Server) unlockDataDir() {
 	if s.dirLock != nil {
 		s.dirLock.Close()
 		s.dirLock = nil
-	}
-}
-
-func ignoreClosed(err error) error {
-	if errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
-}
-
-func (s *Server) acceptLoop(ctx context.Context) {
-	var backoff time.Duration
-	for {
-		nc, err := s.ln.Accept()
-		if err != nil {
-			select {
-			case <-s.done:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// A transient failure (e.g. too many open files): back off
-			// as net/http does rather than spin.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept", "err", err, "retry_in", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-s.done:
-				return
-			}
-			continue
-		}
-		backoff = 0
-		if n := s.live.Add(1); n > int64(s.cfg.MaxConnections) {
-			s.live.Add(-1)
-			s.log.Warn("connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max", s.cfg.MaxConnections)
-			nc.Close()
-			continue
-		}
-		c := s.newConn(nc)
-		s.mu.Lock()
-		select {
-		case <-s.done:
-			s.mu.Unlock()
-			s.live.Add(-1)
-			nc.Close()
-			return
-		default:
-		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() {
-				s.mu.Lock()
-				delete(s.conns, c)
-				s.mu.Unlock()
-				s.live.Add(-1)
-			}()
-			c.serve(ctx)
-		}()
 	}
 }

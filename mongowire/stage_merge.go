@@ -1,6 +1,7 @@
 package mongowire
 
 import (
+	"context"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -87,13 +88,13 @@ func parseMerge(db string, v bson.RawValue) (mergeSpec, error) {
 // runMerge runs a pipeline ending in $merge, writing each result into the
 // target as its whenMatched/whenNotMatched say. Like mongod's, it is not
 // atomic: the documents written before a failure stay.
-func (s *Server) runMerge(db string, docs []bson.Raw, last bson.Raw, bypass bool) error {
+func (s *Server) runMerge(ctx context.Context, db string, docs []bson.Raw, last bson.Raw, bypass bool) error {
 	m, err := parseMerge(db, last.Index(0).Value())
 	if err != nil {
 		return err
 	}
 	if len(m.on) != 1 || m.on[0] != "_id" {
-		if err := s.requireUniqueIndex(m); err != nil {
+		if err := s.requireUniqueIndex(ctx, m); err != nil {
 			return err
 		}
 	}
@@ -110,14 +111,14 @@ func (s *Server) runMerge(db string, docs []bson.Raw, last bson.Raw, bypass bool
 		if err != nil {
 			return err
 		}
-		found, err := s.store.Find(m.into, store.FindSpec{Filter: fb, Limit: 1})
+		found, err := s.data(ctx).Find(m.into, store.FindSpec{Filter: fb, Limit: 1})
 		if err != nil {
 			return err
 		}
 		if len(found) == 0 {
 			switch m.whenNotMatched {
 			case "insert":
-				if _, errs := s.store.InsertWith(m.into, []bson.Raw{doc}, store.InsertOptions{Ordered: true, BypassValidation: bypass}); len(errs) > 0 {
+				if _, errs := s.data(ctx).InsertWith(m.into, []bson.Raw{doc}, store.InsertOptions{Ordered: true, BypassValidation: bypass}); len(errs) > 0 {
 					return errs[0].Err
 				}
 			case "fail":
@@ -133,7 +134,7 @@ func (s *Server) runMerge(db string, docs []bson.Raw, last bson.Raw, bypass bool
 			continue
 		case "fail":
 			// mongod inserts, and reports the unique index's own error.
-			_, errs := s.store.InsertWith(m.into, []bson.Raw{doc}, store.InsertOptions{Ordered: true, BypassValidation: bypass})
+			_, errs := s.data(ctx).InsertWith(m.into, []bson.Raw{doc}, store.InsertOptions{Ordered: true, BypassValidation: bypass})
 			if len(errs) == 0 { // on is not _id: the match was on another unique key
 				return mongoerr.New(mongoerr.DuplicateKey, "$merge failed due to a DuplicateKey error :: caused by :: E11000 duplicate key error collection: %s", m.into)
 			}
@@ -157,7 +158,7 @@ func (s *Server) runMerge(db string, docs []bson.Raw, last bson.Raw, bypass bool
 				return err
 			}
 		}
-		if _, err := s.store.Update(m.into, store.UpdateSpec{Filter: byID, Update: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: update}, BypassValidation: bypass}); err != nil {
+		if _, err := s.data(ctx).Update(m.into, store.UpdateSpec{Filter: byID, Update: bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: update}, BypassValidation: bypass}); err != nil {
 			return err
 		}
 	}
@@ -166,8 +167,8 @@ func (s *Server) runMerge(db string, docs []bson.Raw, last bson.Raw, bypass bool
 
 // requireUniqueIndex refuses $merge on fields without a unique index on
 // exactly them (51183), as mongod.
-func (s *Server) requireUniqueIndex(m mergeSpec) error {
-	specs, _ := s.store.ListIndexes(m.into)
+func (s *Server) requireUniqueIndex(ctx context.Context, m mergeSpec) error {
+	specs, _ := s.data(ctx).ListIndexes(m.into)
 	for _, sp := range specs {
 		if !sp.Unique || len(sp.Key) != len(m.on) {
 			continue

@@ -1,6 +1,7 @@
 package mongowire
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
@@ -56,7 +57,7 @@ func outTarget(db string, v bson.RawValue) (store.Namespace, error) {
 // secondary indexes and then replaces it in one rename, so that readers
 // see the old contents or the new ones, never a mix, and a failure (a
 // duplicate _id, an index violation) leaves the target as it was.
-func (s *Server) runOut(db string, docs []bson.Raw, last bson.Raw, bypass bool) error {
+func (s *Server) runOut(ctx context.Context, db string, docs []bson.Raw, last bson.Raw, bypass bool) error {
 	to, err := outTarget(db, last.Index(0).Value())
 	if err != nil {
 		return err
@@ -67,7 +68,7 @@ func (s *Server) runOut(db string, docs []bson.Raw, last bson.Raw, bypass bool) 
 	// The target's validator carries over, and checks what $out writes
 	// unless the aggregate bypasses it, as mongod's $out does.
 	var keep bson.D
-	for _, info := range s.store.ListCollections(to.DB) {
+	for _, info := range s.data(ctx).ListCollections(to.DB) {
 		if info.Name != to.Coll {
 			continue
 		}
@@ -77,19 +78,19 @@ func (s *Server) runOut(db string, docs []bson.Raw, last bson.Raw, bypass bool) 
 			}
 		}
 	}
-	if err := s.store.Create(tmp, keep); err != nil {
+	if err := s.data(ctx).Create(tmp, keep); err != nil {
 		return err
 	}
 	fail := func(err error) error {
-		s.store.Drop(tmp)
+		s.data(ctx).Drop(tmp)
 		return err
 	}
 	if len(docs) > 0 {
-		if _, errs := s.store.InsertWith(tmp, docs, store.InsertOptions{Ordered: true, BypassValidation: bypass}); len(errs) > 0 {
+		if _, errs := s.data(ctx).InsertWith(tmp, docs, store.InsertOptions{Ordered: true, BypassValidation: bypass}); len(errs) > 0 {
 			return fail(errs[0].Err)
 		}
 	}
-	if specs, err := s.store.ListIndexes(to); err == nil {
+	if specs, err := s.data(ctx).ListIndexes(to); err == nil {
 		var secondary []store.IndexSpec
 		for _, sp := range specs {
 			if sp.Name != "_id_" {
@@ -97,12 +98,12 @@ func (s *Server) runOut(db string, docs []bson.Raw, last bson.Raw, bypass bool) 
 			}
 		}
 		if len(secondary) > 0 {
-			if _, _, _, err := s.store.CreateIndexes(tmp, secondary); err != nil {
+			if _, _, _, err := s.data(ctx).CreateIndexes(tmp, secondary); err != nil {
 				return fail(err)
 			}
 		}
 	}
-	if err := s.store.Rename(tmp, to, true); err != nil {
+	if err := s.data(ctx).Rename(tmp, to, true); err != nil {
 		return fail(err)
 	}
 	return nil

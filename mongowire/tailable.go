@@ -181,18 +181,18 @@ func (s *Server) findTailable(ctx context.Context, ns store.Namespace, spec stor
 	var src cursorSource
 	if ns == oplogNS {
 		after, _, _ := oplogBounds(opt.filter)
-		src = &oplogTail{o: s.store.Oplog(), after: after, opt: opt}
+		src = &oplogTail{o: s.rawStore.Oplog(), after: after, opt: opt}
 	} else {
-		capped, exists := s.store.IsCapped(ns)
+		capped, exists := s.rawStore.IsCapped(ns)
 		if !exists || !capped {
 			return nil, mongoerr.New(mongoerr.BadValue, "error processing query: ns=%s tailable cursor requested on non capped collection", ns)
 		}
 		// As mongod's shouldSaveCursor: a tailable cursor on a collection
 		// with no records is not kept.
-		if n, err := s.store.Count(ns, nil, 0, 0); err != nil || n == 0 {
+		if n, err := s.rawStore.Count(ns, nil, 0, 0); err != nil || n == 0 {
 			return s.openCursor(ctx, ns.String(), &sliceSource{}, cursorOptions{batchSize: batch})
 		}
-		src = &cappedTail{st: s.store, ns: ns, opt: opt}
+		src = &cappedTail{st: s.rawStore, ns: ns, opt: opt}
 	}
 	return s.openCursor(ctx, ns.String(), src, cursorOptions{batchSize: batch, tailable: true, awaitData: awaitData})
 }

@@ -142,27 +142,6 @@ func txnFrom(ctx context.Context) *store.Txn {
 	return x
 }
 
-// dataStore is what commands read and write: the store, or a transaction.
-type dataStore interface {
-	Find(store.Namespace, store.FindSpec) ([]bson.Raw, error)
-	Count(ns store.Namespace, filter bson.Raw, skip, limit int64) (int64, error)
-	Distinct(ns store.Namespace, key string, filter bson.Raw) ([]bson.RawValue, error)
-	Aggregate(store.Namespace, []bson.Raw) ([]bson.Raw, error)
-	InsertWith(ns store.Namespace, docs []bson.Raw, opts store.InsertOptions) (int, []store.WriteError)
-	Update(store.Namespace, store.UpdateSpec) (store.UpdateResult, error)
-	Delete(ns store.Namespace, filter bson.Raw, limit int) (int, error)
-	FindAndModify(store.Namespace, store.FindAndModifySpec) (store.FindAndModifyResult, error)
-	CreateIndexes(store.Namespace, []store.IndexSpec) (createdCollection bool, before, after int, err error)
-}
-
-// data returns where a command's reads and writes go.
-func (s *Server) data(ctx context.Context) dataStore {
-	if x := txnFrom(ctx); x != nil {
-		return x
-	}
-	return s.store
-}
-
 // txnLifetime returns transactionLifetimeLimitSeconds.
 func (s *Server) txnLifetime() time.Duration {
 	if s.cfg.TransactionLifetimeLimit > 0 {
@@ -322,7 +301,7 @@ func (s *Server) startTxn(ts *txnSession, r *request, number int64) error {
 	}
 	ts.abort()
 	lsid, _ := r.cmd.Lookup("lsid").DocumentOK()
-	x, err := s.store.Begin(lsid, number)
+	x, err := s.rawStore.Begin(lsid, number)
 	if err != nil {
 		return err
 	}
@@ -405,7 +384,7 @@ func (s *Server) commitTxn(ts *txnSession, r *request, number int64) (bson.D, er
 		ts.end(txnCommitted)
 	}
 	if journaled(r.cmd) {
-		if err := s.store.WaitDurable(); err != nil {
+		if err := s.rawStore.WaitDurable(); err != nil {
 			return nil, asMongoErr(err).WithLabels(mongoerr.LabelUnknownCommit)
 		}
 	}

@@ -27,7 +27,7 @@ func (s *Server) refuseViewWrite(r *request) error {
 		return nil
 	}
 	ns := store.Namespace{DB: r.db, Coll: coll}
-	if s.store.IsView(ns) {
+	if s.rawStore.IsView(ns) {
 		return mongoerr.New(166, "Namespace %s is a view, not a collection", ns)
 	}
 	return nil

@@ -8,10 +8,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/tide-cdc/tide/mongowire"
+	"github.com/tide-cdc/tide/mongowire/mongowiretest"
 )
 
 // MongoWire starts Tide's embedded MongoDB-compatible server with
-// mongowire.StartTestWith: on a free loopback port, in memory unless an
+// mongowiretest.StartTestWith: on a free loopback port, in memory unless an
 // option sets DataDir, closed when the test ends. Options adjust the
 // configuration before start.
 func MongoWire(t testing.TB, opts ...func(*mongowire.Config)) *mongowire.Server {
@@ -20,7 +21,7 @@ func MongoWire(t testing.TB, opts ...func(*mongowire.Config)) *mongowire.Server 
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return mongowire.StartTestWith(t, cfg)
+	return mongowiretest.StartTestWith(t, cfg)
 }
 
 // MongoClient connects the official driver to uri and disconnects when

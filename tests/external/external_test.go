@@ -25,7 +25,7 @@ import (
 	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
-	"github.com/tide-cdc/tide/mongowire"
+	"github.com/tide-cdc/tide/mongowire/mongowiretest"
 	"github.com/tide-cdc/tide/pipeline"
 )
 
@@ -183,7 +183,7 @@ func TestCustomSourceAndSink(t *testing.T) {
 }
 
 func TestMongowireChangeStream(t *testing.T) {
-	srv := mongowire.StartTest(t)
+	srv := mongowiretest.StartTest(t)
 	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
 	if err != nil {
 		t.Fatal(err)

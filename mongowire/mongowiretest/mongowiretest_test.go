@@ -1,4 +1,4 @@
-package mongowire_test
+package mongowiretest_test
 
 import (
 	"strings"
@@ -6,17 +6,20 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/goleak"
 
 	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/mongowire"
+	"github.com/tide-cdc/tide/mongowire/mongowiretest"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestStartTest is what another module's test does: start a server with
 // StartTest, connect the official driver with its URI, and watch a change
 // stream.
 func TestStartTest(t *testing.T) {
-	srv := mongowire.StartTest(t)
+	srv := mongowiretest.StartTest(t)
 	if !strings.HasPrefix(srv.URI(), "mongodb://127.0.0.1:") || !strings.HasSuffix(srv.URI(), "/?replicaSet=rs0") {
 		t.Fatalf("URI = %q, want mongodb://127.0.0.1:<port>/?replicaSet=rs0", srv.URI())
 	}
@@ -53,50 +56,15 @@ func TestStartTest(t *testing.T) {
 
 // TestStartTestWith passes options through: test commands are enabled.
 func TestStartTestWith(t *testing.T) {
-	srv := mongowire.StartTestWith(t, mongowire.Config{EnableTestCommands: true})
+	srv := mongowiretest.StartTestWith(t, mongowire.Config{EnableTestCommands: true})
 	client := testenv.MongoClient(t, srv.URI())
 	cmd := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}
 	if err := client.Database("admin").RunCommand(t.Context(), cmd).Err(); err != nil {
 		t.Errorf("configureFailPoint with EnableTestCommands: %v", err)
 	}
 
-	plain := testenv.MongoClient(t, mongowire.StartTest(t).URI())
+	plain := testenv.MongoClient(t, mongowiretest.StartTest(t).URI())
 	if err := plain.Database("admin").RunCommand(t.Context(), cmd).Err(); err == nil {
 		t.Error("configureFailPoint without EnableTestCommands succeeded, want an error")
-	}
-}
-
-// TestServerLifecycle checks what New, Start and Close promise: Close
-// before Start and twice is fine, and a server starts once.
-func TestServerLifecycle(t *testing.T) {
-	never := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0"})
-	if err := never.Close(); err != nil {
-		t.Errorf("Close before Start: %v", err)
-	}
-	if err := never.Start(); err == nil {
-		t.Error("Start after Close succeeded, want an error")
-	}
-
-	srv := mongowire.New(mongowire.Config{Addr: "127.0.0.1:0"})
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err == nil {
-		t.Error("second Start succeeded, want an error")
-	}
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := client.Ping(t.Context(), nil); err != nil {
-		t.Errorf("ping: %v", err)
-	}
-	if err := client.Disconnect(t.Context()); err != nil {
-		t.Errorf("disconnect: %v", err)
-	}
-	for i := range 2 {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close #%d: %v", i+1, err)
-		}
 	}
 }
