@@ -198,14 +198,7 @@ func (k *kvCheckpoints) running(*checkpoint.Dir, cdc.Sink) (pipeline.Checkpointe
 
 func (k *kvCheckpoints) Where() string { return fmt.Sprintf("NATS KV bucket %q", k.store.Bucket()) }
 
-func (k *kvCheckpoints) Close() error {
-	var errs []error
-	for i := len(k.env.closers) - 1; i >= 0; i-- {
-		errs = append(errs, k.env.closers[i]())
-	}
-	k.env.closers = nil
-	return errors.Join(errs...)
-}
+func (k *kvCheckpoints) Close() error { return k.env.close() }
 
 func (k *kvCheckpoints) Load(ctx context.Context) (*cdc.Checkpoint, error) {
 	cp, err := k.store.Load(ctx, k.spec.Name)
@@ -265,14 +258,7 @@ func (t *tableCheckpoints) Where() string {
 	return fmt.Sprintf("the tide_checkpoints table of sink.%s", t.spec.Sink.Key)
 }
 
-func (t *tableCheckpoints) Close() error {
-	var errs []error
-	for i := len(t.env.closers) - 1; i >= 0; i-- {
-		errs = append(errs, t.env.closers[i]())
-	}
-	t.env.closers = nil
-	return errors.Join(errs...)
-}
+func (t *tableCheckpoints) Close() error { return t.env.close() }
 
 func (t *tableCheckpoints) Load(ctx context.Context) (*cdc.Checkpoint, error) {
 	cp, err := t.table.ReadCheckpoint(ctx, t.spec.Name)

@@ -2,6 +2,7 @@ package tide
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,6 +62,16 @@ type Env struct {
 // and sink: what a constructor started for the connector (a server, a
 // connection it shares). The last registered runs first.
 func (e *Env) OnClose(f func() error) { e.closers = append(e.closers, f) }
+
+// close runs what OnClose registered, last first, once.
+func (e *Env) close() error {
+	var errs []error
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		errs = append(errs, e.closers[i]())
+	}
+	e.closers = nil
+	return errors.Join(errs...)
+}
 
 // connector is one registration.
 type connector struct {

@@ -255,13 +255,7 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 	// servers goes through the redaction of the file's secrets.
 	log = redact.Logger(log, s.secrets).With("pipeline", s.Name)
 	env := &Env{Pipeline: s.Name, DataDir: s.DataDir, Logger: log, Progress: s.opts.Progress}
-	release := sync.OnceValue(func() error {
-		var errs []error
-		for i := len(env.closers) - 1; i >= 0; i-- {
-			errs = append(errs, env.closers[i]())
-		}
-		return errors.Join(errs...)
-	})
+	release := sync.OnceValue(env.close)
 	defer func() {
 		if err != nil {
 			release()

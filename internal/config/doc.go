@@ -1,10 +1,14 @@
-// Package config turns a YAML pipeline file into typed structs: ${VAR}
-// interpolation, strict decoding (unknown keys and bad values are errors
-// that name the key and line), defaults and validation. It has no
-// behaviour: package tide turns these structs into sources, sinks and a
-// runtime. Where it can, a section is the component's own Config (yaml
-// tags on its fields), and its validation is the component's Validate,
-// with the section's path put in front of each key.
+// Package config turns the YAML text of a pipeline file into the Config
+// structs of its connectors: ${VAR} interpolation, strict decoding
+// (unknown keys and bad values are errors that name the key and line),
+// and the rules that span sections. It knows no connector: package tide
+// passes it the registered ones (Connectors), each section is decoded
+// into the Config its registration makes (with the connector's defaults),
+// its validation is the connector's Validate with the section's path put
+// in front of each key, and the cross-section rules go through optional
+// methods of those Configs (Describe, FitSource, BatchDefaults,
+// CheckFormat, cdc.CheckpointTable). It has no behaviour: package tide
+// builds the pipeline.
 //
 // A pipeline file:
 //

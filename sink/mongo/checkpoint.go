@@ -179,43 +179,24 @@ func ReadCheckpoint(ctx context.Context, cfg Config) (*cdc.Checkpoint, error) {
 // overwriting the new checkpoint. change sees nil when there is no
 // checkpoint, and writes nothing by returning nil.
 func RewriteCheckpoint(ctx context.Context, cfg Config, change func(*cdc.Checkpoint) (*cdc.Checkpoint, error)) error {
-	s, err := dial(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	sess, err := s.client.StartSession()
-	if err != nil {
-		return fmt.Errorf("mongo sink: start session: %w", err)
-	}
-	defer sess.EndSession(context.WithoutCancel(ctx))
-	doc, err := takeOver(ctx, s.client, s.cfg, sess.ID(), s.log)
-	if err != nil {
-		return err
-	}
-	var cp *cdc.Checkpoint
-	if doc.Checkpoint != "" {
-		if cp, err = sinkcheckpoint.Unmarshal([]byte(doc.Checkpoint)); err != nil {
-			return fmt.Errorf("mongo sink: checkpoint of %q: %w", cfg.Pipeline, err)
+	return takenOver(ctx, cfg, "rewritten", func(doc *checkpointDoc) (string, bool, error) {
+		var cp *cdc.Checkpoint
+		if doc.Checkpoint != "" {
+			var err error
+			if cp, err = sinkcheckpoint.Unmarshal([]byte(doc.Checkpoint)); err != nil {
+				return "", false, fmt.Errorf("mongo sink: checkpoint of %q: %w", cfg.Pipeline, err)
+			}
 		}
-	}
-	next, err := change(cp)
-	if err != nil || next == nil {
-		return err
-	}
-	b, err := sinkcheckpoint.Marshal(*next)
-	if err != nil {
-		return fmt.Errorf("mongo sink: %w", err)
-	}
-	res, err := s.checkpointCollection().UpdateOne(ctx, bson.D{{Key: "_id", Value: cfg.Pipeline}, {Key: "epoch", Value: doc.Epoch}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "checkpoint", Value: string(b)}, {Key: "updated_at", Value: bson.DateTime(time.Now().UnixMilli())}}}})
-	if err != nil {
-		return fmt.Errorf("mongo sink: write checkpoint of %q: %w", cfg.Pipeline, err)
-	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("mongo sink: checkpoint of %q: %w while it was rewritten; run the command again", cfg.Pipeline, errFenced)
-	}
-	return nil
+		next, err := change(cp)
+		if err != nil || next == nil {
+			return "", false, err
+		}
+		b, err := sinkcheckpoint.Marshal(*next)
+		if err != nil {
+			return "", false, fmt.Errorf("mongo sink: %w", err)
+		}
+		return string(b), true, nil
+	})
 }
 
 // DeleteCheckpoint deletes the checkpoint that cfg.Pipeline keeps in
@@ -224,6 +205,14 @@ func RewriteCheckpoint(ctx context.Context, cfg Config, change func(*cdc.Checkpo
 // converges again as the next run replays, an append collection gets
 // those events a second time.
 func DeleteCheckpoint(ctx context.Context, cfg Config) error {
+	return takenOver(ctx, cfg, "deleted", func(*checkpointDoc) (string, bool, error) { return "", true, nil })
+}
+
+// takenOver takes the pipeline over as a starting tide does, then writes
+// the checkpoint next returns for the document it found, if it says so,
+// unless another tide took the pipeline over in between. what says what
+// was being done, for that error.
+func takenOver(ctx context.Context, cfg Config, what string, next func(*checkpointDoc) (string, bool, error)) error {
 	s, err := dial(ctx, cfg)
 	if err != nil {
 		return err
@@ -238,13 +227,17 @@ func DeleteCheckpoint(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	cp, write, err := next(doc)
+	if err != nil || !write {
+		return err
+	}
 	res, err := s.checkpointCollection().UpdateOne(ctx, bson.D{{Key: "_id", Value: cfg.Pipeline}, {Key: "epoch", Value: doc.Epoch}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "checkpoint", Value: ""}, {Key: "updated_at", Value: bson.DateTime(time.Now().UnixMilli())}}}})
+		bson.D{{Key: "$set", Value: bson.D{{Key: "checkpoint", Value: cp}, {Key: "updated_at", Value: bson.DateTime(time.Now().UnixMilli())}}}})
 	if err != nil {
-		return fmt.Errorf("mongo sink: delete checkpoint of %q: %w", cfg.Pipeline, err)
+		return fmt.Errorf("mongo sink: write checkpoint of %q: %w", cfg.Pipeline, err)
 	}
 	if res.MatchedCount == 0 {
-		return fmt.Errorf("mongo sink: checkpoint of %q: %w while it was deleted; run the command again", cfg.Pipeline, errFenced)
+		return fmt.Errorf("mongo sink: checkpoint of %q: %w while it was %s; run the command again", cfg.Pipeline, errFenced, what)
 	}
 	return nil
 }
