@@ -20,10 +20,9 @@ import (
 // too. Load is called once, before the sink and the source are opened;
 // Save after each batch's Commit returned, from another goroutine than the
 // one calling Put and Commit.
-type Checkpointer interface {
-	Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) // nil, nil when none
-	Save(ctx context.Context, pipeline string, cp cdc.Checkpoint) error
-}
+//
+// It is cdc.CheckpointStore, under the name the runtime has always used.
+type Checkpointer = cdc.CheckpointStore
 
 // Observer receives what metrics need; internal/metrics implements it.
 // Its methods are called from several of the pipeline's goroutines at once

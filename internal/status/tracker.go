@@ -73,7 +73,7 @@ func NewTracker() *Tracker {
 }
 
 // Attach names the pipeline to follow and its source (as built, for the
-// source's own statistics and a pipeline.StatusDetailer). redact, if not
+// source's own statistics and a cdc.StatusDetailer). redact, if not
 // nil, hides secrets in the error messages shown.
 func (t *Tracker) Attach(name string, p Pipeline, src cdc.Source, redact func(string) string) {
 	t.mu.Lock()
@@ -170,7 +170,7 @@ type Status struct {
 	LagEvents       *int64                 `json:"lag_events"`  // null where the source does not know it
 	Checkpoint      *Checkpoint            `json:"checkpoint"`  // null before the first commit
 	Errors          map[string]StageErrors `json:"errors"`      // by stage: poll, encode, put, commit, save, ack, close
-	Source          map[string]any         `json:"source"`      // a pipeline.StatusDetailer's details, or null
+	Source          map[string]any         `json:"source"`      // a cdc.StatusDetailer's details, or null
 	History         *History               `json:"history,omitempty"`
 }
 
