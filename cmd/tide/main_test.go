@@ -95,6 +95,22 @@ func checkSeqFile(t *testing.T, path string, n int) {
 	}
 }
 
+// TestRunNamesTheFileOnce: tide run takes the pipeline file as its
+// argument or as -f, not both unless they agree, and not neither.
+func TestRunNamesTheFileOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if out, err := runTide(t, dir, "run"); err == nil || !strings.Contains(out, "name the pipeline file: tide run FILE (or -f FILE)") {
+		t.Errorf("tide run without a file: %v\n%s", err, out)
+	}
+	if out, err := runTide(t, dir, "run", "a.yaml", "-f", "b.yaml"); err == nil || !strings.Contains(out, "the pipeline file is given twice, as a.yaml and as -f b.yaml") {
+		t.Errorf("tide run with two files: %v\n%s", err, out)
+	}
+	if out, err := runTide(t, dir, "run", "a.yaml", "b.yaml"); err == nil || !strings.Contains(out, "accepts at most 1 arg") {
+		t.Errorf("tide run with two arguments: %v\n%s", err, out)
+	}
+}
+
 func TestRunGenerateToFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -112,8 +128,9 @@ batch: {max_records: 700, commit_interval: 50ms}
 	}
 	checkSeqFile(t, filepath.Join(dir, "out/events.jsonl"), 5000)
 
-	// A second run finds every event committed and has nothing to do.
-	out, err = runTide(t, dir, "run", "-f", cfg)
+	// A second run, the file named as the argument, finds every event
+	// committed and has nothing to do.
+	out, err = runTide(t, dir, "run", cfg)
 	if err != nil {
 		t.Fatalf("second tide run: %v\n%s", err, out)
 	}
