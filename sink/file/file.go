@@ -223,6 +223,9 @@ func (s *Sink) Open(ctx context.Context, restored *cdc.Checkpoint) error {
 		return err
 	}
 	if s.tmpl != nil {
+		s.tmpl.nameMax = fsNameMax(s.tmpl.root)
+	}
+	if s.tmpl != nil {
 		err = s.openTemplate(ctx, restored)
 	} else {
 		err = s.openSingle(ctx, restored)

@@ -22,6 +22,10 @@ type template struct {
 	parts []string // literal text and "{db}" / "{coll}", in order
 	root  string   // the directory before the first placeholder
 	glob  string   // every path the template can render, as a filepath.Match pattern
+
+	// The longest file name and path the file system takes, in bytes;
+	// Open sets them from the root's file system.
+	nameMax, pathMax int
 }
 
 // parseTemplate returns nil, nil for a path without placeholders. The
@@ -36,7 +40,7 @@ func parseTemplate(path string) (*template, error) {
 	if !strings.Contains(path, "{db}") && !strings.Contains(path, "{coll}") {
 		return nil, nil
 	}
-	t := &template{}
+	t := &template{nameMax: nameMax, pathMax: pathMax}
 	var glob strings.Builder
 	rest := path
 	first := -1
@@ -88,10 +92,12 @@ func escapeGlob(s string) string {
 	return b.String()
 }
 
-// render returns the file of namespace ns.
-func (t *template) render(ns string) (string, error) {
+// render returns the file of namespace ns, and the file it would be if
+// no name were shortened to fit the file system (shortenPath).
+func (t *template) render(ns string) (path, full string, err error) {
 	db, coll, _ := strings.Cut(ns, ".")
 	var b strings.Builder
+	var vals []span
 	for _, p := range t.parts {
 		var v, what string
 		switch p {
@@ -104,19 +110,25 @@ func (t *template) render(ns string) (string, error) {
 			continue
 		}
 		if v == "" {
-			return "", fmt.Errorf("namespace %q has no %s name to fill %s", ns, what, p)
+			return "", "", fmt.Errorf("namespace %q has no %s name to fill %s", ns, what, p)
 		}
+		start := b.Len()
 		escapePart(&b, v)
+		vals = append(vals, span{start, b.Len()})
 	}
-	path := filepath.Clean(b.String())
+	short, err := t.shortenPath(b.String(), vals)
+	if err != nil {
+		return "", "", fmt.Errorf("namespace %q: %w", ns, err)
+	}
+	path, full = filepath.Clean(short), filepath.Clean(b.String())
 	rel, err := filepath.Rel(t.root, path)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || rel == "." {
-		return "", fmt.Errorf("namespace %q names %s, outside the template's directory %s", ns, path, t.root)
+		return "", "", fmt.Errorf("namespace %q names %s, outside the template's directory %s", ns, path, t.root)
 	}
 	if strings.HasSuffix(path, freshSuffix) || strings.HasSuffix(path, lockSuffix) {
-		return "", fmt.Errorf("namespace %q names %s, which ends like the sink's own bookkeeping files (%s, %s)", ns, path, freshSuffix, lockSuffix)
+		return "", "", fmt.Errorf("namespace %q names %s, which ends like the sink's own bookkeeping files (%s, %s)", ns, path, freshSuffix, lockSuffix)
 	}
-	return path, nil
+	return path, full, nil
 }
 
 // escapePart writes a namespace part so that it is one plain path
@@ -274,7 +286,7 @@ func (s *Sink) removeUncheckpointed(files map[string]fileState) error {
 func (s *Sink) resolve(r *cdc.Record) (*target, error) {
 	t, ok := s.byNS[r.Namespace]
 	if !ok {
-		path, err := s.tmpl.render(r.Namespace)
+		path, _, err := s.tmpl.render(r.Namespace)
 		if err != nil {
 			return nil, fmt.Errorf("file sink %s: record at position %s: %w", s.path, r.Pos, err)
 		}
