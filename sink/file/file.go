@@ -121,6 +121,7 @@ type Sink struct {
 	files   map[string]*target
 	keys    []string           // of files, sorted, for State
 	byNS    map[string]*target // namespace -> its file, once resolved
+	short   map[string]*target // namespace -> its file, for each file whose name was shortened (shortenPath)
 	open    list.List          // open targets, most recently used first
 	maxOpen int                // bound on open files
 	dirty   []*target          // written since the last Commit
@@ -135,6 +136,7 @@ type Sink struct {
 type target struct {
 	path string // as the sink opens it
 	key  string // its path under the template's root; "" for the single file
+	ns   string // its namespace, if its name was shortened
 
 	f         faultfs.File // nil while closed
 	w         *bufio.Writer
