@@ -134,3 +134,72 @@ func TestContractTemplate(t *testing.T) {
 		},
 	})
 }
+
+// TestContractTemplateLongNames runs the conformance suite on namespaces
+// whose file names are too long for the file system, so shortened: 255
+// bytes, as long as MongoDB allows, sharing their first 253. The records
+// are read back from every file in the database's directory, each of
+// which must hold the records of one namespace, in order.
+func TestContractTemplateLongNames(t *testing.T) {
+	root := t.TempDir()
+	dir := func(t *testing.T) string {
+		return filepath.Join(root, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+	}
+	record := func(i int) cdc.Record {
+		r := largeRecord(i)
+		r.Namespace = fmt.Sprintf("d.%s%d", strings.Repeat("c", 252), i%3)
+		return r
+	}
+	cdctest.TestSink(t, cdctest.SinkHarness{
+		New: func(t *testing.T) cdc.Sink {
+			return file.New(file.Config{Path: filepath.Join(dir(t), "{db}", "{coll}.jsonl"), Pipeline: cdctest.Pipeline, DataDir: dir(t),
+				Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		},
+		Record: record,
+		Committed: func(t *testing.T) [][]byte {
+			paths, err := filepath.Glob(filepath.Join(dir(t), "d", "*.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(paths) > 3 {
+				t.Fatalf("%d files for 3 namespaces: %q", len(paths), paths)
+			}
+			type numbered struct {
+				n    int
+				line []byte
+			}
+			var all []numbered
+			for _, path := range paths {
+				if name := filepath.Base(path); !strings.Contains(name, "~") || len(name) > 255-len(".tide-new") {
+					t.Fatalf("file %s: want a shortened name", name)
+				}
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last, k := -1, -1
+				for _, l := range lines(b) {
+					var n int
+					if _, err := fmt.Sscanf(string(l), `{"cdctest":%d,`, &n); err != nil || k >= 0 && n%3 != k || n <= last {
+						t.Fatalf("%s holds %.40q after record %d: not one namespace's records in order", path, l, last)
+					}
+					last, k = n, n%3
+					all = append(all, numbered{n, l})
+				}
+			}
+			slices.SortFunc(all, func(a, b numbered) int { return a.n - b.n })
+			var out [][]byte
+			for _, x := range all {
+				out = append(out, x.line)
+			}
+			return out
+		},
+		FailOpen: func(t *testing.T) cdc.Sink {
+			notDir := filepath.Join(root, "not-a-directory-"+strings.NewReplacer("/", "_").Replace(t.Name()))
+			if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return file.New(file.Config{Path: filepath.Join(notDir, "{coll}.jsonl")})
+		},
+	})
+}

@@ -36,6 +36,18 @@
 // the root, guards the whole template. Namespace parts are escaped
 // (percent-encoding '/', '\', '%', ':', control bytes and a leading '.'),
 // so that no namespace names a file outside the root.
+//
+// A file or directory name longer than the file system allows (NAME_MAX,
+// at most 255 bytes, less the 9 of ".tide-new" for a file), or a path
+// longer than PATH_MAX, is shortened: the name keeps the template's text
+// before and after its placeholders (".jsonl"), and of the rest its
+// start, cut where no UTF-8 sequence or %XX escape is split, followed by
+// "~" and 16 hex digits of the SHA-256 of the whole name. The same
+// namespace gets the same name on every run and machine, and names that
+// fit are left as they are. The state records each shortened file under
+// its namespace, {"files": {...}, "shortened": {"db.coll": "db/c…~hash.jsonl"}},
+// and a restart writes that file whatever the rule would give then; the
+// sink logs the name once, when it makes it.
 package file
 
 import (
@@ -121,6 +133,7 @@ type Sink struct {
 	files   map[string]*target
 	keys    []string           // of files, sorted, for State
 	byNS    map[string]*target // namespace -> its file, once resolved
+	short   map[string]*target // namespace -> its file, for each file whose name was shortened (shortenPath)
 	open    list.List          // open targets, most recently used first
 	maxOpen int                // bound on open files
 	dirty   []*target          // written since the last Commit
@@ -135,6 +148,7 @@ type Sink struct {
 type target struct {
 	path string // as the sink opens it
 	key  string // its path under the template's root; "" for the single file
+	ns   string // its namespace, if its name was shortened
 
 	f         faultfs.File // nil while closed
 	w         *bufio.Writer
@@ -221,6 +235,9 @@ func (s *Sink) Open(ctx context.Context, restored *cdc.Checkpoint) error {
 	lock, err := s.lock(lockPath)
 	if err != nil {
 		return err
+	}
+	if s.tmpl != nil {
+		s.tmpl.nameMax = fsNameMax(s.tmpl.root)
 	}
 	if s.tmpl != nil {
 		err = s.openTemplate(ctx, restored)
@@ -512,7 +529,8 @@ func (s *Sink) put(t *target, run []cdc.Record) error {
 // other fields are CRC-32C checksums of the first and last up to 4 KiB of
 // those N bytes, which the next Open verifies. With a template it holds
 // the same for every file: {"files": {key: [N, head_bytes, head_crc32c,
-// tail_bytes, tail_crc32c]}}.
+// tail_bytes, tail_crc32c]}}, and, if some file names were shortened to
+// fit the file system, "shortened": {namespace: key}.
 func (s *Sink) State() []byte {
 	if s.tmpl != nil {
 		return s.templateState()

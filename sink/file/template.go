@@ -22,6 +22,10 @@ type template struct {
 	parts []string // literal text and "{db}" / "{coll}", in order
 	root  string   // the directory before the first placeholder
 	glob  string   // every path the template can render, as a filepath.Match pattern
+
+	// The longest file name and path the file system takes, in bytes;
+	// Open sets them from the root's file system.
+	nameMax, pathMax int
 }
 
 // parseTemplate returns nil, nil for a path without placeholders. The
@@ -36,7 +40,7 @@ func parseTemplate(path string) (*template, error) {
 	if !strings.Contains(path, "{db}") && !strings.Contains(path, "{coll}") {
 		return nil, nil
 	}
-	t := &template{}
+	t := &template{nameMax: nameMax, pathMax: pathMax}
 	var glob strings.Builder
 	rest := path
 	first := -1
@@ -88,10 +92,12 @@ func escapeGlob(s string) string {
 	return b.String()
 }
 
-// render returns the file of namespace ns.
-func (t *template) render(ns string) (string, error) {
+// render returns the file of namespace ns, and the file it would be if
+// no name were shortened to fit the file system (shortenPath).
+func (t *template) render(ns string) (path, full string, err error) {
 	db, coll, _ := strings.Cut(ns, ".")
 	var b strings.Builder
+	var vals []span
 	for _, p := range t.parts {
 		var v, what string
 		switch p {
@@ -104,19 +110,25 @@ func (t *template) render(ns string) (string, error) {
 			continue
 		}
 		if v == "" {
-			return "", fmt.Errorf("namespace %q has no %s name to fill %s", ns, what, p)
+			return "", "", fmt.Errorf("namespace %q has no %s name to fill %s", ns, what, p)
 		}
+		start := b.Len()
 		escapePart(&b, v)
+		vals = append(vals, span{start, b.Len()})
 	}
-	path := filepath.Clean(b.String())
+	short, err := t.shortenPath(b.String(), vals)
+	if err != nil {
+		return "", "", fmt.Errorf("namespace %q: %w", ns, err)
+	}
+	path, full = filepath.Clean(short), filepath.Clean(b.String())
 	rel, err := filepath.Rel(t.root, path)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || rel == "." {
-		return "", fmt.Errorf("namespace %q names %s, outside the template's directory %s", ns, path, t.root)
+		return "", "", fmt.Errorf("namespace %q names %s, outside the template's directory %s", ns, path, t.root)
 	}
 	if strings.HasSuffix(path, freshSuffix) || strings.HasSuffix(path, lockSuffix) {
-		return "", fmt.Errorf("namespace %q names %s, which ends like the sink's own bookkeeping files (%s, %s)", ns, path, freshSuffix, lockSuffix)
+		return "", "", fmt.Errorf("namespace %q names %s, which ends like the sink's own bookkeeping files (%s, %s)", ns, path, freshSuffix, lockSuffix)
 	}
-	return path, nil
+	return path, full, nil
 }
 
 // escapePart writes a namespace part so that it is one plain path
@@ -143,6 +155,11 @@ type fileState [5]int64
 // templateStateJSON is a templated sink's part of the checkpoint.
 type templateStateJSON struct {
 	Files map[string]fileState `json:"files"`
+
+	// Shortened names the file of each namespace whose file name was
+	// shortened to fit the file system (shortenPath), by its path under
+	// the root: a restart writes the same file, whatever the rule then.
+	Shortened map[string]string `json:"shortened,omitempty"`
 }
 
 func isTemplateState(b []byte) bool {
@@ -151,39 +168,55 @@ func isTemplateState(b []byte) bool {
 
 // stateKeys returns the files a templated sink's state names.
 func stateKeys(b []byte) (map[string]fileState, error) {
+	st, err := decodeTemplateState(b)
+	return st.Files, err
+}
+
+func decodeTemplateState(b []byte) (templateStateJSON, error) {
 	var st templateStateJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil || st.Files == nil {
-		return nil, fmt.Errorf(`checkpoint sink state %.100q is not {"files": {...}}: it was not written by a file sink with {db} or {coll} in its path`, b)
+		return st, fmt.Errorf(`checkpoint sink state %.100q is not {"files": {...}}: it was not written by a file sink with {db} or {coll} in its path`, b)
 	}
-	return st.Files, nil
+	return st, nil
 }
 
 // parseTemplateState returns the files and their committed lengths and
-// checksums in a templated sink's state.
-func parseTemplateState(b []byte) (map[string]fileState, error) {
+// checksums in a templated sink's state, and the namespace of each file
+// whose name was shortened.
+func parseTemplateState(b []byte) (map[string]fileState, map[string]string, error) {
 	if !isTemplateState(b) {
 		if _, _, _, err := restoredLength(&cdc.Checkpoint{Sink: b}); err == nil {
-			return nil, errors.New("checkpoint sink state is of a single file, but the path now has {db} or {coll}: " +
+			return nil, nil, errors.New("checkpoint sink state is of a single file, but the path now has {db} or {coll}: " +
 				"set the path back, or reset the checkpoint (and move the old file aside) to start over")
 		}
 	}
-	files, err := stateKeys(b)
+	st, err := decodeTemplateState(b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for key, fs := range files {
+	for key, fs := range st.Files {
 		n := fs[0]
 		limit := min(n, maxCheckLen)
 		if n < 0 || fs[1] < 0 || fs[1] > limit || fs[3] < 0 || fs[3] > limit || fs[2] < 0 || fs[2] > 1<<32-1 || fs[4] < 0 || fs[4] > 1<<32-1 {
-			return nil, fmt.Errorf("checkpoint sink state of %s is not [committed_bytes, head_bytes, head_crc32c, tail_bytes, tail_crc32c]: %v", key, fs)
+			return nil, nil, fmt.Errorf("checkpoint sink state of %s is not [committed_bytes, head_bytes, head_crc32c, tail_bytes, tail_crc32c]: %v", key, fs)
 		}
 		if !filepath.IsLocal(key) {
-			return nil, fmt.Errorf("checkpoint sink state names %q, which is not a path under the template's directory", key)
+			return nil, nil, fmt.Errorf("checkpoint sink state names %q, which is not a path under the template's directory", key)
 		}
 	}
-	return files, nil
+	nsOf := make(map[string]string, len(st.Shortened))
+	for ns, key := range st.Shortened {
+		if _, ok := st.Files[key]; !ok || ns == "" {
+			return nil, nil, fmt.Errorf("checkpoint sink state gives namespace %q the shortened file %q, which it does not name among its files", ns, key)
+		}
+		if other, ok := nsOf[key]; ok {
+			return nil, nil, fmt.Errorf("checkpoint sink state gives namespaces %q and %q the same file %q", min(ns, other), max(ns, other), key)
+		}
+		nsOf[key] = ns
+	}
+	return st.Files, nsOf, nil
 }
 
 func (fs fileState) sums() *checksums {
@@ -195,14 +228,16 @@ func (fs fileState) sums() *checksums {
 // and removes the files this pipeline created after its last checkpoint.
 func (s *Sink) openTemplate(_ context.Context, restored *cdc.Checkpoint) error {
 	var files map[string]fileState
+	var nsOf map[string]string
 	if restored != nil && len(restored.Sink) > 0 {
 		var err error
-		if files, err = parseTemplateState(restored.Sink); err != nil {
+		if files, nsOf, err = parseTemplateState(restored.Sink); err != nil {
 			return fmt.Errorf("file sink %s: %w", s.path, err)
 		}
 	}
 	s.files = make(map[string]*target, len(files))
 	s.byNS = map[string]*target{}
+	s.short = map[string]*target{}
 	s.pending = map[string]*target{}
 	if err := s.removeUncheckpointed(files); err != nil {
 		return err
@@ -214,7 +249,10 @@ func (s *Sink) openTemplate(_ context.Context, restored *cdc.Checkpoint) error {
 	slices.Sort(keys)
 	for _, key := range keys {
 		fst := files[key]
-		t := &target{path: filepath.Join(s.tmpl.root, key), key: key}
+		t := &target{path: filepath.Join(s.tmpl.root, key), key: key, ns: nsOf[key]}
+		if t.ns != "" {
+			s.short[t.ns] = t
+		}
 		if fst[0] == 0 {
 			if _, err := os.Stat(t.path); errors.Is(err, fs.ErrNotExist) {
 				t.sums = *fst.sums()
@@ -274,13 +312,9 @@ func (s *Sink) removeUncheckpointed(files map[string]fileState) error {
 func (s *Sink) resolve(r *cdc.Record) (*target, error) {
 	t, ok := s.byNS[r.Namespace]
 	if !ok {
-		path, err := s.tmpl.render(r.Namespace)
-		if err != nil {
+		var err error
+		if t, err = s.fileOf(r.Namespace); err != nil {
 			return nil, fmt.Errorf("file sink %s: record at position %s: %w", s.path, r.Pos, err)
-		}
-		key, _ := filepath.Rel(s.tmpl.root, path) // render checked it is under the root
-		if t, ok = s.files[key]; !ok {
-			t = &target{path: path, key: key}
 		}
 		if len(s.byNS) >= maxNamespaces {
 			clear(s.byNS) // a cache: rendering again is cheap
@@ -294,6 +328,40 @@ func (s *Sink) resolve(r *cdc.Record) (*target, error) {
 	if err := s.reopen(t); err != nil {
 		return nil, err
 	}
+	return t, nil
+}
+
+// fileOf returns the file of namespace ns. A file the checkpoint names
+// keeps its name: a shortened one by the namespace it records, another
+// by its full name, even if the rule or the file system's limit have
+// changed since. A shortened name that another namespace's file has, or
+// the reverse, is refused: the two would mix their lines.
+func (s *Sink) fileOf(ns string) (*target, error) {
+	if t, ok := s.short[ns]; ok {
+		return t, nil
+	}
+	path, full, err := s.tmpl.render(ns)
+	if err != nil {
+		return nil, err
+	}
+	fullKey, _ := filepath.Rel(s.tmpl.root, full) // render checked path, the same but for the names, is under the root
+	if t, ok := s.files[fullKey]; ok && t.ns == "" {
+		return t, nil
+	}
+	key, _ := filepath.Rel(s.tmpl.root, path)
+	t, ok := s.files[key]
+	switch {
+	case ok && t.ns != "":
+		return nil, fmt.Errorf("namespace %q names %s, the shortened file name of namespace %q", ns, path, t.ns)
+	case ok:
+		return nil, fmt.Errorf("namespace %q, shortened to fit the file system, names %s, which another namespace writes", ns, path)
+	case path == full:
+		return &target{path: path, key: key}, nil
+	}
+	t = &target{path: path, key: key, ns: ns}
+	s.short[ns] = t
+	s.log.Info("file sink: file name shortened to fit the file system; the checkpoint records it",
+		"namespace", ns, "file", path)
 	return t, nil
 }
 
@@ -415,5 +483,36 @@ func (s *Sink) templateState() []byte {
 		b = strconv.AppendUint(b, uint64(sums.tailCRC), 10)
 		b = append(b, ']')
 	}
-	return append(b, "}}"...)
+	b = append(b, '}')
+	if len(s.short) > 0 {
+		b = s.appendShortened(b)
+	}
+	return append(b, '}')
+}
+
+// appendShortened appends the state's "shortened" field: the namespace
+// of each file whose name was shortened, if there is one.
+func (s *Sink) appendShortened(b []byte) []byte {
+	first := true
+	for _, k := range s.keys {
+		t := s.files[k]
+		if t.ns == "" {
+			continue
+		}
+		if first {
+			b = append(b, `,"shortened":{`...)
+			first = false
+		} else {
+			b = append(b, ',')
+		}
+		q, _ := json.Marshal(t.ns) // a string always marshals
+		b = append(b, q...)
+		b = append(b, ':')
+		q, _ = json.Marshal(k)
+		b = append(b, q...)
+	}
+	if !first {
+		b = append(b, '}')
+	}
+	return b
 }
