@@ -53,6 +53,8 @@ var clusterCommands = map[string]action{
 	"killAllSessions":     actKillAnySession,
 	"configureFailPoint":  actConfigureFailPoint,
 	"top":                 actTop,
+
+	"killAllSessionsByPattern": actKillAnySession,
 }
 
 // collCommands need actions on the collection named by their first field.

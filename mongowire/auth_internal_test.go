@@ -352,6 +352,7 @@ func TestRolePrivileges(t *testing.T) {
 	renameAcross := cmd("admin", bson.D{{Key: "renameCollection", Value: "a.c"}, {Key: "to", Value: "b.d"}})
 	replStatus := cmd("admin", bson.D{{Key: "replSetGetStatus", Value: 1}})
 	killAll := cmd("admin", bson.D{{Key: "killAllSessions", Value: bson.A{}}})
+	killByPattern := cmd("admin", bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{}}})
 
 	for _, tc := range []struct {
 		roles        []roleRef
@@ -366,10 +367,10 @@ func TestRolePrivileges(t *testing.T) {
 		{[]roleRef{{"readWriteAnyDatabase", "admin"}}, []*request{insert, mergeInto, renameAcross}, []*request{collMod, findUsers}},
 		{[]roleRef{{"userAdminAnyDatabase", "admin"}}, []*request{createUser, grantRoot}, []*request{find}},
 		{[]roleRef{{"dbAdminAnyDatabase", "admin"}}, []*request{collMod, dropDB}, []*request{find}},
-		{[]roleRef{{"clusterMonitor", "admin"}}, []*request{serverStatus, replStatus}, []*request{find, dropDB, killAll}},
+		{[]roleRef{{"clusterMonitor", "admin"}}, []*request{serverStatus, replStatus}, []*request{find, dropDB, killAll, killByPattern}},
 		{[]roleRef{{"clusterManager", "admin"}}, []*request{replStatus}, []*request{find, serverStatus, killAll}},
-		{[]roleRef{{"hostManager", "admin"}}, []*request{killAll}, []*request{find, serverStatus, replStatus}},
-		{[]roleRef{{"clusterAdmin", "admin"}}, []*request{serverStatus, replStatus, killAll, dropDB}, []*request{find}},
+		{[]roleRef{{"hostManager", "admin"}}, []*request{killAll, killByPattern}, []*request{find, serverStatus, replStatus}},
+		{[]roleRef{{"clusterAdmin", "admin"}}, []*request{serverStatus, replStatus, killAll, killByPattern, dropDB}, []*request{find}},
 		{[]roleRef{{"root", "admin"}}, []*request{find, insert, findUsers, grantRoot, clusterStream, serverStatus, mergeInto}, nil},
 	} {
 		p := compilePrivileges(tc.roles)

@@ -182,6 +182,9 @@ func TestSessionOwnership(t *testing.T) {
 			for _, cmd := range []bson.D{
 				{{Key: "killAllSessions", Value: bson.A{}}},
 				{{Key: "killAllSessions", Value: bson.A{bson.D{{Key: "user", Value: "admin"}, {Key: "db", Value: "admin"}}}}},
+				{{Key: "killAllSessionsByPattern", Value: bson.A{}}},
+				{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "uid", Value: adminUID}}}}},
+				{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "lsid", Value: byUID}}}}},
 			} {
 				wantCode(t, admin.RunCommand(ctx, cmd).Err(), 13, "not authorized on admin to execute command { "+cmd[0].Key)
 			}
@@ -245,7 +248,7 @@ func TestSessionOwnership(t *testing.T) {
 
 // TestSessionKillAllowed: a user ends and kills its own sessions; root
 // and hostManager (killAnySession) kill anyone's, named by the _id
-// $listLocalSessions shows or by user.
+// $listLocalSessions shows, by user or by pattern.
 func TestSessionKillAllowed(t *testing.T) {
 	s := startAuth(t)
 	ctx := t.Context()
@@ -314,6 +317,19 @@ func TestSessionKillAllowed(t *testing.T) {
 		if err := rootSess.CommitTransaction(ctx); err != nil {
 			t.Fatalf("killAllSessions of the reader ended the root's transaction: %v", err)
 		}
+
+		sess, id = openReadTxn(t, reader)
+		rootSess, _ = openTxn(t, root, "root's 3")
+		runOK(t, root, bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "lsid", Value: bson.D{{Key: "id", Value: id}, {Key: "uid", Value: readerUID}}}}}}})
+		aborted(t, sess)
+		sess, _ = openReadTxn(t, reader)
+		runOK(t, root, bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "uid", Value: readerUID}}}}})
+		aborted(t, sess)
+		if err := rootSess.CommitTransaction(ctx); err != nil {
+			t.Fatalf("killAllSessionsByPattern of the reader ended the root's transaction: %v", err)
+		}
+		wantCode(t, root.Database("admin").RunCommand(ctx, bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "users", Value: bson.A{}}}}}}).Err(),
+			13, "Not authorized to impersonate in killAllSessionsByPattern")
 	})
 
 	t.Run("hostManager", func(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 // Ending and killing sessions. A session belongs to the user who runs it
 // (sessionKey): endSessions and killSessions name sessions by id, which
 // means the caller's own; naming another user's by its uid, as
-// $listLocalSessions shows it, needs the killAnySession action, and so does
-// killAllSessions.
+// $listLocalSessions shows it, needs the killAnySession action, and so do
+// killAllSessions and killAllSessionsByPattern.
 
 // endSessions forgets the sessions match selects, with their
 // retryable-write records, and aborts their transactions.
@@ -122,4 +122,91 @@ func (s *Server) cmdKillAllSessions(_ context.Context, _ *conn, r *request) (bso
 	}
 	s.endSessions(func(k sessionKey) bool { return uids[k.uid] })
 	return bson.D{}, nil
+}
+
+// cmdKillAllSessionsByPattern kills the sessions any pattern matches:
+// {lsid: {id, uid}}, {uid}, or {} and an empty list for all of them. A
+// pattern's users and roles say whom to kill as (mongos forwards them),
+// which needs mongod's impersonate action: no role here grants it. The
+// killAnySession action was checked.
+func (s *Server) cmdKillAllSessionsByPattern(_ context.Context, _ *conn, r *request) (bson.D, error) {
+	const item = "KillAllSessionsByPattern"
+	a := &args{name: r.name, cmd: r.cmd}
+	docs := a.docs(r.name)
+	if a.err != nil {
+		return nil, a.err
+	}
+	type pattern struct {
+		uid *[sha256.Size]byte // nil: any
+		id  *string            // nil: any
+	}
+	var patterns []pattern
+	for _, d := range docs {
+		if s.cfg.Auth {
+			for _, f := range [...]string{"users", "roles"} {
+				if _, err := d.LookupErr(f); err == nil {
+					return nil, mongoerr.New(mongoerr.Unauthorized, "Not authorized to impersonate in killAllSessionsByPattern")
+				}
+			}
+		}
+		var p pattern
+		if v, err := d.LookupErr("uid"); err == nil {
+			uid, err := sessionUIDField(item, "uid", v)
+			if err != nil {
+				return nil, err
+			}
+			p.uid = &uid
+		}
+		if v, err := d.LookupErr("lsid"); err == nil {
+			lsid, ok := v.DocumentOK()
+			if !ok {
+				return nil, typeMismatch(item, "lsid", v, "object")
+			}
+			idv, err := lsid.LookupErr("id")
+			if err != nil {
+				return nil, mongoerr.New(40414, "BSON field '%s.lsid.id' is missing but a required field", item)
+			}
+			_, id, ok := idv.BinaryOK()
+			if !ok {
+				return nil, typeMismatch(item, "lsid.id", idv, "binData")
+			}
+			uidv, err := lsid.LookupErr("uid")
+			if err != nil {
+				return nil, mongoerr.New(40414, "BSON field '%s.lsid.uid' is missing but a required field", item)
+			}
+			uid, err := sessionUIDField(item, "lsid.uid", uidv)
+			if err != nil {
+				return nil, err
+			}
+			str := string(id)
+			p.id, p.uid = &str, &uid
+		}
+		patterns = append(patterns, p)
+	}
+	s.endSessions(func(k sessionKey) bool {
+		if len(patterns) == 0 {
+			return true
+		}
+		for _, p := range patterns {
+			if (p.uid == nil || *p.uid == k.uid) && (p.id == nil || *p.id == k.id) {
+				return true
+			}
+		}
+		return false
+	})
+	return bson.D{}, nil
+}
+
+// sessionUIDField reads a uid: a SHA-256 digest as generic binary data.
+func sessionUIDField(item, field string, v bson.RawValue) ([sha256.Size]byte, error) {
+	var uid [sha256.Size]byte
+	_, data, ok := v.BinaryOK()
+	if !ok {
+		return uid, typeMismatch(item, field, v, "binData")
+	}
+	if len(data) != sha256.Size {
+		return uid, mongoerr.New(mongoerr.BadValue, "BSON field '%s.%s' must be a SHA-256 digest of %d bytes, not %d", item, field, sha256.Size, len(data))
+	}
+	copy(uid[:], data)
+	return uid, nil
 }

@@ -107,6 +107,7 @@ func (s *Server) commandTable() map[string]command {
 		"top":                 {run: s.cmdTop, adminOnly: true},
 
 		"dropAllUsersFromDatabase": {run: s.cmdDropAllUsersFromDatabase},
+		"killAllSessionsByPattern": {run: s.cmdKillAllSessionsByPattern},
 		"_mergeAuthzCollections":   {run: s.cmdMergeAuthzCollections, adminOnly: true},
 	}
 }
