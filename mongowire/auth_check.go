@@ -15,19 +15,23 @@ import (
 // the connection authenticated; a check is an atomic load (has any user
 // changed?) and a few mask tests, never a recomputation.
 
-// noAuthCommands run before authentication, as in mongod: the handshake,
-// the conversation itself, and ending a session.
+// noAuthCommands run before authentication, as in mongod: the handshake
+// and the conversation itself. endSessions is not one: as in mongod, a
+// connection that has not authenticated has no session to end.
 var noAuthCommands = map[string]bool{
 	"hello": true, "isMaster": true, "buildInfo": true, "ping": true,
 	"saslStart": true, "saslContinue": true, "authenticate": true, "logout": true,
-	"endSessions": true, "connectionStatus": true,
+	"connectionStatus": true,
 }
 
 // anyUserCommands run for any authenticated user: they reveal nothing
 // that is not the caller's own, or checks inside them filter the answer.
 var anyUserCommands = map[string]bool{
-	"listCommands": true, "whatsmyuri": true, "rolesInfo": true, "killSessions": true,
+	"listCommands": true, "whatsmyuri": true, "rolesInfo": true,
 	"listDatabases": true, // filtered to the caller's databases without the listDatabases action
+	// A user's own sessions (cmd_sessions.go); naming another's by its
+	// uid needs killAnySession, checked by killSessions.
+	"endSessions": true, "killSessions": true,
 	// A transaction's statements are checked one by one; ending it needs nothing more.
 	"commitTransaction": true, "abortTransaction": true,
 	// mongod's Stable API test commands (test commands only) do nothing.
@@ -49,6 +53,8 @@ var clusterCommands = map[string]action{
 	"killAllSessions":     actKillAnySession,
 	"configureFailPoint":  actConfigureFailPoint,
 	"top":                 actTop,
+
+	"killAllSessionsByPattern": actKillAnySession,
 }
 
 // collCommands need actions on the collection named by their first field.
@@ -115,10 +121,37 @@ func (s *Server) authorize(c *conn, r *request) error {
 	if p.all || anyUserCommands[r.name] {
 		return nil
 	}
-	if s.permits(p, r) && permitsBypass(p, r) {
+	if s.permits(p, r) && permitsBypass(p, r) && s.permitsListSessions(c, p, r) {
 		return nil
 	}
 	return unauthorized(r)
+}
+
+// permitsListSessions: any user may list its own sessions with
+// $listLocalSessions; every user's, or another user's, need the
+// listSessions action, as on mongod.
+func (s *Server) permitsListSessions(c *conn, p *privileges, r *request) bool {
+	cmd := r.cmd
+	if r.name == "explain" {
+		cmd, _ = cmd.Index(0).Value().DocumentOK()
+	}
+	if first, err := cmd.IndexErr(0); err != nil || first.Key() != "aggregate" {
+		return true
+	}
+	arr, _ := cmd.Lookup("pipeline").ArrayOK()
+	stages := arrayDocs(arr)
+	if len(stages) == 0 {
+		return true
+	}
+	first, err := stages[0].IndexErr(0)
+	if err != nil || first.Key() != "$listLocalSessions" {
+		return true
+	}
+	spec, err := s.parseListSessions(c, first.Value())
+	if err != nil {
+		return true // the command reports it
+	}
+	return !spec.all && !spec.others || p.onCluster(actListSessions)
 }
 
 // localhostException lets a client on the loopback interface create the
@@ -281,6 +314,9 @@ func (s *Server) permitsAggregate(p *privileges, r *request) bool {
 	}
 	if len(stages) > 0 && stages[0].Index(0).Key() == "$currentOp" {
 		return p.onCluster(actInprog)
+	}
+	if len(stages) > 0 && stages[0].Index(0).Key() == "$listLocalSessions" && coll == "" {
+		return permitsStages(p, r.db, stages[1:]) // and permitsListSessions
 	}
 	if len(stages) > 0 && stages[0].Index(0).Key() == "$collStats" {
 		return p.on(actCollStats, r.db, coll) && permitsStages(p, r.db, stages[1:])

@@ -350,6 +350,9 @@ func TestRolePrivileges(t *testing.T) {
 	explainInsert := cmd("a", bson.D{{Key: "explain", Value: bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{}}}}})
 	renameSame := cmd("admin", bson.D{{Key: "renameCollection", Value: "a.c"}, {Key: "to", Value: "a.d"}})
 	renameAcross := cmd("admin", bson.D{{Key: "renameCollection", Value: "a.c"}, {Key: "to", Value: "b.d"}})
+	replStatus := cmd("admin", bson.D{{Key: "replSetGetStatus", Value: 1}})
+	killAll := cmd("admin", bson.D{{Key: "killAllSessions", Value: bson.A{}}})
+	killByPattern := cmd("admin", bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{}}})
 
 	for _, tc := range []struct {
 		roles        []roleRef
@@ -364,7 +367,10 @@ func TestRolePrivileges(t *testing.T) {
 		{[]roleRef{{"readWriteAnyDatabase", "admin"}}, []*request{insert, mergeInto, renameAcross}, []*request{collMod, findUsers}},
 		{[]roleRef{{"userAdminAnyDatabase", "admin"}}, []*request{createUser, grantRoot}, []*request{find}},
 		{[]roleRef{{"dbAdminAnyDatabase", "admin"}}, []*request{collMod, dropDB}, []*request{find}},
-		{[]roleRef{{"clusterMonitor", "admin"}}, []*request{serverStatus}, []*request{find, dropDB}},
+		{[]roleRef{{"clusterMonitor", "admin"}}, []*request{serverStatus, replStatus}, []*request{find, dropDB, killAll, killByPattern}},
+		{[]roleRef{{"clusterManager", "admin"}}, []*request{replStatus}, []*request{find, serverStatus, killAll}},
+		{[]roleRef{{"hostManager", "admin"}}, []*request{killAll, killByPattern}, []*request{find, serverStatus, replStatus}},
+		{[]roleRef{{"clusterAdmin", "admin"}}, []*request{serverStatus, replStatus, killAll, killByPattern, dropDB}, []*request{find}},
 		{[]roleRef{{"root", "admin"}}, []*request{find, insert, findUsers, grantRoot, clusterStream, serverStatus, mergeInto}, nil},
 	} {
 		p := compilePrivileges(tc.roles)
@@ -377,6 +383,32 @@ func TestRolePrivileges(t *testing.T) {
 			if s.permits(p, r) && !p.all {
 				t.Errorf("%v may run %s on %s %s", tc.roles, r.name, r.db, r.cmd)
 			}
+		}
+	}
+	// Listing every user's sessions and killing them, in the roles mongod
+	// gives them: listSessions to the monitoring roles, killAnySession to
+	// hostManager, both to clusterAdmin and root.
+	for _, tc := range []struct {
+		role       roleRef
+		list, kill bool
+	}{
+		{roleRef{"read", "a"}, false, false},
+		{roleRef{"readWrite", "a"}, false, false},
+		{roleRef{"dbAdmin", "a"}, false, false},
+		{roleRef{"readWriteAnyDatabase", "admin"}, false, false},
+		{roleRef{"dbAdminAnyDatabase", "admin"}, false, false},
+		{roleRef{"clusterMonitor", "admin"}, true, false},
+		{roleRef{"clusterManager", "admin"}, true, false},
+		{roleRef{"hostManager", "admin"}, false, true},
+		{roleRef{"clusterAdmin", "admin"}, true, true},
+		{roleRef{"root", "admin"}, true, true},
+	} {
+		p := compilePrivileges([]roleRef{tc.role})
+		if got := p.onCluster(actListSessions); got != tc.list {
+			t.Errorf("%v has listSessions: %v, want %v", tc.role, got, tc.list)
+		}
+		if got := p.onCluster(actKillAnySession); got != tc.kill {
+			t.Errorf("%v has killAnySession: %v, want %v", tc.role, got, tc.kill)
 		}
 	}
 	// Every command in the table is either open, cluster-, database- or

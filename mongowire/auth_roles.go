@@ -59,6 +59,7 @@ const (
 	actKillAnySession
 	actConfigureFailPoint
 	actTop
+	actListSessions
 	actLast
 )
 
@@ -69,7 +70,7 @@ var actionNames = [...]string{
 	"createUser", "dropUser", "grantRole", "revokeRole", "viewUser", "viewRole", "changePassword",
 	"changeCustomData", "bypassDocumentValidation", "listDatabases", "serverStatus", "replSetGetConfig", "replSetGetStatus",
 	"getCmdLineOpts", "getLog", "getParameter", "hostInfo", "inprog", "getDefaultRWConcern",
-	"killAnySession", "configureFailPoint", "top",
+	"killAnySession", "configureFailPoint", "top", "listSessions",
 }
 
 // names lists the actions of a, in bit order.
@@ -92,9 +93,15 @@ const (
 		actRenameCollectionSameDB | actValidate | actBypassDocumentValidation
 	userAdminActions = actCreateUser | actDropUser | actGrantRole | actRevokeRole | actViewUser | actViewRole |
 		actChangePassword | actChangeCustomData
+	// The cluster roles, as mongod divides them: listing every user's
+	// sessions is monitoring (clusterMonitor, clusterManager), killing
+	// them is host management (hostManager); clusterAdmin has all three.
 	clusterMonitorActions = actListDatabases | actServerStatus | actReplSetGetConfig | actReplSetGetStatus |
-		actGetCmdLineOpts | actGetLog | actGetParameter | actHostInfo | actInprog | actGetDefaultRWConcern | actTop
-	clusterAdminActions = clusterMonitorActions | actKillAnySession
+		actGetCmdLineOpts | actGetLog | actGetParameter | actHostInfo | actInprog | actGetDefaultRWConcern | actTop |
+		actListSessions
+	clusterManagerActions = actReplSetGetConfig | actReplSetGetStatus | actGetDefaultRWConcern | actListSessions
+	hostManagerActions    = actKillAnySession
+	clusterAdminActions   = clusterMonitorActions | clusterManagerActions | hostManagerActions
 )
 
 // builtinRole is what one built-in role grants.
@@ -126,6 +133,8 @@ var builtinRoles = map[string]builtinRole{
 	"dbAdminAnyDatabase":   {anyDB: dbAdminActions, cluster: actListDatabases, adminOnly: true},
 	"userAdminAnyDatabase": {anyDB: userAdminActions, cluster: actListDatabases, adminOnly: true},
 	"clusterMonitor":       {cluster: clusterMonitorActions, adminOnly: true},
+	"clusterManager":       {cluster: clusterManagerActions, adminOnly: true},
+	"hostManager":          {cluster: hostManagerActions, anyDB: actKillAnyCursor, adminOnly: true},
 	"clusterAdmin":         {cluster: clusterAdminActions, anyDB: actDropDatabase | actKillAnyCursor, adminOnly: true},
 	"root":                 {all: true, adminOnly: true},
 	// mongodump and mongorestore with least privilege.

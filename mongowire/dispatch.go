@@ -107,6 +107,7 @@ func (s *Server) commandTable() map[string]command {
 		"top":                 {run: s.cmdTop, adminOnly: true},
 
 		"dropAllUsersFromDatabase": {run: s.cmdDropAllUsersFromDatabase},
+		"killAllSessionsByPattern": {run: s.cmdKillAllSessionsByPattern},
 		"_mergeAuthzCollections":   {run: s.cmdMergeAuthzCollections, adminOnly: true},
 	}
 }
@@ -179,7 +180,10 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := s.authorize(c, r); err != nil {
 		return s.errorReply(err), nil
 	}
-	s.local.touch(c, r)
+	if err := s.checkSessionUID(c, r.cmd); err != nil {
+		return s.errorReply(err), nil
+	}
+	s.touchSession(c, r)
 	if s.cfg.Auth && c.auth.user != nil { // cursors opened now belong to this user
 		ctx = context.WithValue(ctx, cursorOwnerKey{}, c.auth.user.ID)
 	}
@@ -219,7 +223,7 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 		return s.errorReply(err), nil
 	}
 	if cmd.retryable {
-		if sess, txn, ok := s.sessions.forWrite(r.cmd); ok {
+		if sess, txn, ok := s.retryableSession(c, r.cmd); ok {
 			return s.runRetryable(ctx, c, r, cmd, sess, txn)
 		}
 	}

@@ -44,10 +44,13 @@
 // With Config.Auth, clients authenticate with SCRAM-SHA-256 or SCRAM-SHA-1
 // and every command is checked against the built-in roles of the user
 // (read, readWrite, dbAdmin, userAdmin, the AnyDatabase roles,
-// clusterMonitor, clusterAdmin, root) before it runs. Users live in
-// admin.system.users as salted keys, never passwords; Config.AdminUser
-// creates the first one. Failed attempts are slowed, counted (AuthStats)
-// and, past Config.AuthFailureLimit, end the connection.
+// clusterMonitor, clusterManager, hostManager, clusterAdmin, root) before
+// it runs. Users live in admin.system.users as salted keys, never
+// passwords; Config.AdminUser creates the first one. Failed attempts are
+// slowed, counted (AuthStats) and, past Config.AuthFailureLimit, end the
+// connection. A session belongs to the user who runs it: listing other
+// users' sessions needs the listSessions action, ending or killing them
+// killAnySession.
 //
 // # Use in tests
 //

@@ -49,7 +49,7 @@ func (s *Server) onPrimaryTransactionalWrite(ctx context.Context, c *conn, r *re
 	if !isRetryableWrite(r) {
 		return nil, nil, false
 	}
-	if sess, txn, ok := s.sessions.forWrite(r.cmd); ok && sess.executed(txn) {
+	if sess, txn, ok := s.retryableSession(c, r.cmd); ok && sess.executed(txn) {
 		return nil, nil, false // a retry finds the write done: mongod's fail point does not fire
 	}
 	act, ok := s.failpoints.matchPoint("onPrimaryTransactionalWrite", r, c.appName)

@@ -2,6 +2,7 @@ package mongowire
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"sync"
 	"time"
@@ -27,37 +28,106 @@ type session struct {
 
 type sessionTable struct {
 	mu        sync.Mutex // guards the fields below
-	sessions  map[string]*session
+	sessions  map[sessionKey]*session
 	lastSweep time.Time
 }
 
-func (t *sessionTable) init() { t.sessions = make(map[string]*session) }
+func (t *sessionTable) init() { t.sessions = make(map[sessionKey]*session) }
 
-// lsidKey returns the session id's bytes from {lsid: {id: UUID, ...}}.
-func lsidKey(cmd bson.Raw) (string, bool) {
-	v, err := cmd.LookupErr("lsid", "id")
-	if err != nil {
-		return "", false
-	}
-	_, data, ok := v.BinaryOK()
-	if !ok {
-		return "", false
-	}
-	return string(data), true
+// sessionKey names a logical session as mongod does: the id the client
+// chose and the uid of the user who runs it, so that one id sent by two
+// users names two sessions and no user reaches another's.
+type sessionKey struct {
+	uid [sha256.Size]byte
+	id  string
 }
 
-// forWrite returns the session and txnNumber of a retryable write, if the
-// command carries both.
-func (t *sessionTable) forWrite(cmd bson.Raw) (*session, int64, bool) {
+// noAuthUID is the uid of every session when authentication is off:
+// mongod's digest of nothing, which no "user@db" has.
+var noAuthUID = sha256.Sum256(nil)
+
+// userUID is mongod's uid of a user: the SHA-256 of "name@db".
+func userUID(name, db string) [sha256.Size]byte {
+	if name == "" && db == "" {
+		return noAuthUID
+	}
+	return sha256.Sum256([]byte(name + "@" + db))
+}
+
+// callerUID is the uid of c's sessions: its user's with authentication
+// on, noAuthUID with it off (as mongod, even for a user who
+// authenticated).
+func (s *Server) callerUID(c *conn) [sha256.Size]byte {
+	if !s.cfg.Auth || c == nil || c.auth.user == nil {
+		return noAuthUID
+	}
+	return userUID(c.auth.user.User, c.auth.user.DB)
+}
+
+// sessionOf returns the session a command's lsid names for c. It does
+// not check an lsid's uid: checkSessionUID does, before the command runs.
+func (s *Server) sessionOf(c *conn, cmd bson.Raw) (sessionKey, bool) {
+	lsid, ok := cmd.Lookup("lsid").DocumentOK()
+	if !ok {
+		return sessionKey{}, false
+	}
+	_, id, ok := lsid.Lookup("id").BinaryOK()
+	if !ok {
+		return sessionKey{}, false
+	}
+	k := sessionKey{uid: s.callerUID(c), id: string(id)}
+	if _, uid, ok := lsid.Lookup("uid").BinaryOK(); ok && len(uid) == sha256.Size {
+		copy(k.uid[:], uid)
+	}
+	return k, true
+}
+
+// checkSessionUID refuses an lsid naming another user's session with its
+// uid, as mongod: only the session's own user may name it that way
+// (mongod's impersonate action, which no role here grants, aside).
+func (s *Server) checkSessionUID(c *conn, cmd bson.Raw) error {
+	uid, err := cmd.LookupErr("lsid", "uid")
+	if err != nil || s.cfg.Auth && (c == nil || c.auth.user == nil) {
+		return nil // without a user, the lsid is ignored (touchSession)
+	}
+	if !s.mayNameUID(c, uid, false) {
+		return mongoerr.New(mongoerr.Unauthorized, "Unauthorized to set user digest in LogicalSessionId")
+	}
+	return nil
+}
+
+// mayNameUID reports whether c may name a session by uid: its own, or
+// anyone's with killAny (killSessions) and the killAnySession action.
+func (s *Server) mayNameUID(c *conn, uid bson.RawValue, killAny bool) bool {
+	if !s.cfg.Auth {
+		return true // every action is granted without authentication, as on mongod
+	}
+	_, data, ok := uid.BinaryOK()
+	own := s.callerUID(c)
+	if ok && string(data) == string(own[:]) {
+		return true
+	}
+	return killAny && s.privilegesOf(c).onCluster(actKillAnySession)
+}
+
+// retryableSession returns the session of c and the txnNumber of a
+// retryable write, if the command carries both.
+func (s *Server) retryableSession(c *conn, cmd bson.Raw) (*session, int64, bool) {
+	key, ok := s.sessionOf(c, cmd)
+	if !ok {
+		return nil, 0, false
+	}
+	return s.sessions.forWrite(key, cmd)
+}
+
+// forWrite returns the session key names and the txnNumber of a
+// retryable write, if the command carries one.
+func (t *sessionTable) forWrite(key sessionKey, cmd bson.Raw) (*session, int64, bool) {
 	v, err := cmd.LookupErr("txnNumber")
 	if err != nil {
 		return nil, 0, false
 	}
 	txn, ok := v.Int64OK()
-	if !ok {
-		return nil, 0, false
-	}
-	key, ok := lsidKey(cmd)
 	if !ok {
 		return nil, 0, false
 	}
@@ -83,26 +153,15 @@ func (t *sessionTable) forWrite(cmd bson.Raw) (*session, int64, bool) {
 	return s, txn, true
 }
 
-// end forgets the sessions named by ids ([{id: UUID}]).
-func (t *sessionTable) end(ids bson.RawArray) {
-	vals, _ := ids.Values()
+// end forgets the sessions match selects.
+func (t *sessionTable) end(match func(sessionKey) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, v := range vals {
-		d, ok := v.DocumentOK()
-		if !ok {
-			continue
-		}
-		if _, data, ok := d.Lookup("id").BinaryOK(); ok {
-			delete(t.sessions, string(data))
+	for k := range t.sessions {
+		if match(k) {
+			delete(t.sessions, k)
 		}
 	}
-}
-
-func (t *sessionTable) clear() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	clear(t.sessions)
 }
 
 // runRetryable runs a retryable write once per (lsid, txnNumber): a

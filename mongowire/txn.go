@@ -58,14 +58,14 @@ type txnSession struct {
 
 type txnTable struct {
 	mu       sync.Mutex // guards the fields below
-	sessions map[string]*txnSession
+	sessions map[sessionKey]*txnSession
 }
 
-func (t *txnTable) get(key string) *txnSession {
+func (t *txnTable) get(key sessionKey) *txnSession {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.sessions == nil {
-		t.sessions = make(map[string]*txnSession)
+		t.sessions = make(map[sessionKey]*txnSession)
 	}
 	now := time.Now()
 	for k, ts := range t.sessions { // forget idle sessions, as the retryable-write table does
@@ -85,23 +85,13 @@ func (t *txnTable) get(key string) *txnSession {
 	return ts
 }
 
-// abortSessions aborts the transactions in progress of the sessions named
-// by ids ([{id: UUID}]), or of every session when all is set.
-func (t *txnTable) abortSessions(ids bson.RawArray, all bool) {
-	want := map[string]bool{}
-	if vals, err := ids.Values(); err == nil {
-		for _, v := range vals {
-			if d, ok := v.DocumentOK(); ok {
-				if _, data, ok := d.Lookup("id").BinaryOK(); ok {
-					want[string(data)] = true
-				}
-			}
-		}
-	}
+// abortSessions aborts the transactions in progress of the sessions
+// match selects, and forgets those sessions.
+func (t *txnTable) abortSessions(match func(sessionKey) bool) {
 	t.mu.Lock()
 	var hit []*txnSession
 	for k, ts := range t.sessions {
-		if all || want[k] {
+		if match(k) {
 			hit = append(hit, ts)
 			delete(t.sessions, k)
 		}
@@ -189,7 +179,7 @@ func (s *Server) txnStatement(ctx context.Context, c *conn, r *request, cmd comm
 		}
 		return nil, mongoerr.New(mongoerr.InvalidOptions, "autocommit:true is not supported")
 	}
-	key, ok := lsidKey(r.cmd)
+	key, ok := s.sessionOf(c, r.cmd)
 	if !ok {
 		return nil, mongoerr.New(mongoerr.InvalidOptions, "Transactions require a session: the command has autocommit but no lsid")
 	}
@@ -433,7 +423,7 @@ func hasWriteErrors(reply bson.D) bool {
 }
 
 // closeTransactions aborts every transaction in progress, at Close.
-func (s *Server) closeTransactions() { s.txns.abortSessions(nil, true) }
+func (s *Server) closeTransactions() { s.txns.abortSessions(anySession) }
 
 func (s *Server) cmdCommitTransaction(context.Context, *conn, *request) (bson.D, error) {
 	return nil, mongoerr.New(mongoerr.InvalidOptions, "commitTransaction must be run within a transaction: it needs lsid, txnNumber and autocommit: false")

@@ -47,6 +47,7 @@ const (
 	InternalError                  int32 = 1
 	BadValue                       int32 = 2
 	NoSuchKey                      int32 = 4
+	UnsupportedFormat              int32 = 12
 	Unauthorized                   int32 = 13
 	TypeMismatch                   int32 = 14
 	Overflow                       int32 = 15
@@ -133,6 +134,7 @@ var names = map[int32]string{
 	MechanismUnavailable:           "MechanismUnavailable",
 	BadValue:                       "BadValue",
 	NoSuchKey:                      "NoSuchKey",
+	UnsupportedFormat:              "UnsupportedFormat",
 	Unauthorized:                   "Unauthorized",
 	TypeMismatch:                   "TypeMismatch",
 	Overflow:                       "Overflow",
