@@ -75,7 +75,7 @@ func (s *Source) retry(ctx context.Context, what string, f func() error) error {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if !transient(err) {
-			return explain(s.ns, err)
+			return explain(s.ns, s.split, err)
 		}
 		last = err
 		s.metrics.errors.Add(1)

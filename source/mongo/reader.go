@@ -452,7 +452,7 @@ func (r *reader) streamLoop(ctx context.Context, opened bool) error {
 			return err
 		}
 		if !transient(err) {
-			return explain(s.ns, err)
+			return explain(s.ns, s.split, err)
 		}
 		failures++
 		lastErr = err
