@@ -259,7 +259,8 @@ func checkIdentity(saved, now map[string]string) error {
 		case "database", "collection", "collections", "exclude":
 			why = " (the pipeline now names other collections)"
 		case "collection_uuid":
-			why = " (the collection was dropped and recreated, or renamed)"
+			why = " (the collection was dropped and recreated, or renamed; to go on with the collection as it is now, " +
+				"copying it again into the same output, re-snapshot: tide snapshot -f FILE)"
 		case "stream_hash":
 			why = " (pipeline, full_document or before_change changed)"
 		}
