@@ -2,16 +2,19 @@ package mongo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/testenv"
 )
 
@@ -303,4 +306,49 @@ func TestMultiRecreatedMidSnapshotRefused(t *testing.T) {
 	s := New(cfg)
 	defer s.Close()
 	wantErr(t, s.Open(t.Context(), &cp), ErrIdentity, "shop.orders", "initial snapshot", "tide checkpoint reset", "tide snapshot -f FILE", "exclude")
+}
+
+// Through the pipeline: the refusal at the first event of the new
+// collection stops it with the checkpoint as it was and nothing of that
+// collection in the output, and the next run is refused the same way.
+func TestPipelineUUIDChangedWithoutDropKeepsCheckpoint(t *testing.T) {
+	e := newMultiEnv(t, "shop.orders", "shop.cust")
+	cfg := e.config(t, "shop", "*")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	var store checkpoint.Mem
+	ctx, cancel := context.WithCancel(t.Context())
+	p, _ := newPipeline(t, cfg, out, &store)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	waitFor(t, "first checkpoint", func() bool { return store.Saves() > 0 })
+	insert(t, e.coll("shop.orders"), 1)
+	waitFor(t, "the insert in the output", func() bool { return len(readJSONL(t, out)) == 1 })
+	waitFor(t, "the insert committed", func() bool {
+		cp, _ := store.Load(context.Background(), "orders")
+		var st struct {
+			Committed int64 `json:"committed_bytes"`
+		}
+		return json.Unmarshal(cp.Sink, &st) == nil && st.Committed == fileSize(t, out)
+	})
+	cancel()
+	<-done
+	cp, _ := store.Load(context.Background(), "orders")
+	forged := forgeUUID(t, *cp, "shop.orders")
+	if err := store.Save(context.Background(), "orders", forged); err != nil {
+		t.Fatal(err)
+	}
+
+	insert(t, e.coll("shop.orders"), 2)
+	for run := range 2 {
+		p, _ := newPipeline(t, cfg, out, &store)
+		wantErr(t, p.Run(t.Context()), ErrIdentity, "shop.orders", "before any drop or rename of it", "tide checkpoint reset", "tide snapshot", "exclude")
+		after, _ := store.Load(context.Background(), "orders")
+		if string(after.Source) != string(forged.Source) || !maps.Equal(after.Meta, forged.Meta) {
+			t.Fatalf("run %d: checkpoint moved from %s to %s after the refusal", run+1, forged.Source, after.Source)
+		}
+		if got := readJSONL(t, out); len(got) != 1 {
+			t.Fatalf("run %d: output holds %v, want the first insert alone", run+1, got)
+		}
+	}
 }
