@@ -146,12 +146,12 @@ func forgeUUID(t *testing.T, cp cdc.Checkpoint, ns string) cdc.Checkpoint {
 // new collection, or when the stream is read to its end; nothing of that
 // collection is handed out, and the message names the ways on.
 func TestMultiUUIDChangedWithoutDropRefused(t *testing.T) {
-	ways := []string{"shop.orders", "00112233445566778899aabbccddeeff", "tide checkpoint reset -f FILE --yes",
-		"tide snapshot -f FILE", `add "orders" to the source's exclude`}
+	ways := []string{"shop.orders", "00112233445566778899aabbccddeeff", "tide checkpoint reset -f FILE --yes", "tide snapshot -f FILE"}
 	for name, tc := range map[string]struct {
-		write func(e *multiEnv)
-		words []string
-		want  []mchange
+		cluster bool // a cluster-wide source, whose exclude entries are "db.coll"
+		write   func(e *multiEnv)
+		words   []string
+		want    []mchange
 	}{
 		"event first": {
 			write: func(e *multiEnv) { insert(t, e.coll("shop.cust"), 2); insert(t, e.coll("shop.orders"), 3) },
@@ -163,10 +163,20 @@ func TestMultiUUIDChangedWithoutDropRefused(t *testing.T) {
 			words: []string{"read to its end, shows no drop or rename of it"},
 			want:  []mchange{ins("shop.cust", 2)},
 		},
+		"cluster-wide": {
+			cluster: true,
+			write:   func(e *multiEnv) { insert(t, e.coll("shop.orders"), 3) },
+			words:   []string{"shows an event of it (insert, UUID", `add "shop.orders" to the source's exclude`},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newMultiEnv(t, "shop.orders", "shop.cust")
 			cfg := e.config(t, "shop", "*")
+			if tc.cluster {
+				cfg = e.config(t, "", "shop.*")
+			} else {
+				tc.words = append(tc.words, `add "orders" to the source's exclude`)
+			}
 			cp := stoppedAfter(t, e, cfg, 1, func() { insert(t, e.coll("shop.orders"), 1) })
 			cp = forgeUUID(t, cp, "shop.orders")
 			tc.write(e)
