@@ -75,7 +75,7 @@ func (s *Source) retry(ctx context.Context, what string, f func() error) error {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		if !transient(err) {
-			return explain(s.ns, err)
+			return explain(s.ns, s.split, err)
 		}
 		last = err
 		s.metrics.errors.Add(1)
@@ -259,7 +259,8 @@ func checkIdentity(saved, now map[string]string) error {
 		case "database", "collection", "collections", "exclude":
 			why = " (the pipeline now names other collections)"
 		case "collection_uuid":
-			why = " (the collection was dropped and recreated, or renamed)"
+			why = " (the collection was dropped and recreated, or renamed; to go on with the collection as it is now, " +
+				"copying it again into the same output, re-snapshot: tide snapshot -f FILE)"
 		case "stream_hash":
 			why = " (pipeline, full_document or before_change changed)"
 		}

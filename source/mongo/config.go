@@ -37,7 +37,9 @@ type Config struct {
 	// of Database (["*"]: all of them, including ones created later), or,
 	// without Database, "db.coll" globs over the whole cluster. Exclude
 	// globs are applied after. System collections and the admin, local
-	// and config databases are never captured.
+	// and config databases are never captured. At a restart, a checkpoint
+	// written with other Collections or Exclude is accepted only if they
+	// narrow it (entries left out of Collections, or added to Exclude).
 	Collections []string `yaml:"collections"`
 	Exclude     []string `yaml:"exclude"`
 	// SnapshotParallelism is how many collections the initial snapshot

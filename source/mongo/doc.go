@@ -51,8 +51,14 @@
 //	{"snapshot": {"start_token": {...}, "next": 2, "active": {"shop.b": <_id or null>}, "turn": "shop.b"}, "catalog": 0}
 //
 // On restart, a captured collection with another UUID now (dropped and
-// re-created while stopped) is refused; one that is gone must have its
-// drop in the stream before the stream catches up. The initial snapshot
+// re-created, or renamed over, while stopped) is accepted provisionally:
+// the first event of its namespace that is not a change of the old
+// collection must be its drop or rename (or its database's drop), or the
+// pipeline stops before handing that event out, as it does when the
+// stream catches up without one (checkReplaced); one that is gone must
+// have its drop in the stream before the stream catches up. A filter
+// that only narrows the checkpoint's (filter.narrows) is accepted with a
+// log line; one that widens is refused. The initial snapshot
 // copies the catalog's collections in name order, SnapshotParallelism at a
 // time, from one start token; their documents reach the queue through the
 // reader one at a time, in turn (one document of each active collection,

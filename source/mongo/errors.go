@@ -3,6 +3,9 @@ package mongo
 import (
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/auth"
@@ -144,7 +147,8 @@ func resumableCode(se mongo.ServerError) bool {
 }
 
 // explain turns a permanent stream error into one that says what to do.
-func explain(ns string, err error) error {
+// split says whether the stream has $changeStreamSplitLargeEvent.
+func explain(ns string, split bool, err error) error {
 	var se mongo.ServerError
 	if !errors.As(err, &se) {
 		return err
@@ -167,10 +171,76 @@ func explain(ns string, err error) error {
 		return fmt.Errorf("change stream on %s: a required pre- or post-image is missing (expired or recorded before images were enabled); "+
 			"use when_available, or %s: %w", ns, resetHint, err)
 	case se.HasErrorCode(codeBSONObjectTooLarge):
-		return fmt.Errorf("change stream on %s: an event exceeds 16 MiB and the server cannot split it "+
-			"(it has no $changeStreamSplitLargeEvent, which MongoDB 7.0, or 6.0.9 and later, has; or one field alone is over 16 MiB); "+
-			"upgrade the server, or drop full_document/before_change (which changes the stream, so the checkpoint must be reset: "+
-			"tide checkpoint reset -f FILE --yes): %w", ns, err)
+		return tooLarge(ns, split, err)
 	}
 	return err
+}
+
+// maxEventBytes is the size limit of a change event, MongoDB's
+// maxBsonObjectSize.
+const maxEventBytes = 16 << 20
+
+// Parts of a BSONObjectTooLarge message: the size of the whole event
+// ("BSONObj size: 16777300 (0x...) is invalid"), or of the one field too
+// large for a fragment ("field 'fullDocument' alone is 16777052 bytes"),
+// and the event's resume token (`_id: {_data: "82..."}`).
+var (
+	tooLargeSize  = regexp.MustCompile(`BSONObj size: ([0-9]+)`)
+	tooLargeField = regexp.MustCompile(`field '([^']+)' alone is ([0-9]+) bytes`)
+	tooLargeToken = regexp.MustCompile(`_data"?\s*:\s*"([0-9A-Fa-f]+)"`)
+)
+
+// tooLarge explains a change event the server cannot send: its size, as
+// far as the server's message tells it, against the 16 MiB limit, and how
+// to step past it with tide checkpoint set, naming the event's resume
+// token and cluster time when the message has them.
+func tooLarge(ns string, split bool, err error) error {
+	msg := err.Error()
+	what := "a change event"
+	data := ""
+	if m := tooLargeToken.FindStringSubmatch(msg); m != nil {
+		data = m[1]
+		what += fmt.Sprintf(` (resume token {"_data":"%s"}`, data)
+		if ts, ok := tokenTime(data); ok {
+			what += fmt.Sprintf(", cluster time Timestamp(%d, %d)", ts.T, ts.I)
+		}
+		what += ")"
+	}
+	limit := fmt.Sprintf("the %d-byte (16 MiB) limit of a change event", maxEventBytes)
+	var why, fix string
+	switch m, f := tooLargeSize.FindStringSubmatch(msg), tooLargeField.FindStringSubmatch(msg); {
+	case f != nil:
+		why = fmt.Sprintf("%s is over %s, and its field %s alone is %s, too large for one fragment beside the event's _id, "+
+			"so the server cannot split it", what, limit, f[1], sizeText(f[2]))
+	case m != nil:
+		why = fmt.Sprintf("%s is %s, over %s", what, sizeText(m[1]), limit)
+	default:
+		why = fmt.Sprintf("%s is over %s", what, limit)
+	}
+	if !split {
+		why += " and the server cannot split it (it has no $changeStreamSplitLargeEvent, which MongoDB 7.0, or 6.0.9 and later, has)"
+		fix = "upgrade the server; or "
+	}
+	step := "tide checkpoint set -f FILE --cluster-time T, with T the event's cluster time"
+	if data != "" {
+		step = fmt.Sprintf(`tide checkpoint set -f FILE --resume-token '{"_data":"%s"}' (resumes right after this event)`, data)
+		if ts, ok := tokenTime(data); ok {
+			step += fmt.Sprintf(" or --cluster-time %d.%d (after every change of its cluster time, the rest of its transaction included)", ts.T, ts.I)
+		}
+	}
+	fix += "step past it, which leaves that change out of the output: " + step +
+		"; or, if full_document or before_change make it that large, drop them (which changes the stream, so the checkpoint must be reset: " +
+		"tide checkpoint reset -f FILE --yes)"
+	return fmt.Errorf("change stream on %s: %s; nothing after it can be read, and the checkpoint stays before it; %s: %w", ns, why, fix, err)
+}
+
+// sizeText is a decimal byte count in bytes and in MiB, cut (not
+// rounded) to two places, so that a size just under 16 MiB does not read
+// as 16.
+func sizeText(n string) string {
+	v, err := strconv.ParseInt(n, 10, 64)
+	if err != nil {
+		return n + " bytes"
+	}
+	return fmt.Sprintf("%d bytes (%.2f MiB)", v, math.Floor(float64(v)*100/(1<<20))/100)
 }

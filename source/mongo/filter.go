@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -118,6 +119,33 @@ func (f *filter) match(db, coll string) bool {
 func (f *filter) matchNS(ns string) bool {
 	db, coll, _ := strings.Cut(ns, ".")
 	return f.match(db, coll)
+}
+
+// narrows reports whether f captures no namespace that old does not, by
+// a rule that is simple to state and to check: each of f's collections
+// entries is a plain name that old captures, or an entry of old's
+// collections while f's exclude keeps every entry of old's. Dropping an
+// entry from collections, adding one to exclude, or naming captured
+// collections instead of a glob all narrow; anything else is taken to
+// widen.
+func (f *filter) narrows(old *filter) bool {
+	if f.database != old.database {
+		return false
+	}
+	keeps := true // f excludes all that old excludes
+	for _, g := range old.exclude {
+		keeps = keeps && slices.ContainsFunc(f.exclude, func(h nsGlob) bool { return h.text == g.text })
+	}
+	for _, g := range f.include {
+		plain := !strings.ContainsAny(g.db+g.coll, `*?[\`)
+		if plain && old.match(g.db, g.coll) {
+			continue
+		}
+		if !keeps || !slices.ContainsFunc(old.include, func(h nsGlob) bool { return h.text == g.text }) {
+			return false
+		}
+	}
+	return true
 }
 
 // dbMayMatch reports whether some collection of db could be captured.

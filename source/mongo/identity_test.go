@@ -100,7 +100,7 @@ func TestDropAndRecreateRefused(t *testing.T) {
 	src := New(e.config(t))
 	err := src.Open(t.Context(), &cp)
 	src.Close()
-	wantErr(t, err, ErrIdentity, "collection_uuid", "dropped and recreated", "tide checkpoint reset -f FILE --yes")
+	wantErr(t, err, ErrIdentity, "collection_uuid", "dropped and recreated", "tide snapshot -f FILE", "tide checkpoint reset -f FILE --yes")
 }
 
 // Positions from a checkpoint are validated before use.

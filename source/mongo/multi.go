@@ -128,6 +128,38 @@ func globTexts(gs []nsGlob) []string {
 	return out
 }
 
+// narrowed returns the checkpoint's identity saved with the configured
+// filter in place of its own when the configured one only narrows it
+// (filter.narrows) and nothing else that the stream hash covers changed,
+// so that an operator can step around a collection without a reset; the
+// collections no longer captured leave the catalog (prepareCatalog).
+// Otherwise it returns saved as it is, and checkIdentity refuses a
+// changed filter. base is the stream hash without the filter. A snapshot
+// under way keeps its filter: its plan counts the catalog's collections.
+func (s *Source) narrowed(saved map[string]string, base string, pos *position) map[string]string {
+	now := s.ident
+	if saved["collections"] == now["collections"] && saved["exclude"] == now["exclude"] ||
+		saved["database"] != now["database"] || pos == nil || pos.Snapshot != nil {
+		return saved
+	}
+	var inc, exc []string
+	if json.Unmarshal([]byte(saved["collections"]), &inc) != nil || json.Unmarshal([]byte(saved["exclude"]), &exc) != nil {
+		return saved
+	}
+	old, err := newFilter(s.cfg.Database, inc, exc)
+	if err != nil || multiStreamHash(base, old) != saved["stream_hash"] || !s.multi.filter.narrows(old) {
+		return saved
+	}
+	s.log.Info("the filter narrows the checkpoint's: accepted; the collections it leaves out are no longer captured",
+		"collections", now["collections"], "exclude", now["exclude"],
+		"checkpoint_collections", saved["collections"], "checkpoint_exclude", saved["exclude"])
+	saved = maps.Clone(saved)
+	for _, k := range []string{"collections", "exclude", "stream_hash"} {
+		saved[k] = now[k]
+	}
+	return saved
+}
+
 // listCaptured lists the collections the filter captures now, with
 // their UUIDs. Views and time-series collections, which have no change
 // events of their own, are skipped with a warning.
@@ -221,9 +253,17 @@ func (s *Source) checkImages(ns string, c collInfo) error {
 // against the collections that exist now, or, on a fresh start, the
 // collections admission listed (the reader then checks, once it holds
 // the start token, that they did not change in between).
+//
+// A collection of the checkpoint's catalog with another UUID now was
+// dropped and re-created, or renamed over, while the pipeline was
+// stopped. From a stream position it is accepted provisionally: the
+// stream from the checkpoint must show its drop or rename before any
+// event of the new collection (checkReplaced), or the pipeline stops. A
+// snapshot copies by name, so from a snapshot position it is refused.
 func (r *reader) prepareCatalog(ctx context.Context, pos *position, restored *cdc.Checkpoint) error {
 	s := r.s
 	r.vanished = map[string]bool{}
+	r.replaced = map[string]replacement{}
 	if pos == nil {
 		r.catalog, r.epoch = maps.Clone(s.live.colls), 0
 		s.multi.epochs.add(0, r.catalog)
@@ -242,24 +282,110 @@ func (r *reader) prepareCatalog(ctx context.Context, pos *position, restored *cd
 		return fmt.Errorf("%w: the checkpoint's %s is not a JSON object of namespaces and UUIDs: %v; %s", ErrIdentity, catalogKey(e), err, resetHint)
 	}
 	for _, ns := range slices.Sorted(maps.Keys(cat)) {
+		if !s.multi.filter.matchNS(ns) {
+			// The filter was narrowed (checked by narrowed): the
+			// collection is no longer followed.
+			s.log.Info("not capturing a collection of the checkpoint that the narrowed filter leaves out", "collection", ns)
+			delete(cat, ns)
+			continue
+		}
 		now, ok := s.live.colls[ns]
 		switch {
 		case !ok:
 			// Dropped or renamed while stopped: the stream from the
 			// checkpoint must show it, or the pipeline stops (vanished).
 			r.vanished[ns] = true
+		case now != cat[ns] && pos.Snapshot != nil:
+			return r.replacedError(ns, cat[ns], now, "while the initial snapshot, which copies collections by name, was under way")
 		case now != cat[ns]:
-			return fmt.Errorf("%w: collection %s has UUID %s now but %s in the checkpoint: it was dropped and re-created "+
-				"(or replaced by a rename) while the pipeline was stopped, and its new documents must not be mixed "+
-				"with the old collection's changes; to capture the new collection, start over: "+
-				"tide checkpoint reset -f FILE --yes (with a new snapshot if snapshot is initial), or exclude %s",
-				ErrIdentity, ns, quote(now), quote(cat[ns]), ns)
+			r.replaced[ns] = replacement{was: cat[ns], now: now}
+			s.log.Info("a captured collection has another UUID than in the checkpoint (dropped and re-created, or renamed over, "+
+				"while the pipeline was stopped): accepted if the change stream shows its drop or rename before any event of the new one",
+				"collection", ns, "checkpoint_uuid", cat[ns], "uuid", now)
 		}
 	}
 	r.catalog, r.epoch = cat, e
 	s.multi.epochs.add(e, cat)
 	s.multi.epochs.ack(e)
 	return nil
+}
+
+// replacement is a captured collection whose UUID changed while the
+// pipeline was stopped, and whose drop or rename the reader has not yet
+// seen in the stream.
+type replacement struct {
+	was string // the UUID in the checkpoint's catalog
+	now string // the UUID admission found
+}
+
+// replacedError is the refusal of a collection that has another UUID
+// than in the checkpoint, without its drop or rename in the stream from
+// the checkpoint: the new collection's documents must not be mixed with
+// the old one's changes. why says what the source saw.
+func (r *reader) replacedError(ns, was, now, why string) error {
+	entry := ns // a cluster-wide filter's entries are "db.coll"
+	if r.s.cfg.Database != "" {
+		entry = ns[len(r.s.cfg.Database)+1:]
+	}
+	return fmt.Errorf("%w: collection %s has UUID %s now but %s in the checkpoint: it was dropped and re-created "+
+		"(or replaced by a rename) while the pipeline was stopped, and %s, so its new documents could be mixed "+
+		"with the old collection's changes; the checkpoint goes no further. Ways on: start over with "+
+		"tide checkpoint reset -f FILE --yes (with a new snapshot if snapshot is initial), or re-snapshot with "+
+		"tide snapshot -f FILE (copies the collections as they are now, framed by snapshot lines), "+
+		"or add %s to the source's exclude to go on without it (a narrower filter is accepted at restart)",
+		ErrIdentity, ns, quote(now), quote(was), why, quote(entry))
+}
+
+// checkReplaced verifies, for one event of the stream, the collections
+// that prepareCatalog accepted with a new UUID: the first event of such
+// a namespace that is not a change of the old collection (its UUID in
+// the checkpoint) must be its drop, its rename, a rename over it
+// (dropTarget) or the drop of its database; anything else, an event of
+// the new collection first, stops the pipeline before the event is
+// handed out. id is the event's collectionUUID, hex ("" when absent).
+func (r *reader) checkReplaced(ev *cdc.Event, id string) error {
+	if ev.Op == cdc.OpDropDatabase {
+		for ns := range r.replaced {
+			if strings.HasPrefix(ns, ev.Namespace+".") {
+				r.resolved(ns, ev.Op)
+			}
+		}
+		return nil
+	}
+	if ev.Op == cdc.OpRename {
+		if to := renameTarget(*ev); to != ev.Namespace {
+			if _, ok := r.replaced[to]; ok {
+				r.resolved(to, ev.Op) // renamed over with dropTarget: the old one is gone
+			}
+		}
+	}
+	rep, ok := r.replaced[ev.Namespace]
+	if !ok {
+		return nil
+	}
+	old := id == "" || id == rep.was
+	switch {
+	case old && (ev.Op == cdc.OpDrop || ev.Op == cdc.OpRename):
+		r.resolved(ev.Namespace, ev.Op)
+		return nil
+	case id != "" && id == rep.was:
+		return nil // a change of the old collection, before its drop
+	}
+	what := fmt.Sprintf("the change stream from the checkpoint shows an event of it (%s", ev.Op)
+	if id != "" {
+		what += ", UUID " + quote(id)
+	}
+	what += ") before any drop or rename of it"
+	return &permanentError{r.replacedError(ev.Namespace, rep.was, rep.now, what)}
+}
+
+// resolved records that the stream showed the end of the old collection
+// of a replaced namespace: from here on the catalog follows the stream.
+func (r *reader) resolved(ns string, op cdc.Op) {
+	rep := r.replaced[ns]
+	delete(r.replaced, ns)
+	r.s.log.Info("the change stream shows the old collection's end: the collection re-created while the pipeline was stopped is captured from its create",
+		"collection", ns, "event", string(op), "checkpoint_uuid", rep.was, "uuid", rep.now)
 }
 
 // errCatalogMoved: the collections changed while the start token was
@@ -281,6 +407,11 @@ func (r *reader) apply(ev *cdc.Event, uuid []byte) (bool, error) {
 	ns := ev.Namespace
 	db, coll, _ := strings.Cut(ns, ".")
 	id := hex.EncodeToString(uuid)
+	if len(r.replaced) > 0 {
+		if err := r.checkReplaced(ev, id); err != nil {
+			return false, err
+		}
+	}
 	switch ev.Op {
 	case cdc.OpCreate:
 		delete(r.vanished, ns)
@@ -357,8 +488,15 @@ func (r *reader) apply(ev *cdc.Event, uuid []byte) (bool, error) {
 
 // checkVanished fails when the stream has caught up and a collection
 // the checkpoint captured is gone without its drop, rename or
-// dropDatabase in the stream: its history cannot be accounted for.
+// dropDatabase in the stream: its history cannot be accounted for; or
+// when one that has another UUID now has not had its drop or rename in
+// the stream either.
 func (r *reader) checkVanished() error {
+	if len(r.replaced) > 0 {
+		ns := slices.Min(slices.Collect(maps.Keys(r.replaced)))
+		rep := r.replaced[ns]
+		return &permanentError{r.replacedError(ns, rep.was, rep.now, "the change stream from the checkpoint, read to its end, shows no drop or rename of it")}
+	}
 	if len(r.vanished) == 0 {
 		return nil
 	}

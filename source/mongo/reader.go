@@ -44,9 +44,10 @@ type reader struct {
 	gap        *gapInfo        // a re-snapshot is under way: it ends with a snapshot line
 
 	// Many collections only.
-	catalog  catalog         // the captured collections as of the last position handed out
-	epoch    uint64          // catalog's epoch, named by every position
-	vanished map[string]bool // captured in the checkpoint, gone now, and no drop seen yet
+	catalog  catalog                // the captured collections as of the last position handed out
+	epoch    uint64                 // catalog's epoch, named by every position
+	vanished map[string]bool        // captured in the checkpoint, gone now, and no drop seen yet
+	replaced map[string]replacement // captured in the checkpoint, another UUID now, and no drop seen yet
 	msnap    *multiSnapshot
 
 	lastNS nsCache // the namespace of the last event, reused by the next
@@ -451,7 +452,7 @@ func (r *reader) streamLoop(ctx context.Context, opened bool) error {
 			return err
 		}
 		if !transient(err) {
-			return explain(s.ns, err)
+			return explain(s.ns, s.split, err)
 		}
 		failures++
 		lastErr = err
@@ -667,14 +668,16 @@ func (r *reader) watermark(ctx context.Context) error {
 		// it would skip the event's first part.
 		return nil
 	}
-	tok := r.cs.ResumeToken()
-	if len(tok) == 0 || bytes.Equal(tok, r.lastTok) {
-		return nil
-	}
 	if r.s.multi != nil {
+		// Caught up: a drop the checkpoint's catalog waits for is not
+		// in the stream.
 		if err := r.checkVanished(); err != nil {
 			return err
 		}
+	}
+	tok := r.cs.ResumeToken()
+	if len(tok) == 0 || bytes.Equal(tok, r.lastTok) {
+		return nil
 	}
 	tok = slices.Clone(tok)
 	if err := r.s.q.push(ctx, marker(r.resumePos(tok))); err != nil {

@@ -36,7 +36,7 @@ func (r *reader) snapshot(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if !transient(err) {
-			return fmt.Errorf("snapshot %s: %w", s.ns, explain(s.ns, err))
+			return fmt.Errorf("snapshot %s: %w", s.ns, explain(s.ns, s.split, err))
 		}
 		if progressed {
 			failures = 0

@@ -289,7 +289,7 @@ func (r *reader) copyCollection(ctx context.Context, ns string, afterJSON []byte
 			return ctx.Err()
 		}
 		if !transient(err) {
-			return fmt.Errorf("snapshot %s: %w", ns, explain(ns, err))
+			return fmt.Errorf("snapshot %s: %w", ns, explain(ns, s.split, err))
 		}
 		if progressed {
 			failures = 0

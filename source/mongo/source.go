@@ -247,9 +247,10 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 		return fmt.Errorf("mongo source %s: %w", s.ns, err)
 	}
 	s.pipeline = stages
-	s.streamHash = streamHash(canon, s.cfg.FullDocument, s.cfg.BeforeChange)
+	base := streamHash(canon, s.cfg.FullDocument, s.cfg.BeforeChange)
+	s.streamHash = base
 	if s.multi != nil {
-		s.streamHash = multiStreamHash(s.streamHash, s.multi.filter)
+		s.streamHash = multiStreamHash(base, s.multi.filter)
 	}
 	s.q = newQueue(int64(s.cfg.MaxBufferedBytes))
 	s.q.stalled = s.released
@@ -302,6 +303,9 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 			if saved != nil {
 				saved["collection_uuid"] = s.ident["collection_uuid"]
 			}
+		}
+		if s.multi != nil {
+			saved = s.narrowed(saved, base, pos)
 		}
 		if err := checkIdentity(saved, s.ident); err != nil {
 			return err
