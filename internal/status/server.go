@@ -30,13 +30,20 @@ const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
 // Config configures a Server.
 type Config struct {
 	// Addr is host:port to listen on. A host that is not loopback needs
-	// AuthFile.
+	// AuthFile or Insecure (CheckBind).
 	Addr string
 	// AuthFile, if set, is a file of one user:password line (or
 	// user:bcrypt-hash): every request then needs basic auth.
 	AuthFile string
+	// Insecure accepts a non-loopback Addr without AuthFile
+	// (--http-insecure): anyone who reaches it can read what it serves.
+	Insecure bool
+	// MetricsOnly serves /metrics alone, without the page and /api/status,
+	// for commands that track no pipeline of their own (tide serve, tide
+	// worker).
+	MetricsOnly bool
 	// Metrics, if set, is served at /metrics.
-	Metrics *prometheus.Registry
+	Metrics prometheus.Gatherer
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -53,16 +60,14 @@ type Server struct {
 }
 
 // Listen checks cfg and binds its address; Run serves. A non-loopback
-// address without an AuthFile is refused.
+// address without AuthFile or Insecure is refused (CheckBind).
 func Listen(cfg Config) (*Server, error) {
+	if err := CheckBind(cfg.Addr, cfg.AuthFile, cfg.Insecure); err != nil {
+		return nil, err
+	}
 	loop, err := isLoopback(cfg.Addr)
 	if err != nil {
 		return nil, err
-	}
-	if !loop && cfg.AuthFile == "" {
-		return nil, fmt.Errorf("--http-addr %s is not a loopback address: the status page and /metrics "+
-			"would be open to the network; set --http-auth-file (a file of one user:password line) "+
-			"or listen on 127.0.0.1", cfg.Addr)
 	}
 	var creds *credentials
 	if cfg.AuthFile != "" {
@@ -74,8 +79,12 @@ func Listen(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if !loop && creds == nil {
+		log.Warn("serving HTTP without authentication on a non-loopback address (--http-insecure): "+
+			"anyone who reaches it can read /metrics and the status page", "addr", cfg.Addr)
+	}
 	s := &Server{log: log}
-	var h http.Handler = s.mux(cfg.Metrics)
+	var h http.Handler = s.mux(cfg.Metrics, !cfg.MetricsOnly)
 	if creds != nil {
 		h = basicAuth(creds, h)
 	}
@@ -88,17 +97,23 @@ func Listen(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) mux(reg *prometheus.Registry) http.Handler {
+func (s *Server) mux(metrics prometheus.Gatherer, page bool) http.Handler {
 	mux := http.NewServeMux()
-	static, _ := fs.Sub(assets, "assets")
-	files := http.FileServerFS(static)
-	mux.Handle("GET /assets/", http.StripPrefix("/assets/", files))
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.ServeFileFS(w, r, static, "index.html")
-	})
-	mux.HandleFunc("GET /api/status", s.serveStatus)
-	if reg != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if page {
+		static, _ := fs.Sub(assets, "assets")
+		files := http.FileServerFS(static)
+		mux.Handle("GET /assets/", http.StripPrefix("/assets/", files))
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+			http.ServeFileFS(w, r, static, "index.html")
+		})
+		mux.HandleFunc("GET /api/status", s.serveStatus)
+	}
+	if metrics != nil {
+		var opts promhttp.HandlerOpts
+		if reg, ok := metrics.(prometheus.Registerer); ok {
+			opts.Registry = reg // counts the handler's own errors
+		}
+		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, opts))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
