@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // httpCommands are the commands with --http-addr, each with the arguments
@@ -20,6 +22,7 @@ func httpCommands(t *testing.T) map[string]struct {
 	args    func(dir string) []string
 	started string
 } {
+	natsURL := testenv.NATS(t).ClientURL()
 	return map[string]struct {
 		args    func(dir string) []string
 		started string
@@ -28,10 +31,12 @@ func httpCommands(t *testing.T) map[string]struct {
 		"demo": {func(string) []string {
 			return []string{"demo", "--events", "1000000", "--rate", "100", "--progress", "never"}
 		}, "tide demo: embedded MongoDB"},
+		"serve":  {func(string) []string { return []string{"serve", "--addr", "127.0.0.1:0"} }, "msg=serving "},
+		"worker": {func(string) []string { return []string{"worker", "--nats", natsURL} }, "worker started"},
 	}
 }
 
-// TestHTTPBindRule: tide run and demo follow one rule for
+// TestHTTPBindRule: tide run, demo, serve and worker follow one rule for
 // --http-addr. An address off loopback (every interface, or a host name
 // other than localhost) is refused before anything starts, unless
 // --http-auth-file or --http-insecure is given; with the first, /metrics
