@@ -41,7 +41,8 @@ func httpCommands(t *testing.T) map[string]struct {
 // other than localhost) is refused before anything starts, unless
 // --http-auth-file or --http-insecure is given; with the first, /metrics
 // needs the credentials, with the second it is open, and a warning says
-// so. Loopback needs neither.
+// so. Loopback needs neither, and answers only a Host that names
+// loopback (DNS rebinding).
 func TestHTTPBindRule(t *testing.T) {
 	t.Parallel()
 	auth := filepath.Join(t.TempDir(), "auth")
@@ -90,6 +91,20 @@ func TestHTTPBindRule(t *testing.T) {
 				url := "http://127.0.0.1:" + port + "/metrics"
 				if got := getStatusCode(t, url, "", ""); got != cc.wantAnon {
 					t.Errorf("%s: GET /metrics without credentials: %d, want %d", cname, got, cc.wantAnon)
+				}
+				if cname == "loopback" {
+					// A page that rebinds its own name to 127.0.0.1 sends
+					// that name as Host.
+					req, _ := http.NewRequest("GET", url, nil)
+					req.Host = "rebound.example:" + port
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					if resp.StatusCode != 403 {
+						t.Errorf("GET /metrics with Host rebound.example: %s, want 403", resp.Status)
+					}
 				}
 				if cc.wantAnon == 401 {
 					if got := getStatusCode(t, url, "ops", "s3cret"); got != 200 {

@@ -53,6 +53,7 @@ type Config struct {
 type Server struct {
 	ln  net.Listener
 	srv *http.Server
+	mux *http.ServeMux // the routes, behind the checks of Listen
 	log *slog.Logger
 
 	mu       sync.Mutex // guards trackers
@@ -83,11 +84,18 @@ func Listen(cfg Config) (*Server, error) {
 		log.Warn("serving HTTP without authentication on a non-loopback address (--http-insecure): "+
 			"anyone who reaches it can read /metrics and the status page", "addr", cfg.Addr)
 	}
-	s := &Server{log: log}
-	var h http.Handler = s.mux(cfg.Metrics, !cfg.MetricsOnly)
+	s := &Server{log: log, mux: http.NewServeMux()}
+	s.routes(cfg.Metrics, !cfg.MetricsOnly)
+	// From the outside in: the security headers, on every answer; on
+	// loopback, the Host check against DNS rebinding; basic auth.
+	var h http.Handler = s.mux
 	if creds != nil {
 		h = basicAuth(creds, h)
 	}
+	if loop {
+		h = loopbackOnly(h)
+	}
+	h = securityHeaders(h)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http-addr: %w", err)
@@ -97,31 +105,36 @@ func Listen(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) mux(metrics prometheus.Gatherer, page bool) http.Handler {
-	mux := http.NewServeMux()
+// routes registers what the server serves: the page and /api/status,
+// if page, and /metrics, if metrics is set.
+func (s *Server) routes(metrics prometheus.Gatherer, page bool) {
 	if page {
 		static, _ := fs.Sub(assets, "assets")
 		files := http.FileServerFS(static)
-		mux.Handle("GET /assets/", http.StripPrefix("/assets/", files))
-		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", files))
+		s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 			http.ServeFileFS(w, r, static, "index.html")
 		})
-		mux.HandleFunc("GET /api/status", s.serveStatus)
+		s.mux.HandleFunc("GET /api/status", s.serveStatus)
 	}
 	if metrics != nil {
 		var opts promhttp.HandlerOpts
 		if reg, ok := metrics.(prometheus.Registerer); ok {
 			opts.Registry = reg // counts the handler's own errors
 		}
-		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, opts))
+		s.mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, opts))
 	}
+}
+
+// securityHeaders sets the headers every answer carries.
+func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", csp)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-store")
-		mux.ServeHTTP(w, r)
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", csp)
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
 	})
 }
 
