@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tide-cdc/tide/internal/metrics"
@@ -50,6 +51,79 @@ func TestHostOffLoopback(t *testing.T) {
 	}
 	if code, body := send(t, "GET", "http://127.0.0.1:"+port+"/api/status", map[string]string{"Host": "tide.example:" + port}, ""); code != 200 {
 		t.Errorf("GET /api/status with Host tide.example: %d %s, want 200", code, body)
+	}
+}
+
+// TestGuardWrites: a request that may change something (any method but
+// GET and HEAD; here on a route registered by the test, as POST
+// /api/snapshots will be) is refused with 403 when a browser says it comes
+// from another origin or site, and with 415 unless its body is JSON; from
+// the page's own origin, or from a program that sends neither Origin nor
+// Sec-Fetch-Site, JSON is accepted.
+func TestGuardWrites(t *testing.T) {
+	srv, stop := serve(t, Config{Addr: "127.0.0.1:0"})
+	defer stop()
+	var calls atomic.Int64
+	srv.mux.HandleFunc("/api/test-write", func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Write([]byte("done"))
+	})
+	_, port, err := net.SplitHostPort(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := "http://127.0.0.1:" + port
+	const jsonType = "application/json"
+	tests := map[string]struct {
+		method string
+		header map[string]string
+		want   int
+	}{
+		"program, JSON":                  {"POST", map[string]string{"Content-Type": jsonType}, 200},
+		"program, JSON with charset":     {"POST", map[string]string{"Content-Type": "Application/JSON; charset=utf-8"}, 200},
+		"own page":                       {"POST", map[string]string{"Origin": self, "Sec-Fetch-Site": "same-origin", "Content-Type": jsonType}, 200},
+		"typed in (Sec-Fetch-Site none)": {"POST", map[string]string{"Sec-Fetch-Site": "none", "Content-Type": jsonType}, 200},
+		"own page on the default port":   {"POST", map[string]string{"Host": "localhost", "Origin": "http://localhost", "Content-Type": jsonType}, 200},
+		"own page, DELETE":               {"DELETE", map[string]string{"Origin": self, "Content-Type": jsonType}, 200},
+		"GET from another origin":        {"GET", map[string]string{"Origin": "http://evil.example"}, 200},
+
+		"another origin":                    {"POST", map[string]string{"Origin": "http://evil.example", "Content-Type": jsonType}, 403},
+		"another origin, same-origin claim": {"POST", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "same-origin", "Content-Type": jsonType}, 403},
+		"another loopback name":             {"POST", map[string]string{"Origin": "http://localhost:" + port, "Content-Type": jsonType}, 403},
+		"another loopback port":             {"POST", map[string]string{"Origin": "http://127.0.0.1:1", "Content-Type": jsonType}, 403},
+		"the same host without the port":    {"POST", map[string]string{"Origin": "http://127.0.0.1", "Content-Type": jsonType}, 403},
+		"null origin":                       {"POST", map[string]string{"Origin": "null", "Content-Type": jsonType}, 403},
+		"cross-site":                        {"POST", map[string]string{"Sec-Fetch-Site": "cross-site", "Content-Type": jsonType}, 403},
+		"same-site":                         {"POST", map[string]string{"Sec-Fetch-Site": "same-site", "Content-Type": jsonType}, 403},
+		"cross-site form":                   {"POST", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site", "Content-Type": "application/x-www-form-urlencoded"}, 403},
+		"another origin, PUT":               {"PUT", map[string]string{"Origin": "http://evil.example", "Content-Type": jsonType}, 403},
+		"another origin, DELETE":            {"DELETE", map[string]string{"Origin": "http://evil.example"}, 403},
+		"another origin, OPTIONS":           {"OPTIONS", map[string]string{"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}, 403},
+
+		"form":                   {"POST", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415},
+		"multipart form":         {"POST", map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, 415},
+		"text/plain":             {"POST", map[string]string{"Content-Type": "text/plain"}, 415},
+		"own page, text/plain":   {"POST", map[string]string{"Origin": self, "Sec-Fetch-Site": "same-origin", "Content-Type": "text/plain"}, 415},
+		"no content type":        {"POST", nil, 415},
+		"not quite JSON":         {"POST", map[string]string{"Content-Type": "application/jsonx"}, 415},
+		"malformed content type": {"POST", map[string]string{"Content-Type": "application/json; ="}, 415},
+		"PUT without a type":     {"PUT", nil, 415},
+	}
+	for name, tc := range tests {
+		before := calls.Load()
+		code, body := send(t, tc.method, self+"/api/test-write", tc.header, `{"x":1}`)
+		if code != tc.want {
+			t.Errorf("%s: %s %v: %d %q, want %d", name, tc.method, tc.header, code, body, tc.want)
+		}
+		if called := calls.Load() != before; called != (tc.want == 200) {
+			t.Errorf("%s: handler called %v, want %v", name, called, tc.want == 200)
+		}
+		if tc.want == 403 && !strings.Contains(body, "403 forbidden") {
+			t.Errorf("%s: %q, want a 403 message", name, body)
+		}
+		if tc.want == 415 && !strings.Contains(body, "needs Content-Type: application/json") {
+			t.Errorf("%s: %q, want a message naming application/json", name, body)
+		}
 	}
 }
 

@@ -87,8 +87,10 @@ func Listen(cfg Config) (*Server, error) {
 	s := &Server{log: log, mux: http.NewServeMux()}
 	s.routes(cfg.Metrics, !cfg.MetricsOnly)
 	// From the outside in: the security headers, on every answer; on
-	// loopback, the Host check against DNS rebinding; basic auth.
-	var h http.Handler = s.mux
+	// loopback, the Host check against DNS rebinding; basic auth; the
+	// checks of requests that may change something, for every route to
+	// come that is not GET.
+	var h http.Handler = guardWrites(s.mux)
 	if creds != nil {
 		h = basicAuth(creds, h)
 	}
