@@ -30,9 +30,9 @@ func CheckBind(addr, authFile string, insecure bool) error {
 	if err != nil || loop || authFile != "" || insecure {
 		return err
 	}
-	return fmt.Errorf("--http-addr %s is not a loopback address: /metrics (with pipeline names and the users who failed "+
-		"to log in) and the status page would be open to the network; set --http-auth-file (a file of one user:password line), "+
-		"listen on 127.0.0.1, or pass --http-insecure to accept the risk", addr)
+	return fmt.Errorf("--http-addr %s is not a loopback address: /metrics (names of pipelines, of users who failed "+
+		"to log in) and any status page would be open to the network; set --http-auth-file (a file of one user:password line) "+
+		"for basic auth, listen on 127.0.0.1, or pass --http-insecure to accept the risk", addr)
 }
 
 // isLoopback reports whether addr's host is a loopback IP address or

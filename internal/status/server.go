@@ -48,8 +48,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Server serves the status page, /api/status and /metrics, and samples
-// its trackers every second for the page's plots.
+// Server serves the status page, /api/status and /metrics (or /metrics
+// alone), and samples its trackers every second for the page's plots.
 type Server struct {
 	ln  net.Listener
 	srv *http.Server
@@ -82,7 +82,7 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	if !loop && creds == nil {
 		log.Warn("serving HTTP without authentication on a non-loopback address (--http-insecure): "+
-			"anyone who reaches it can read /metrics and the status page", "addr", cfg.Addr)
+			"anyone who reaches it can read /metrics and any status page", "addr", cfg.Addr)
 	}
 	s := &Server{log: log, mux: http.NewServeMux()}
 	s.routes(cfg.Metrics, !cfg.MetricsOnly)
