@@ -24,6 +24,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/tide-cdc/tide"
+	"github.com/tide-cdc/tide/internal/status"
 	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/pipeline"
 )
@@ -37,6 +38,7 @@ type demoFlags struct {
 	toMongo  bool
 	httpAddr string // the status page; "" for none
 	authFile string
+	insecure bool // --http-insecure
 }
 
 func newDemoCmd() *cobra.Command {
@@ -63,6 +65,7 @@ checkpoint.`,
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live status line: auto (on a terminal), always, never")
 	cmd.Flags().StringVar(&f.httpAddr, "http-addr", "127.0.0.1:0", `serve the status page, /api/status and /metrics here (default: a free loopback port); "" for none`)
 	cmd.Flags().StringVar(&f.authFile, "http-auth-file", "", "require basic auth on --http-addr: a file of one user:password (or user:bcrypt-hash) line; needed off loopback")
+	cmd.Flags().BoolVar(&f.insecure, "http-insecure", false, "allow --http-addr off loopback without --http-auth-file, open to anyone who reaches it")
 	cmd.Flags().BoolVar(&f.nats, "nats", false, "stream NATS JetStream messages instead, from an embedded nats-server, into orders-nats.jsonl")
 	cmd.Flags().BoolVar(&f.toMongo, "to-mongo", false, "keep a second embedded MongoDB in sync instead (the MongoDB sink, mirror mode, exactly-once), and check it equals the first at the end")
 	return cmd
@@ -77,6 +80,10 @@ type demoChange struct {
 func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if f.nats && f.toMongo {
 		return fmt.Errorf("--nats and --to-mongo: choose one demo")
+	}
+	// Refused here, before any server starts; serve applies it again.
+	if err := status.CheckBind(f.httpAddr, f.authFile, f.insecure); err != nil {
+		return err
 	}
 	if f.nats {
 		return runNATSDemo(ctx, f, stdout, stderr)

@@ -36,12 +36,9 @@ func (d *demoStatus) options(log *slog.Logger) tide.Options {
 // URL. stop shuts it down and waits for its goroutine.
 func (d *demoStatus) serve(f demoFlags, stdout io.Writer, log *slog.Logger) (stop func(), err error) {
 	if f.httpAddr == "" {
-		if f.authFile != "" {
-			return nil, fmt.Errorf("--http-auth-file needs --http-addr")
-		}
 		return func() {}, nil
 	}
-	srv, err := status.Listen(status.Config{Addr: f.httpAddr, AuthFile: f.authFile, Metrics: d.reg, Logger: log})
+	srv, err := status.Listen(status.Config{Addr: f.httpAddr, AuthFile: f.authFile, Insecure: f.insecure, Metrics: d.reg, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ type runFlags struct {
 	httpAddr    string
 	metricsAddr string // the old name of httpAddr
 	authFile    string
+	insecure    bool // --http-insecure
 	logLevel    string
 	logFormat   string
 	drainGrace  time.Duration
@@ -63,6 +64,7 @@ included), 3 the collection was dropped or renamed under the pipeline,
 	cmd.Flags().StringVar(&f.httpAddr, "http-addr", "", "serve the status page (/), /api/status and /metrics on this address (for example 127.0.0.1:9464)")
 	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "the same as --http-addr (its former name)")
 	cmd.Flags().StringVar(&f.authFile, "http-auth-file", "", "require basic auth on --http-addr: a file of one user:password (or user:bcrypt-hash) line; needed off loopback")
+	cmd.Flags().BoolVar(&f.insecure, "http-insecure", false, "allow --http-addr off loopback without --http-auth-file, open to anyone who reaches it")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().DurationVar(&f.drainGrace, "drain-timeout", 30*time.Second, "how long a drain may take before tide stops hard")
@@ -110,16 +112,18 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 		return err
 	}
 	// The status server is bound before the pipeline is built, so that a
-	// refused address (off loopback without --http-auth-file) or a port in
-	// use stops tide before it takes the data directory.
+	// refused address (off loopback without --http-auth-file or
+	// --http-insecure) or a port in use stops tide before it takes the
+	// data directory.
+	if err := status.CheckBind(addr, f.authFile, f.insecure); err != nil {
+		return err
+	}
 	var srv *status.Server
 	if addr != "" {
-		if srv, err = status.Listen(status.Config{Addr: addr, AuthFile: f.authFile, Metrics: reg, Logger: log}); err != nil {
+		if srv, err = status.Listen(status.Config{Addr: addr, AuthFile: f.authFile, Insecure: f.insecure, Metrics: reg, Logger: log}); err != nil {
 			return err
 		}
 		defer srv.Close() // after Run, a no-op
-	} else if f.authFile != "" {
-		return errors.New("--http-auth-file needs --http-addr")
 	}
 	p, err := spec.Build(ctx)
 	if err != nil {

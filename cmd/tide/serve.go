@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/status"
 	"github.com/tide-cdc/tide/mongowire"
 )
 
@@ -33,6 +34,9 @@ func newServeCmd() *cobra.Command {
 with change streams, for development, CI and tide demo. Connect with
 mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { // before the server starts
+			return status.CheckBind(auth.httpAddr, auth.httpAuthFile, auth.httpInsecure)
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(cmd.ErrOrStderr(), logLevel, logFormat)
 			if err != nil {
@@ -59,13 +63,11 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 			}
 			defer srv.Close()
 			log.Info("serving", "addr", srv.Addr(), "uri", srv.URI(), "data_dir", cfg.DataDir, "auth", cfg.Auth)
-			if auth.httpAddr != "" {
-				stop, err := serveHTTP(cmd.Context(), auth.httpAddr, srv, log)
-				if err != nil {
-					return err
-				}
-				defer stop()
+			stop, err := serveHTTP(cmd.Context(), auth, srv, log)
+			if err != nil {
+				return err
 			}
+			defer stop()
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 			defer signal.Stop(sigs)
@@ -102,6 +104,8 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 	f.StringVar(&auth.passwordFile, "admin-password-file", "", "file holding the password of --admin-user")
 	f.IntVar(&cfg.AuthFailureLimit, "auth-failure-limit", 10, "close a connection after this many failed authentications")
 	f.StringVar(&auth.httpAddr, "http-addr", "", "serve Prometheus /metrics on this address (for example 127.0.0.1:9465); off by default")
+	f.StringVar(&auth.httpAuthFile, "http-auth-file", "", "require basic auth on --http-addr: a file of one user:password (or user:bcrypt-hash) line; needed off loopback")
+	f.BoolVar(&auth.httpInsecure, "http-insecure", false, "allow --http-addr off loopback without --http-auth-file, open to anyone who reaches it (--insecure is for --addr)")
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tide-cdc/tide/internal/metrics"
+	"github.com/tide-cdc/tide/internal/status"
 	"github.com/tide-cdc/tide/mongowire"
 )
 
@@ -21,6 +22,8 @@ const adminPasswordEnv = "TIDE_ADMIN_PASSWORD"
 type serveAuthFlags struct {
 	passwordFile string
 	httpAddr     string
+	httpAuthFile string
+	httpInsecure bool
 }
 
 // apply resolves the first user's password into cfg: from
@@ -50,12 +53,16 @@ func (f *serveAuthFlags) apply(cfg *mongowire.Config) error {
 	return nil
 }
 
-// serveHTTP serves /metrics for srv on addr, from when it returns until
-// stop, which waits for the HTTP server to finish.
-func serveHTTP(ctx context.Context, addr string, srv *mongowire.Server, log *slog.Logger) (stop func(), err error) {
+// serveHTTP serves /metrics for srv on --http-addr, if set, from when it
+// returns until stop, which waits for the HTTP server to finish.
+func serveHTTP(ctx context.Context, f serveAuthFlags, srv *mongowire.Server, log *slog.Logger) (stop func(), err error) {
+	if f.httpAddr == "" {
+		return func() {}, nil
+	}
 	reg := metrics.NewRegistry()
 	reg.MustRegister(authCollector{srv})
-	ms, err := metrics.Listen(addr, reg)
+	ms, err := status.Listen(status.Config{Addr: f.httpAddr, AuthFile: f.httpAuthFile, Insecure: f.httpInsecure,
+		MetricsOnly: true, Metrics: reg, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -17,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/tide-cdc/tide"
@@ -33,6 +30,8 @@ type workerFlags struct {
 	leaseTTL   time.Duration
 	replicas   int
 	httpAddr   string
+	authFile   string // --http-auth-file
+	insecure   bool   // --http-insecure
 	logLevel   string
 	logFormat  string
 	drainGrace time.Duration
@@ -63,7 +62,9 @@ second signal exits at once, leaving the leases to expire.`,
 	cmd.Flags().StringVar(&f.id, "id", host+"-"+strconv.Itoa(os.Getpid()), "this worker's name in the group; unique among live workers")
 	cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "how long a lease outlives its last renewal (renewed every third of it)")
 	cmd.Flags().IntVar(&f.replicas, "replicas", 1, "replicas of the group's buckets, when this worker creates them")
-	cmd.Flags().StringVar(&f.httpAddr, "http-addr", "", "serve Prometheus metrics on this address, at /metrics")
+	cmd.Flags().StringVar(&f.httpAddr, "http-addr", "", "serve Prometheus metrics on this address, at /metrics (for example 127.0.0.1:9464)")
+	cmd.Flags().StringVar(&f.authFile, "http-auth-file", "", "require basic auth on --http-addr: a file of one user:password (or user:bcrypt-hash) line; needed off loopback")
+	cmd.Flags().BoolVar(&f.insecure, "http-insecure", false, "allow --http-addr off loopback without --http-auth-file, open to anyone who reaches it")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().DurationVar(&f.drainGrace, "drain-timeout", 30*time.Second, "how long handing the pipelines over may take before the worker stops hard")
@@ -84,6 +85,9 @@ func (f workerFlags) validate() error {
 	}
 	if f.drainGrace <= 0 {
 		errs = append(errs, fmt.Errorf("--drain-timeout %s: want a positive duration", f.drainGrace))
+	}
+	if err := status.CheckBind(f.httpAddr, f.authFile, f.insecure); err != nil {
+		errs = append(errs, err)
 	}
 	if f.pipelines != "" {
 		if st, err := os.Stat(f.pipelines); err != nil {
@@ -176,23 +180,24 @@ func runWorker(ctx context.Context, f workerFlags, stderr io.Writer, secrets *re
 	defer abort()
 
 	if f.httpAddr != "" {
-		ln, err := net.Listen("tcp", f.httpAddr)
+		srv, err := status.Listen(status.Config{Addr: f.httpAddr, AuthFile: f.authFile, Insecure: f.insecure,
+			MetricsOnly: true, Metrics: w.Gatherer(reg), Logger: log})
 		if err != nil {
-			return fmt.Errorf("--http-addr: %w", err)
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(w.Gatherer(reg), promhttp.HandlerOpts{}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		hctx, stop := context.WithCancel(ctx)
 		served := make(chan struct{})
 		go func() { // stopped and waited for below
 			defer close(served)
-			_ = srv.Serve(ln)
+			if err := srv.Run(hctx); err != nil {
+				log.Warn("metrics server stopped", "err", err)
+			}
 		}()
 		defer func() {
-			_ = srv.Close()
+			stop()
 			<-served
 		}()
-		log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+		log.Info("serving metrics", "addr", srv.URL()+"metrics")
 	}
 
 	done := make(chan error, 1)

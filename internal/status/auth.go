@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -83,18 +82,4 @@ func basicAuth(c *credentials, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// isLoopback reports whether addr's host is a loopback address or
-// localhost; an empty host listens on every interface.
-func isLoopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, fmt.Errorf("--http-addr %q: want host:port, for example 127.0.0.1:9464: %w", addr, err)
-	}
-	if host == "localhost" {
-		return true, nil
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback(), nil
 }

@@ -30,22 +30,30 @@ const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
 // Config configures a Server.
 type Config struct {
 	// Addr is host:port to listen on. A host that is not loopback needs
-	// AuthFile.
+	// AuthFile or Insecure (CheckBind).
 	Addr string
 	// AuthFile, if set, is a file of one user:password line (or
 	// user:bcrypt-hash): every request then needs basic auth.
 	AuthFile string
+	// Insecure accepts a non-loopback Addr without AuthFile
+	// (--http-insecure): anyone who reaches it can read what it serves.
+	Insecure bool
+	// MetricsOnly serves /metrics alone, without the page and /api/status,
+	// for commands that track no pipeline of their own (tide serve, tide
+	// worker).
+	MetricsOnly bool
 	// Metrics, if set, is served at /metrics.
-	Metrics *prometheus.Registry
+	Metrics prometheus.Gatherer
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
-// Server serves the status page, /api/status and /metrics, and samples
-// its trackers every second for the page's plots.
+// Server serves the status page, /api/status and /metrics (or /metrics
+// alone), and samples its trackers every second for the page's plots.
 type Server struct {
 	ln  net.Listener
 	srv *http.Server
+	mux *http.ServeMux // the routes, behind the checks of Listen
 	log *slog.Logger
 
 	mu       sync.Mutex // guards trackers
@@ -53,16 +61,14 @@ type Server struct {
 }
 
 // Listen checks cfg and binds its address; Run serves. A non-loopback
-// address without an AuthFile is refused.
+// address without AuthFile or Insecure is refused (CheckBind).
 func Listen(cfg Config) (*Server, error) {
+	if err := CheckBind(cfg.Addr, cfg.AuthFile, cfg.Insecure); err != nil {
+		return nil, err
+	}
 	loop, err := isLoopback(cfg.Addr)
 	if err != nil {
 		return nil, err
-	}
-	if !loop && cfg.AuthFile == "" {
-		return nil, fmt.Errorf("--http-addr %s is not a loopback address: the status page and /metrics "+
-			"would be open to the network; set --http-auth-file (a file of one user:password line) "+
-			"or listen on 127.0.0.1", cfg.Addr)
 	}
 	var creds *credentials
 	if cfg.AuthFile != "" {
@@ -74,11 +80,24 @@ func Listen(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{log: log}
-	var h http.Handler = s.mux(cfg.Metrics)
+	if !loop && creds == nil {
+		log.Warn("serving HTTP without authentication on a non-loopback address (--http-insecure): "+
+			"anyone who reaches it can read /metrics and any status page", "addr", cfg.Addr)
+	}
+	s := &Server{log: log, mux: http.NewServeMux()}
+	s.routes(cfg.Metrics, !cfg.MetricsOnly)
+	// From the outside in: the security headers, on every answer; on
+	// loopback, the Host check against DNS rebinding; basic auth; the
+	// checks of requests that may change something, for every route to
+	// come that is not GET.
+	var h http.Handler = guardWrites(s.mux)
 	if creds != nil {
 		h = basicAuth(creds, h)
 	}
+	if loop {
+		h = loopbackOnly(h)
+	}
+	h = securityHeaders(h)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http-addr: %w", err)
@@ -88,25 +107,36 @@ func Listen(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) mux(reg *prometheus.Registry) http.Handler {
-	mux := http.NewServeMux()
-	static, _ := fs.Sub(assets, "assets")
-	files := http.FileServerFS(static)
-	mux.Handle("GET /assets/", http.StripPrefix("/assets/", files))
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.ServeFileFS(w, r, static, "index.html")
-	})
-	mux.HandleFunc("GET /api/status", s.serveStatus)
-	if reg != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+// routes registers what the server serves: the page and /api/status,
+// if page, and /metrics, if metrics is set.
+func (s *Server) routes(metrics prometheus.Gatherer, page bool) {
+	if page {
+		static, _ := fs.Sub(assets, "assets")
+		files := http.FileServerFS(static)
+		s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", files))
+		s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+			http.ServeFileFS(w, r, static, "index.html")
+		})
+		s.mux.HandleFunc("GET /api/status", s.serveStatus)
 	}
+	if metrics != nil {
+		var opts promhttp.HandlerOpts
+		if reg, ok := metrics.(prometheus.Registerer); ok {
+			opts.Registry = reg // counts the handler's own errors
+		}
+		s.mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, opts))
+	}
+}
+
+// securityHeaders sets the headers every answer carries.
+func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", csp)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-store")
-		mux.ServeHTTP(w, r)
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", csp)
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
 	})
 }
 
