@@ -1,15 +1,11 @@
 // Package metrics exposes a pipeline's progress as Prometheus metrics. It
-// implements pipeline.Observer and pipeline.NamespaceObserver, so the runtime stays free of Prometheus, and
-// serves /metrics over HTTP for `tide serve --http-addr` (tide run mounts
-// its registry on its status server, package internal/status).
+// implements pipeline.Observer and pipeline.NamespaceObserver, so the
+// runtime stays free of Prometheus. Every command serves its registry on
+// the status server (package internal/status), which applies one rule to
+// every address it binds.
 package metrics
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/pipeline"
@@ -148,42 +143,4 @@ func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
-}
-
-// Server serves /metrics until Run's context is done.
-type Server struct {
-	ln  net.Listener
-	srv *http.Server
-}
-
-// Listen binds addr for the metrics endpoint; Run serves it.
-func Listen(addr string, reg *prometheus.Registry) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics listen: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
-}
-
-// Addr is the bound address, useful when addr had port 0.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
-
-// Run serves until ctx is done, then shuts the server down.
-func (s *Server) Run(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("metrics server: %w", err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := s.srv.Shutdown(shutdownCtx)
-	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
-		err = serveErr
-	}
-	return err
 }
