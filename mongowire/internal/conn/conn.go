@@ -2,11 +2,13 @@ package conn
 
 import (
 	"bufio"
+	"container/list"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -19,15 +21,27 @@ import (
 )
 
 // conn is one client connection. Only its serve goroutine touches it,
-// except Server.Close, which closes nc.
+// except the Server, which closes nc (Close, or to make room for a new
+// unauthenticated connection) and owns unauth.
 type conn struct {
 	s    *Server
 	nc   net.Conn
 	r    *bufio.Reader
 	id   int64
+	ip   netip.Addr // the client's address; invalid if not TCP
 	log  *slog.Logger
 	sess Session // the command layer's side of the connection
 	out  []byte  // reply buffer, reused
+
+	unauth *list.Element // in Server.unauth while unauthenticated; guarded by Server.mu
+
+	// The limits on unauthenticated connections (limits.go), set by
+	// Server.admit before the goroutine starts.
+	limited      bool        // they apply: Config.AuthTimeout or MaxUnauthenticated is set
+	authSess     AuthSession // sess, until it authenticated; nil if the limits do not apply
+	authDeadline time.Time   // close if still unauthenticated by then; zero: never
+	helloOnly    bool        // every message so far was a hello
+	readByAuth   bool        // the current read ends at authDeadline
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -57,21 +71,29 @@ func (c *conn) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.sess = c.s.handler.Open(Info{ID: c.id, Remote: c.nc.RemoteAddr(), Log: c.log})
+	c.trackAuth()
 	first := true
 	for {
 		msg, h, err := c.readMessage(first)
 		if err != nil {
+			if c.readByAuth && errors.Is(err, os.ErrDeadlineExceeded) {
+				c.s.closedTime.Add(1)
+				c.log.Info("closing connection: not authenticated in time", "auth_timeout", c.s.cfg.AuthTimeout)
+				return
+			}
 			c.logReadError(err, first)
 			return
 		}
 		first = false
+		c.received()
 		c.s.bytesIn.Add(int64(h.Length))
 		c.s.requests.Add(1)
+		hello := false
 		switch h.OpCode {
 		case wire.OpMsg:
-			err = c.handleMsg(ctx, h, msg)
+			hello, err = c.handleMsg(ctx, h, msg)
 		case wire.OpQuery:
-			err = c.handleQuery(ctx, h, msg)
+			hello, err = true, c.handleQuery(ctx, h, msg) // the only OP_QUERY answered is the hello
 		case wire.OpCompressed:
 			c.log.Warn("closing connection: OP_COMPRESSED received, but compression is never advertised")
 			return
@@ -85,6 +107,7 @@ func (c *conn) serve(ctx context.Context) {
 			}
 			return
 		}
+		c.answered(hello)
 	}
 }
 
@@ -115,7 +138,9 @@ func (c *conn) readMessage(first bool) ([]byte, wire.Header, error) {
 	if first {
 		wait = c.s.cfg.HeaderTimeout
 	}
-	if err := c.nc.SetReadDeadline(time.Now().Add(wait)); err != nil {
+	dl, byAuth := c.readDeadline(wait)
+	c.readByAuth = byAuth
+	if err := c.nc.SetReadDeadline(dl); err != nil {
 		return nil, wire.Header{}, err
 	}
 	var hdr [wire.HeaderLen]byte
@@ -123,8 +148,9 @@ func (c *conn) readMessage(first bool) ([]byte, wire.Header, error) {
 		return nil, wire.Header{}, err
 	}
 	// A message has begun: the rest of it, header included, must arrive
-	// within the body deadline.
-	if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.BodyTimeout)); err != nil {
+	// within the body deadline (and the authentication deadline).
+	dl, c.readByAuth = c.readDeadline(c.s.cfg.BodyTimeout)
+	if err := c.nc.SetReadDeadline(dl); err != nil {
 		return nil, wire.Header{}, err
 	}
 	if _, err := io.ReadFull(c.r, hdr[1:]); err != nil {
@@ -154,43 +180,51 @@ func (c *conn) readMessage(first bool) ([]byte, wire.Header, error) {
 	return buf, h, nil
 }
 
-// handleMsg answers one OP_MSG. A malformed message whose framing is
-// intact gets an error reply and the connection stays; one that breaks the
-// framing rules gets an error reply and the connection closes.
-func (c *conn) handleMsg(ctx context.Context, h wire.Header, msg []byte) error {
+// handleMsg answers one OP_MSG, and reports whether it was a hello. A
+// malformed message whose framing is intact gets an error reply and the
+// connection stays; one that breaks the framing rules gets an error reply
+// and the connection closes.
+func (c *conn) handleMsg(ctx context.Context, h wire.Header, msg []byte) (hello bool, err error) {
 	m, err := wire.ParseMsg(msg, wire.MaxCommandDepth)
 	if err != nil {
 		var we *wire.Error
 		if !errors.As(err, &we) {
-			return err
+			return false, err
 		}
 		c.log.Debug("malformed OP_MSG", "err", err)
 		if m.MoreToCome() {
 			if we.Close {
-				return err
+				return false, err
 			}
-			return nil
+			return false, nil
 		}
 		if werr := c.writeMsg(h.RequestID, c.sess.ErrorReply(we.Err)); werr != nil {
-			return werr
+			return false, werr
 		}
 		if we.Close {
-			return err
+			return false, err
 		}
-		return nil
+		return false, nil
+	}
+	if e, err := m.Command.IndexErr(0); err == nil {
+		hello = isHello(e.Key())
 	}
 	reply, err := c.sess.Command(ctx, m.Command)
 	if err != nil {
-		return err
+		return hello, err
 	}
 	if m.MoreToCome() { // fire-and-forget: execute, never answer
-		return c.closeIfFailedTooOften()
+		return hello, c.closeIfFailedTooOften()
 	}
 	if err := c.writeMsg(h.RequestID, reply); err != nil {
-		return err
+		return hello, err
 	}
-	return c.closeIfFailedTooOften()
+	return hello, c.closeIfFailedTooOften()
 }
+
+// isHello reports whether name is the handshake's command, which drivers'
+// monitoring connections also send.
+func isHello(name string) bool { return name == "hello" || name == "isMaster" || name == "ismaster" }
 
 // closeIfFailedTooOften ends the connection once the session asks for it
 // (too many failed authentications), after the last reply is sent.
@@ -231,7 +265,7 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 	case !isCmdNamespace(q.Collection):
 		return c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(mongoerr.New(mongoerr.UnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command on %s. The client driver may require an upgrade.", q.Collection)))
-	case name != "hello" && name != "isMaster" && name != "ismaster":
+	case !isHello(name):
 		return c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(mongoerr.New(mongoerr.UnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", name)))
 	}
