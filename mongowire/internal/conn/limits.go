@@ -12,9 +12,10 @@ import (
 
 // admit registers nc as a live connection, or closes it at once if it is
 // past the cap of its address or the global cap, or the server is
-// closing. A new connection past Config.MaxUnauthenticated closes the
-// least recently active unauthenticated one instead: an idle client gives
-// way to one that is about to authenticate.
+// closing. A new connection past Config.MaxUnauthenticated, or past the
+// global cap while some connections are unauthenticated, closes the least
+// recently active unauthenticated one instead: an idle client gives way
+// to one that is about to authenticate.
 func (s *Server) admit(nc net.Conn) *conn {
 	ip, hasIP := remoteIP(nc)
 	s.mu.Lock()
@@ -32,10 +33,15 @@ func (s *Server) admit(nc net.Conn) *conn {
 		return nil
 	}
 	if s.live.Load() >= int64(s.cfg.MaxConnections) {
-		s.refusedMax.Add(1)
-		s.log.Warn("connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max", s.cfg.MaxConnections)
-		nc.Close()
-		return nil
+		if s.unauth.Len() == 0 {
+			s.refusedMax.Add(1)
+			s.log.Warn("connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max", s.cfg.MaxConnections)
+			nc.Close()
+			return nil
+		}
+		// Unauthenticated connections never keep a client out: the
+		// idlest gives way (and stays counted until its goroutine ends).
+		s.closeIdlestLocked()
 	}
 	s.live.Add(1)
 	c := s.newConn(nc)
@@ -65,7 +71,8 @@ func (s *Server) closeIdlestLocked() {
 	old := s.unauth.Front().Value.(*conn)
 	s.leaveUnauthLocked(old)
 	s.closedMax.Add(1)
-	old.log.Info("closing connection: too many unauthenticated connections; this one was the least recently active", "max_unauthenticated", s.cfg.MaxUnauthenticated)
+	old.log.Info("closing connection: making room for a new one; this is the least recently active unauthenticated connection",
+		"unauthenticated", s.unauth.Len()+1, "max_unauthenticated", s.cfg.MaxUnauthenticated)
 	old.nc.Close()
 }
 

@@ -152,6 +152,31 @@ func TestMaxUnauthenticated(t *testing.T) {
 	}
 }
 
+// TestConnectionCapMakesRoom: at the global cap, an unauthenticated
+// connection makes room for a new one; authenticated ones never do.
+func TestConnectionCapMakesRoom(t *testing.T) {
+	s, _ := start(t, Config{MaxConnections: 2, AuthTimeout: time.Minute})
+	a, b := dial(t, s), dial(t, s)
+	ra, rb := bufio.NewReader(a), bufio.NewReader(b)
+	roundTrip(t, a, ra, bson.D{{Key: "auth", Value: 1}})
+	roundTrip(t, b, rb, hello)
+
+	c := dial(t, s)
+	if !closed(b) {
+		t.Fatal("at the cap, the unauthenticated connection stayed open")
+	}
+	rc := bufio.NewReader(c)
+	roundTrip(t, c, rc, bson.D{{Key: "auth", Value: 1}})
+	if !closed(dial(t, s)) {
+		t.Fatal("a connection past a cap of authenticated ones was served")
+	}
+	roundTrip(t, a, ra, bson.D{{Key: "echo", Value: 1}})
+	roundTrip(t, c, rc, bson.D{{Key: "echo", Value: 1}})
+	if st := s.Stats(); st.ClosedUnauthenticated != 1 || st.RefusedMax != 1 {
+		t.Errorf("stats = %+v, want 1 closed to make room, 1 refused", st)
+	}
+}
+
 // TestMaxConnectionsPerIP: the connection past the cap of its address is
 // closed at once; another address still gets in.
 func TestMaxConnectionsPerIP(t *testing.T) {

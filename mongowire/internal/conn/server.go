@@ -34,8 +34,12 @@ import (
 // Config configures a Server. New applies no defaults: the mongowire
 // package does, in one place.
 type Config struct {
-	Addr           string // the listen address
-	MaxConnections int    // live connections; one beyond is accepted and closed at once
+	Addr string // the listen address
+	// MaxConnections caps the live connections: one beyond is accepted
+	// and closed at once, unless some are unauthenticated (see
+	// MaxUnauthenticated): then the least recently active of those is
+	// closed to make room.
+	MaxConnections int
 	// MaxConnectionsPerIP caps the live connections from one client IP
 	// address the same way; 0: no cap.
 	MaxConnectionsPerIP int
@@ -53,6 +57,7 @@ type Config struct {
 	// MaxUnauthenticated caps them: a new connection past the cap closes
 	// the one that sent its last message longest ago, so that a client
 	// about to authenticate always finds a slot, while idle ones give way.
+	// Past MaxConnections, the same one makes room.
 	AuthTimeout        time.Duration
 	MaxUnauthenticated int
 	// HeaderTimeout bounds the wait for the first message header after
