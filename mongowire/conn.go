@@ -74,3 +74,42 @@ func (c *conn) ErrorReply(err *mongoerr.Error) []byte { return c.s.errorReply(er
 // Closing ends the connection once it failed to authenticate
 // Config.AuthFailureLimit times, after the last refusal is sent.
 func (c *conn) Closing() bool { return c.auth.closing }
+
+// Authenticated tells the connection layer when the limits on
+// unauthenticated connections (Config.AuthTimeout,
+// Config.MaxUnauthenticatedConnections) stop applying: at the first
+// successful authentication.
+func (c *conn) Authenticated() bool { return c.auth.user != nil }
+
+// ConnStats are a Server's connection counters.
+type ConnStats struct {
+	Current int64 // connections being served
+	// Unauthenticated counts the connections being served that have not
+	// authenticated (with Config.Auth; 0 without).
+	Unauthenticated int64
+	// Connections refused at accept: past Config.MaxConnections (all of
+	// them authenticated), past Config.MaxConnectionsPerIP.
+	RefusedMaxConnections, RefusedPerIP int64
+	// Connections closed: not authenticated within Config.AuthTimeout;
+	// the least recently active unauthenticated one, to make room for a
+	// new connection past Config.MaxUnauthenticatedConnections or
+	// Config.MaxConnections.
+	ClosedAuthTimeout, ClosedUnauthenticated int64
+}
+
+// ConnStats returns a snapshot of the connection counters; before Start,
+// all are zero.
+func (s *Server) ConnStats() ConnStats {
+	if s.conns == nil {
+		return ConnStats{}
+	}
+	st := s.conns.Stats()
+	return ConnStats{
+		Current:               st.Current,
+		Unauthenticated:       st.Unauthenticated,
+		RefusedMaxConnections: st.RefusedMax,
+		RefusedPerIP:          st.RefusedPerIP,
+		ClosedAuthTimeout:     st.ClosedAuthTimeout,
+		ClosedUnauthenticated: st.ClosedUnauthenticated,
+	}
+}

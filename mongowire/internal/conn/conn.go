@@ -58,9 +58,9 @@ func (s *Server) newConn(nc net.Conn) *conn {
 }
 
 // serve reads and answers messages until the client leaves, a message is
-// malformed beyond recovery, a deadline passes, or the server closes.
+// malformed beyond recovery, a deadline passes, or the server closes. The
+// caller closes nc.
 func (c *conn) serve(ctx context.Context) {
-	defer c.nc.Close()
 	defer func() {
 		// Handlers recover their own panics; one here is a framing bug.
 		// It ends this connection, never the server.

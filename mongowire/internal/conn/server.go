@@ -290,7 +290,8 @@ func (s *Server) acceptLoop(ctx context.Context) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer s.release(c)
+			defer c.nc.Close()
+			defer s.release(c) // first, so that the counters are right once the client sees the close
 			c.serve(ctx)
 		}()
 	}
