@@ -54,7 +54,7 @@ func (f *serveAuthFlags) apply(cfg *mongowire.Config) error {
 // stop, which waits for the HTTP server to finish.
 func serveHTTP(ctx context.Context, addr string, srv *mongowire.Server, log *slog.Logger) (stop func(), err error) {
 	reg := metrics.NewRegistry()
-	reg.MustRegister(authCollector{srv})
+	reg.MustRegister(authCollector{srv}, connCollector{srv})
 	ms, err := metrics.Listen(addr, reg)
 	if err != nil {
 		return nil, err
