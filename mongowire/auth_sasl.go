@@ -130,7 +130,7 @@ func (s *Server) saslFailed(c *conn, err error, speculative bool) error {
 	if !errors.As(err, &f) {
 		return err // our bug: an InternalError
 	}
-	authErr := s.authFailed(c, f.User, f.Reason, speculative)
+	authErr := s.authFailed(c, f.User, f.Reason, f.Detail, speculative)
 	if f.Err != nil {
 		return f.Err
 	}
@@ -153,9 +153,10 @@ func (s *Server) authenticated(c *conn, u *authUser) {
 
 // authFailed counts one failure, waits the growing pause it has earned,
 // marks the connection for closing past the limit, and returns the error
-// the client gets. A failed speculative attempt is not counted: the
-// driver then authenticates normally, and that attempt counts.
-func (s *Server) authFailed(c *conn, u *authUser, reason string, speculative bool) error {
+// the client gets (detail, if any, goes to the log only). A failed
+// speculative attempt is not counted: the driver then authenticates
+// normally, and that attempt counts.
+func (s *Server) authFailed(c *conn, u *authUser, reason, detail string, speculative bool) error {
 	if speculative {
 		return authFailedErr
 	}
@@ -173,7 +174,11 @@ func (s *Server) authFailed(c *conn, u *authUser, reason string, speculative boo
 	}
 	st.mu.Unlock()
 	c.auth.failures++
-	c.log.Info("authentication failed", "reason", reason, "failures", c.auth.failures)
+	if detail != "" {
+		c.log.Info("authentication failed", "reason", reason, "detail", detail, "failures", c.auth.failures)
+	} else {
+		c.log.Info("authentication failed", "reason", reason, "failures", c.auth.failures)
+	}
 	if d := s.failureDelay(max(c.auth.failures, streak)); d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -216,7 +221,7 @@ func (s *Server) cmdSaslContinue(_ context.Context, c *conn, r *request) (bson.D
 // MONGODB-CR): mechanisms this server does not offer.
 func (s *Server) cmdAuthenticate(_ context.Context, c *conn, r *request) (bson.D, error) {
 	mech, _ := r.cmd.Lookup("mechanism").StringValueOK()
-	s.authFailed(c, nil, reasonMechanism, false)
+	s.authFailed(c, nil, reasonMechanism, "", false)
 	return nil, mongoerr.New(mongoerr.MechanismUnavailable, "Received authentication for mechanism %s which is unknown or not enabled", mech)
 }
 
