@@ -208,6 +208,50 @@ func TestAuthFailureDelayAndClose(t *testing.T) {
 	}
 }
 
+// TestAuthFailureDelayPerAddress: a client that opens a new connection
+// for every guess, on names that do not exist, still waits from its third
+// failure on: the streak is its address's. Another address does not wait,
+// and a success from the address ends its streak.
+func TestAuthFailureDelayPerAddress(t *testing.T) {
+	const base = 200 * time.Millisecond
+	s := startAuthServer(t, func(c *Config) { c.AuthFailureDelay, c.AuthFailureMaxDelay = base, base })
+	guess := func(nc net.Conn) time.Duration {
+		t.Helper()
+		begin := time.Now()
+		wantError(t, scramLogin(t, nc, mechSHA256, "admin", "nobody", "guess"), mongoerr.AuthenticationFailed, "Authentication failed.")
+		return time.Since(begin)
+	}
+	for i := 1; i <= 3; i++ {
+		took := guess(dial(t, s))
+		if i < 3 && took >= base {
+			t.Errorf("failure %d answered after %v, want no wait", i, took)
+		}
+		if i == 3 && took < base {
+			t.Fatalf("the third failure from the address, on its own connection, answered after %v, want at least %v", took, base)
+		}
+	}
+
+	// All of 127.0.0.0/8 is loopback on Linux; elsewhere only 127.0.0.1 may be.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	if other, err := d.Dial("tcp", s.Addr()); err != nil {
+		t.Logf("not checking another address: %v", err)
+	} else {
+		t.Cleanup(func() { other.Close() })
+		other.SetDeadline(time.Now().Add(10 * time.Second))
+		if took := guess(other); took >= base {
+			t.Errorf("a failure from another address answered after %v, want no wait", took)
+		}
+	}
+
+	nc := dial(t, s)
+	if reply := scramLogin(t, nc, mechSHA256, "admin", "admin", testAdminPassword); reply.Lookup("ok").AsFloat64() != 1 {
+		t.Fatalf("login: %v", reply)
+	}
+	if took := guess(dial(t, s)); took >= base {
+		t.Errorf("after a success from the address, a failure answered after %v, want no wait", took)
+	}
+}
+
 func TestSpeculativeAuthenticate(t *testing.T) {
 	s := startAuthServer(t)
 	nc := dial(t, s)

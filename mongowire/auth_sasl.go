@@ -3,6 +3,7 @@ package mongowire
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,11 +52,17 @@ type authCounters struct {
 	successes atomic.Int64
 	closed    atomic.Int64 // connections closed for too many failures
 
-	mu       sync.Mutex // guards the fields below
-	byReason map[string]int64
-	byUser   map[string]int64 // total failures per existing user ("db.user")
-	streak   map[string]int   // consecutive failures per existing user, reset by a success
+	mu         sync.Mutex // guards the fields below
+	byReason   map[string]int64
+	byUser     map[string]int64   // total failures per existing user ("db.user")
+	streak     map[string]int     // consecutive failures per existing user, reset by a success
+	addrStreak map[netip.Addr]int // consecutive failures per client address, reset by a success from it; at most maxAddrStreaks
 }
+
+// maxAddrStreaks bounds the addresses whose failures are remembered, so
+// that a client with very many addresses cannot grow the map: past it, a
+// new address pushes out an arbitrary one.
+const maxAddrStreaks = 10000
 
 // AuthStats are the authentication counters of a Server.
 type AuthStats struct {
@@ -147,11 +154,15 @@ func (s *Server) authenticated(c *conn, u *authUser) {
 	st := &s.auth.stats
 	st.mu.Lock()
 	delete(st.streak, u.ID)
+	delete(st.addrStreak, c.ip)
 	st.mu.Unlock()
 	c.log.Debug("authenticated", "user", u.User, "db", u.DB)
 }
 
-// authFailed counts one failure, waits the growing pause it has earned,
+// authFailed counts one failure, waits the growing pause it has earned
+// (by the consecutive failures of the connection, of the user, or of the
+// client's address, whichever has most: a client that opens a connection
+// per guess, or guesses names, waits as long as one that does neither),
 // marks the connection for closing past the limit, and returns the error
 // the client gets (detail, if any, goes to the log only). A failed
 // speculative attempt is not counted: the driver then authenticates
@@ -163,7 +174,7 @@ func (s *Server) authFailed(c *conn, u *authUser, reason, detail string, specula
 	st := &s.auth.stats
 	st.mu.Lock()
 	if st.byReason == nil {
-		st.byReason, st.byUser, st.streak = map[string]int64{}, map[string]int64{}, map[string]int{}
+		st.byReason, st.byUser, st.streak, st.addrStreak = map[string]int64{}, map[string]int64{}, map[string]int{}, map[netip.Addr]int{}
 	}
 	st.byReason[reason]++
 	streak := 0
@@ -171,6 +182,16 @@ func (s *Server) authFailed(c *conn, u *authUser, reason, detail string, specula
 		st.byUser[u.ID]++
 		st.streak[u.ID]++
 		streak = st.streak[u.ID]
+	}
+	if c.ip.IsValid() {
+		if _, ok := st.addrStreak[c.ip]; !ok && len(st.addrStreak) >= maxAddrStreaks {
+			for a := range st.addrStreak {
+				delete(st.addrStreak, a)
+				break
+			}
+		}
+		st.addrStreak[c.ip]++
+		streak = max(streak, st.addrStreak[c.ip])
 	}
 	st.mu.Unlock()
 	c.auth.failures++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/netip"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -22,13 +23,19 @@ import (
 type connHandler struct{ s *Server }
 
 func (h connHandler) Open(info netconn.Info) netconn.Session {
-	return &conn{
+	c := &conn{
 		s:          h.s,
 		id:         info.ID,
 		remote:     info.Remote.String(),
 		remoteAddr: info.Remote,
 		log:        info.Log,
 	}
+	if a, ok := info.Remote.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			c.ip = ip.Unmap()
+		}
+	}
+	return c
 }
 
 // conn is one client connection as the commands see it: who it is, what
@@ -38,7 +45,8 @@ type conn struct {
 	s          *Server
 	id         int64
 	remote     string
-	remoteAddr net.Addr // nil for a conn made by a test without a connection
+	remoteAddr net.Addr   // nil for a conn made by a test without a connection
+	ip         netip.Addr // the client's IP address; invalid if remoteAddr is not TCP
 	log        *slog.Logger
 	appName    string // from the handshake's client metadata
 	auth       connAuth
