@@ -88,12 +88,11 @@ func (c *conn) serve(ctx context.Context) {
 		c.received()
 		c.s.bytesIn.Add(int64(h.Length))
 		c.s.requests.Add(1)
-		hello := false
 		switch h.OpCode {
 		case wire.OpMsg:
-			hello, err = c.handleMsg(ctx, h, msg)
+			err = c.handleMsg(ctx, h, msg)
 		case wire.OpQuery:
-			hello, err = true, c.handleQuery(ctx, h, msg) // the only OP_QUERY answered is the hello
+			err = c.handleQuery(ctx, h, msg)
 		case wire.OpCompressed:
 			c.log.Warn("closing connection: OP_COMPRESSED received, but compression is never advertised")
 			return
@@ -107,7 +106,6 @@ func (c *conn) serve(ctx context.Context) {
 			}
 			return
 		}
-		c.answered(hello)
 	}
 }
 
@@ -180,46 +178,49 @@ func (c *conn) readMessage(first bool) ([]byte, wire.Header, error) {
 	return buf, h, nil
 }
 
-// handleMsg answers one OP_MSG, and reports whether it was a hello. A
-// malformed message whose framing is intact gets an error reply and the
-// connection stays; one that breaks the framing rules gets an error reply
-// and the connection closes.
-func (c *conn) handleMsg(ctx context.Context, h wire.Header, msg []byte) (hello bool, err error) {
+// handleMsg answers one OP_MSG. A malformed message whose framing is
+// intact gets an error reply and the connection stays; one that breaks the
+// framing rules gets an error reply and the connection closes.
+func (c *conn) handleMsg(ctx context.Context, h wire.Header, msg []byte) error {
 	m, err := wire.ParseMsg(msg, wire.MaxCommandDepth)
 	if err != nil {
 		var we *wire.Error
 		if !errors.As(err, &we) {
-			return false, err
+			return err
 		}
 		c.log.Debug("malformed OP_MSG", "err", err)
+		c.answered(false)
 		if m.MoreToCome() {
 			if we.Close {
-				return false, err
+				return err
 			}
-			return false, nil
+			return nil
 		}
 		if werr := c.writeMsg(h.RequestID, c.sess.ErrorReply(we.Err)); werr != nil {
-			return false, werr
+			return werr
 		}
 		if we.Close {
-			return false, err
+			return err
 		}
-		return false, nil
-	}
-	if e, err := m.Command.IndexErr(0); err == nil {
-		hello = isHello(e.Key())
+		return nil
 	}
 	reply, err := c.sess.Command(ctx, m.Command)
 	if err != nil {
-		return hello, err
+		return err
 	}
+	hello := false
+	if e, err := m.Command.IndexErr(0); err == nil {
+		hello = isHello(e.Key())
+	}
+	// Before the reply: the client may act on it at once.
+	c.answered(hello)
 	if m.MoreToCome() { // fire-and-forget: execute, never answer
-		return hello, c.closeIfFailedTooOften()
+		return c.closeIfFailedTooOften()
 	}
 	if err := c.writeMsg(h.RequestID, reply); err != nil {
-		return hello, err
+		return err
 	}
-	return hello, c.closeIfFailedTooOften()
+	return c.closeIfFailedTooOften()
 }
 
 // isHello reports whether name is the handshake's command, which drivers'
@@ -245,6 +246,7 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 			return err
 		}
 		c.log.Debug("malformed OP_QUERY", "err", err)
+		c.answered(false)
 		if werr := c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(we.Err)); werr != nil {
 			return werr
 		}
@@ -263,9 +265,11 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 	}
 	switch {
 	case !isCmdNamespace(q.Collection):
+		c.answered(false)
 		return c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(mongoerr.New(mongoerr.UnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command on %s. The client driver may require an upgrade.", q.Collection)))
 	case !isHello(name):
+		c.answered(false)
 		return c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(mongoerr.New(mongoerr.UnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", name)))
 	}
@@ -273,6 +277,7 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 	if err != nil {
 		return err
 	}
+	c.answered(true)
 	if err := c.writeReply(h.RequestID, 0, reply); err != nil {
 		return err
 	}

@@ -136,8 +136,9 @@ func (c *conn) received() {
 	}
 }
 
-// answered updates the authentication state after a request was answered:
-// hello reports whether it was a hello (or isMaster).
+// answered updates the authentication state once a request was run, and
+// before its reply is sent: hello reports whether it was a hello (or
+// isMaster).
 func (c *conn) answered(hello bool) {
 	if c.authSess == nil {
 		return
