@@ -47,7 +47,11 @@
 // clusterMonitor, clusterAdmin, root) before it runs. Users live in
 // admin.system.users as salted keys, never passwords; Config.AdminUser
 // creates the first one. Failed attempts are slowed, counted (AuthStats)
-// and, past Config.AuthFailureLimit, end the connection.
+// and, past Config.AuthFailureLimit, end the connection. Connections that
+// have not authenticated are bounded in time (Config.AuthTimeout) and in
+// number (Config.MaxUnauthenticatedConnections), so that they never keep
+// out a client that does; Config.MaxConnectionsPerIP bounds one address's
+// connections, with or without Auth (ConnStats counts all three).
 //
 // # Use in tests
 //
