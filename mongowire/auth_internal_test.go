@@ -130,6 +130,9 @@ func TestSASLMalformed(t *testing.T) {
 		"truncated":              {start(mechSHA256, bin("n,,n=adm")), mongoerr.AuthenticationFailed},
 		"no nonce":               {start(mechSHA1, bin("n,,n=admin")), mongoerr.AuthenticationFailed},
 		"channel binding":        {start(mechSHA256, bin("p=tls-unique,,n=admin,r=abc")), mongoerr.AuthenticationFailed},
+		"empty nonce":            {start(mechSHA256, bin("n,,n=admin,r=")), mongoerr.AuthenticationFailed},
+		"empty nonce, SHA-1":     {start(mechSHA1, bin("n,,n=admin,r=")), mongoerr.AuthenticationFailed},
+		"authzid of another":     {start(mechSHA256, bin("n,a=root,n=admin,r=clientnonce")), mongoerr.AuthenticationFailed},
 		"huge":                   {start(mechSHA256, bin("n,,n=admin,r="+strings.Repeat("x", 1<<20))), mongoerr.AuthenticationFailed},
 		"huge string":            {start(mechSHA256, strings.Repeat("A", 1<<20)), mongoerr.AuthenticationFailed},
 		"continue without start": {bson.D{{Key: "saslContinue", Value: 1}, {Key: "conversationId", Value: int32(1)}, {Key: "payload", Value: bin("c=biws,r=x,p=eA==")}, {Key: "$db", Value: "admin"}}, mongoerr.AuthenticationFailed},
@@ -202,6 +205,50 @@ func TestAuthFailureDelayAndClose(t *testing.T) {
 	}
 	if d := s.failureDelay(2); d != 0 {
 		t.Fatalf("delay of the second failure = %v, want 0", d)
+	}
+}
+
+// TestAuthFailureDelayPerAddress: a client that opens a new connection
+// for every guess, on names that do not exist, still waits from its third
+// failure on: the streak is its address's. Another address does not wait,
+// and a success from the address ends its streak.
+func TestAuthFailureDelayPerAddress(t *testing.T) {
+	const base = 200 * time.Millisecond
+	s := startAuthServer(t, func(c *Config) { c.AuthFailureDelay, c.AuthFailureMaxDelay = base, base })
+	guess := func(nc net.Conn) time.Duration {
+		t.Helper()
+		begin := time.Now()
+		wantError(t, scramLogin(t, nc, mechSHA256, "admin", "nobody", "guess"), mongoerr.AuthenticationFailed, "Authentication failed.")
+		return time.Since(begin)
+	}
+	for i := 1; i <= 3; i++ {
+		took := guess(dial(t, s))
+		if i < 3 && took >= base {
+			t.Errorf("failure %d answered after %v, want no wait", i, took)
+		}
+		if i == 3 && took < base {
+			t.Fatalf("the third failure from the address, on its own connection, answered after %v, want at least %v", took, base)
+		}
+	}
+
+	// All of 127.0.0.0/8 is loopback on Linux; elsewhere only 127.0.0.1 may be.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	if other, err := d.Dial("tcp", s.Addr()); err != nil {
+		t.Logf("not checking another address: %v", err)
+	} else {
+		t.Cleanup(func() { other.Close() })
+		other.SetDeadline(time.Now().Add(10 * time.Second))
+		if took := guess(other); took >= base {
+			t.Errorf("a failure from another address answered after %v, want no wait", took)
+		}
+	}
+
+	nc := dial(t, s)
+	if reply := scramLogin(t, nc, mechSHA256, "admin", "admin", testAdminPassword); reply.Lookup("ok").AsFloat64() != 1 {
+		t.Fatalf("login: %v", reply)
+	}
+	if took := guess(dial(t, s)); took >= base {
+		t.Errorf("after a success from the address, a failure answered after %v, want no wait", took)
 	}
 }
 

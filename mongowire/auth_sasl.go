@@ -3,6 +3,7 @@ package mongowire
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,11 +52,17 @@ type authCounters struct {
 	successes atomic.Int64
 	closed    atomic.Int64 // connections closed for too many failures
 
-	mu       sync.Mutex // guards the fields below
-	byReason map[string]int64
-	byUser   map[string]int64 // total failures per existing user ("db.user")
-	streak   map[string]int   // consecutive failures per existing user, reset by a success
+	mu         sync.Mutex // guards the fields below
+	byReason   map[string]int64
+	byUser     map[string]int64   // total failures per existing user ("db.user")
+	streak     map[string]int     // consecutive failures per existing user, reset by a success
+	addrStreak map[netip.Addr]int // consecutive failures per client address, reset by a success from it; at most maxAddrStreaks
 }
+
+// maxAddrStreaks bounds the addresses whose failures are remembered, so
+// that a client with very many addresses cannot grow the map: past it, a
+// new address pushes out an arbitrary one.
+const maxAddrStreaks = 10000
 
 // AuthStats are the authentication counters of a Server.
 type AuthStats struct {
@@ -130,7 +137,7 @@ func (s *Server) saslFailed(c *conn, err error, speculative bool) error {
 	if !errors.As(err, &f) {
 		return err // our bug: an InternalError
 	}
-	authErr := s.authFailed(c, f.User, f.Reason, speculative)
+	authErr := s.authFailed(c, f.User, f.Reason, f.Detail, speculative)
 	if f.Err != nil {
 		return f.Err
 	}
@@ -147,22 +154,27 @@ func (s *Server) authenticated(c *conn, u *authUser) {
 	st := &s.auth.stats
 	st.mu.Lock()
 	delete(st.streak, u.ID)
+	delete(st.addrStreak, c.ip)
 	st.mu.Unlock()
 	c.log.Debug("authenticated", "user", u.User, "db", u.DB)
 }
 
-// authFailed counts one failure, waits the growing pause it has earned,
+// authFailed counts one failure, waits the growing pause it has earned
+// (by the consecutive failures of the connection, of the user, or of the
+// client's address, whichever has most: a client that opens a connection
+// per guess, or guesses names, waits as long as one that does neither),
 // marks the connection for closing past the limit, and returns the error
-// the client gets. A failed speculative attempt is not counted: the
-// driver then authenticates normally, and that attempt counts.
-func (s *Server) authFailed(c *conn, u *authUser, reason string, speculative bool) error {
+// the client gets (detail, if any, goes to the log only). A failed
+// speculative attempt is not counted: the driver then authenticates
+// normally, and that attempt counts.
+func (s *Server) authFailed(c *conn, u *authUser, reason, detail string, speculative bool) error {
 	if speculative {
 		return authFailedErr
 	}
 	st := &s.auth.stats
 	st.mu.Lock()
 	if st.byReason == nil {
-		st.byReason, st.byUser, st.streak = map[string]int64{}, map[string]int64{}, map[string]int{}
+		st.byReason, st.byUser, st.streak, st.addrStreak = map[string]int64{}, map[string]int64{}, map[string]int{}, map[netip.Addr]int{}
 	}
 	st.byReason[reason]++
 	streak := 0
@@ -171,9 +183,23 @@ func (s *Server) authFailed(c *conn, u *authUser, reason string, speculative boo
 		st.streak[u.ID]++
 		streak = st.streak[u.ID]
 	}
+	if c.ip.IsValid() {
+		if _, ok := st.addrStreak[c.ip]; !ok && len(st.addrStreak) >= maxAddrStreaks {
+			for a := range st.addrStreak {
+				delete(st.addrStreak, a)
+				break
+			}
+		}
+		st.addrStreak[c.ip]++
+		streak = max(streak, st.addrStreak[c.ip])
+	}
 	st.mu.Unlock()
 	c.auth.failures++
-	c.log.Info("authentication failed", "reason", reason, "failures", c.auth.failures)
+	if detail != "" {
+		c.log.Info("authentication failed", "reason", reason, "detail", detail, "failures", c.auth.failures)
+	} else {
+		c.log.Info("authentication failed", "reason", reason, "failures", c.auth.failures)
+	}
 	if d := s.failureDelay(max(c.auth.failures, streak)); d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -216,7 +242,7 @@ func (s *Server) cmdSaslContinue(_ context.Context, c *conn, r *request) (bson.D
 // MONGODB-CR): mechanisms this server does not offer.
 func (s *Server) cmdAuthenticate(_ context.Context, c *conn, r *request) (bson.D, error) {
 	mech, _ := r.cmd.Lookup("mechanism").StringValueOK()
-	s.authFailed(c, nil, reasonMechanism, false)
+	s.authFailed(c, nil, reasonMechanism, "", false)
 	return nil, mongoerr.New(mongoerr.MechanismUnavailable, "Received authentication for mechanism %s which is unknown or not enabled", mech)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/netip"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -22,13 +23,19 @@ import (
 type connHandler struct{ s *Server }
 
 func (h connHandler) Open(info netconn.Info) netconn.Session {
-	return &conn{
+	c := &conn{
 		s:          h.s,
 		id:         info.ID,
 		remote:     info.Remote.String(),
 		remoteAddr: info.Remote,
 		log:        info.Log,
 	}
+	if a, ok := info.Remote.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			c.ip = ip.Unmap()
+		}
+	}
+	return c
 }
 
 // conn is one client connection as the commands see it: who it is, what
@@ -38,7 +45,8 @@ type conn struct {
 	s          *Server
 	id         int64
 	remote     string
-	remoteAddr net.Addr // nil for a conn made by a test without a connection
+	remoteAddr net.Addr   // nil for a conn made by a test without a connection
+	ip         netip.Addr // the client's IP address; invalid if remoteAddr is not TCP
 	log        *slog.Logger
 	appName    string // from the handshake's client metadata
 	auth       connAuth
@@ -74,3 +82,42 @@ func (c *conn) ErrorReply(err *mongoerr.Error) []byte { return c.s.errorReply(er
 // Closing ends the connection once it failed to authenticate
 // Config.AuthFailureLimit times, after the last refusal is sent.
 func (c *conn) Closing() bool { return c.auth.closing }
+
+// Authenticated tells the connection layer when the limits on
+// unauthenticated connections (Config.AuthTimeout,
+// Config.MaxUnauthenticatedConnections) stop applying: at the first
+// successful authentication.
+func (c *conn) Authenticated() bool { return c.auth.user != nil }
+
+// ConnStats are a Server's connection counters.
+type ConnStats struct {
+	Current int64 // connections being served
+	// Unauthenticated counts the connections being served that have not
+	// authenticated (with Config.Auth; 0 without).
+	Unauthenticated int64
+	// Connections refused at accept: past Config.MaxConnections (all of
+	// them authenticated), past Config.MaxConnectionsPerIP.
+	RefusedMaxConnections, RefusedPerIP int64
+	// Connections closed: not authenticated within Config.AuthTimeout;
+	// the least recently active unauthenticated one, to make room for a
+	// new connection past Config.MaxUnauthenticatedConnections or
+	// Config.MaxConnections.
+	ClosedAuthTimeout, ClosedUnauthenticated int64
+}
+
+// ConnStats returns a snapshot of the connection counters; before Start,
+// all are zero.
+func (s *Server) ConnStats() ConnStats {
+	if s.conns == nil {
+		return ConnStats{}
+	}
+	st := s.conns.Stats()
+	return ConnStats{
+		Current:               st.Current,
+		Unauthenticated:       st.Unauthenticated,
+		RefusedMaxConnections: st.RefusedMax,
+		RefusedPerIP:          st.RefusedPerIP,
+		ClosedAuthTimeout:     st.ClosedAuthTimeout,
+		ClosedUnauthenticated: st.ClosedUnauthenticated,
+	}
+}

@@ -213,7 +213,10 @@ func TestPartialHeaderUnderBodyDeadline(t *testing.T) {
 }
 
 func TestConnectionCap(t *testing.T) {
-	s := startServer(t, func(c *Config) { c.MaxConnections = 2 })
+	s := startServer(t, func(c *Config) {
+		c.MaxConnections = 2
+		c.MaxConnectionsPerIP = -1 // a quarter of 2 would refuse b: its own test is TestMaxConnectionsPerIP
+	})
 	a, b := dial(t, s), dial(t, s)
 	for _, nc := range []net.Conn{a, b} { // both are being served
 		if r := roundTrip(t, nc, ping); r.Lookup("ok").AsFloat64() != 1 {
@@ -465,7 +468,8 @@ func TestCloseInterruptsBlockedCommand(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	s := New(Config{})
 	want := Config{
-		Addr: "127.0.0.1:27017", ReplSet: "rs0", MaxConnections: 1000,
+		Addr: "127.0.0.1:27017", ReplSet: "rs0", MaxConnections: 1000, MaxConnectionsPerIP: 250,
+		AuthTimeout: 10 * time.Second, MaxUnauthenticatedConnections: 64,
 		HeaderTimeout: 30 * time.Second, IdleTimeout: 10 * time.Minute, BodyTimeout: 30 * time.Second,
 		CursorTimeout:    10 * time.Minute,
 		AuthFailureLimit: 10, AuthFailureDelay: 100 * time.Millisecond, AuthFailureMaxDelay: 5 * time.Second,

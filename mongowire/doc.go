@@ -50,7 +50,11 @@
 // slowed, counted (AuthStats) and, past Config.AuthFailureLimit, end the
 // connection. A session belongs to the user who runs it: listing other
 // users' sessions needs the listSessions action, ending or killing them
-// killAnySession.
+// killAnySession. Connections that have not authenticated are bounded in
+// time (Config.AuthTimeout) and in number
+// (Config.MaxUnauthenticatedConnections), so that they never keep out a
+// client that does; Config.MaxConnectionsPerIP bounds one address's
+// connections, with or without Auth (ConnStats counts all three).
 //
 // # Use in tests
 //

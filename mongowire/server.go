@@ -46,8 +46,14 @@ type Config struct {
 	// server at a time holds it: on Unix, Start on a directory in use fails.
 	DataDir string
 	// MaxConnections caps live client connections, default 1000; a client
-	// beyond it is accepted and closed at once.
+	// beyond it is accepted and closed at once, unless (with Auth) some
+	// connections have not authenticated: then the least recently active
+	// of those is closed to make room.
 	MaxConnections int
+	// MaxConnectionsPerIP caps the live connections from one client IP
+	// address in the same way, default a quarter of MaxConnections;
+	// negative: no cap.
+	MaxConnectionsPerIP int
 	// EnableTestCommands enables configureFailPoint.
 	EnableTestCommands bool
 	// OplogBytes bounds the oplog (default 256 MiB); OplogMinRetention keeps
@@ -92,6 +98,18 @@ type Config struct {
 	// failure, up to AuthFailureMaxDelay (default 5s).
 	AuthFailureLimit                      int
 	AuthFailureDelay, AuthFailureMaxDelay time.Duration
+	// With Auth, AuthTimeout closes a connection that has not
+	// authenticated this long after connect (default 10s; negative:
+	// never). A driver's monitoring connection never authenticates: it
+	// sends hello every heartbeatFrequencyMS (10 s by default), so a
+	// connection that has sent nothing but hellos is closed only once
+	// twice AuthTimeout passed since its last one.
+	AuthTimeout time.Duration
+	// With Auth, MaxUnauthenticatedConnections caps the connections that
+	// have not authenticated (default 64; negative: no cap): a new
+	// connection past it closes the least recently active of them, so
+	// that idle ones give way to a client about to authenticate.
+	MaxUnauthenticatedConnections int
 }
 
 // Server is the embedded server. New configures it, Start listens and
@@ -142,6 +160,15 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 1000
+	}
+	if cfg.MaxConnectionsPerIP == 0 {
+		cfg.MaxConnectionsPerIP = max(cfg.MaxConnections/4, 1)
+	}
+	if cfg.AuthTimeout == 0 {
+		cfg.AuthTimeout = 10 * time.Second
+	}
+	if cfg.MaxUnauthenticatedConnections == 0 {
+		cfg.MaxUnauthenticatedConnections = 64
 	}
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = 30 * time.Second
@@ -222,9 +249,20 @@ func (s *Server) Start() error {
 	if tlsTimeout <= 0 {
 		tlsTimeout = DefaultTLSHandshakeTimeout
 	}
+	// The limits on unauthenticated connections apply with Auth only;
+	// negative values mean none, as 0 does to internal/conn.
+	var authTimeout time.Duration
+	var maxUnauth int
+	if s.cfg.Auth {
+		authTimeout = max(s.cfg.AuthTimeout, 0)
+		maxUnauth = max(s.cfg.MaxUnauthenticatedConnections, 0)
+	}
 	conns := netconn.New(netconn.Config{
 		Addr:                s.cfg.Addr,
 		MaxConnections:      s.cfg.MaxConnections,
+		MaxConnectionsPerIP: max(s.cfg.MaxConnectionsPerIP, 0),
+		AuthTimeout:         authTimeout,
+		MaxUnauthenticated:  maxUnauth,
 		HeaderTimeout:       s.cfg.HeaderTimeout,
 		IdleTimeout:         s.cfg.IdleTimeout,
 		BodyTimeout:         s.cfg.BodyTimeout,

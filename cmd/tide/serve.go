@@ -85,6 +85,7 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 	f.StringVar(&cfg.ReplSet, "replset", "rs0", "replica set name")
 	f.StringVar(&cfg.Advertise, "advertise", "", "host:port announced to clients (default: the listen address)")
 	f.IntVar(&cfg.MaxConnections, "max-connections", 1000, "maximum live client connections")
+	f.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", 0, "maximum live client connections from one IP address (default: a quarter of --max-connections; negative: no cap)")
 	f.BoolVar(&cfg.EnableTestCommands, "enable-test-commands", false, "enable test-only commands such as configureFailPoint")
 	f.StringVar(&oplogSize, "oplog-size", "256MiB", "oplog bound in bytes (units such as 64MiB)")
 	f.DurationVar(&cfg.OplogMinRetention, "oplog-min-retention", 0, "keep oplog entries at least this long, even past --oplog-size")
@@ -103,6 +104,10 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 	f.StringVar(&cfg.AdminUser, "admin-user", "", "create this root user in admin at start if no user exists (password from --admin-password-file or "+adminPasswordEnv+")")
 	f.StringVar(&auth.passwordFile, "admin-password-file", "", "file holding the password of --admin-user")
 	f.IntVar(&cfg.AuthFailureLimit, "auth-failure-limit", 10, "close a connection after this many failed authentications")
+	f.DurationVar(&cfg.AuthTimeout, "auth-timeout", 10*time.Second, "with --auth, close a connection that has not authenticated this long after connect; "+
+		"one sending only hellos (drivers' monitoring) may wait twice this between them; negative: never")
+	f.IntVar(&cfg.MaxUnauthenticatedConnections, "max-unauthenticated-connections", 64, "with --auth, cap connections not yet authenticated: "+
+		"a new one past it closes the least recently active of them (negative: no cap)")
 	f.StringVar(&auth.httpAddr, "http-addr", "", "serve Prometheus /metrics on this address (for example 127.0.0.1:9465); off by default")
 	f.StringVar(&auth.httpAuthFile, "http-auth-file", "", "require basic auth on --http-addr: a file of one user:password (or user:bcrypt-hash) line; needed off loopback")
 	f.BoolVar(&auth.httpInsecure, "http-insecure", false, "allow --http-addr off loopback without --http-auth-file, open to anyone who reaches it (--insecure is for --addr)")

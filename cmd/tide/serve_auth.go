@@ -60,7 +60,7 @@ func serveHTTP(ctx context.Context, f serveAuthFlags, srv *mongowire.Server, log
 		return func() {}, nil
 	}
 	reg := metrics.NewRegistry()
-	reg.MustRegister(authCollector{srv})
+	reg.MustRegister(authCollector{srv}, connCollector{srv})
 	ms, err := status.Listen(status.Config{Addr: f.httpAddr, AuthFile: f.httpAuthFile, Insecure: f.httpInsecure,
 		MetricsOnly: true, Metrics: reg, Logger: log})
 	if err != nil {

@@ -2,11 +2,13 @@ package conn
 
 import (
 	"bufio"
+	"container/list"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -19,15 +21,27 @@ import (
 )
 
 // conn is one client connection. Only its serve goroutine touches it,
-// except Server.Close, which closes nc.
+// except the Server, which closes nc (Close, or to make room for a new
+// unauthenticated connection) and owns unauth.
 type conn struct {
 	s    *Server
 	nc   net.Conn
 	r    *bufio.Reader
 	id   int64
+	ip   netip.Addr // the client's address; invalid if not TCP
 	log  *slog.Logger
 	sess Session // the command layer's side of the connection
 	out  []byte  // reply buffer, reused
+
+	unauth *list.Element // in Server.unauth while unauthenticated; guarded by Server.mu
+
+	// The limits on unauthenticated connections (limits.go), set by
+	// Server.admit before the goroutine starts.
+	limited      bool        // they apply: Config.AuthTimeout or MaxUnauthenticated is set
+	authSess     AuthSession // sess, until it authenticated; nil if the limits do not apply
+	authDeadline time.Time   // close if still unauthenticated by then; zero: never
+	helloOnly    bool        // every message so far was a hello
+	readByAuth   bool        // the current read ends at authDeadline
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -44,9 +58,9 @@ func (s *Server) newConn(nc net.Conn) *conn {
 }
 
 // serve reads and answers messages until the client leaves, a message is
-// malformed beyond recovery, a deadline passes, or the server closes.
+// malformed beyond recovery, a deadline passes, or the server closes. The
+// caller closes nc.
 func (c *conn) serve(ctx context.Context) {
-	defer c.nc.Close()
 	defer func() {
 		// Handlers recover their own panics; one here is a framing bug.
 		// It ends this connection, never the server.
@@ -57,14 +71,21 @@ func (c *conn) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.sess = c.s.handler.Open(Info{ID: c.id, Remote: c.nc.RemoteAddr(), Log: c.log})
+	c.trackAuth()
 	first := true
 	for {
 		msg, h, err := c.readMessage(first)
 		if err != nil {
+			if c.readByAuth && errors.Is(err, os.ErrDeadlineExceeded) {
+				c.s.closedTime.Add(1)
+				c.log.Info("closing connection: not authenticated in time", "auth_timeout", c.s.cfg.AuthTimeout)
+				return
+			}
 			c.logReadError(err, first)
 			return
 		}
 		first = false
+		c.received()
 		c.s.bytesIn.Add(int64(h.Length))
 		c.s.requests.Add(1)
 		switch h.OpCode {
@@ -115,7 +136,9 @@ func (c *conn) readMessage(first bool) ([]byte, wire.Header, error) {
 	if first {
 		wait = c.s.cfg.HeaderTimeout
 	}
-	if err := c.nc.SetReadDeadline(time.Now().Add(wait)); err != nil {
+	dl, byAuth := c.readDeadline(wait)
+	c.readByAuth = byAuth
+	if err := c.nc.SetReadDeadline(dl); err != nil {
 		return nil, wire.Header{}, err
 	}
 	var hdr [wire.HeaderLen]byte
@@ -123,8 +146,9 @@ func (c *conn) readMessage(first bool) ([]byte, wire.Header, error) {
 		return nil, wire.Header{}, err
 	}
 	// A message has begun: the rest of it, header included, must arrive
-	// within the body deadline.
-	if err := c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.BodyTimeout)); err != nil {
+	// within the body deadline (and the authentication deadline).
+	dl, c.readByAuth = c.readDeadline(c.s.cfg.BodyTimeout)
+	if err := c.nc.SetReadDeadline(dl); err != nil {
 		return nil, wire.Header{}, err
 	}
 	if _, err := io.ReadFull(c.r, hdr[1:]); err != nil {
@@ -165,6 +189,7 @@ func (c *conn) handleMsg(ctx context.Context, h wire.Header, msg []byte) error {
 			return err
 		}
 		c.log.Debug("malformed OP_MSG", "err", err)
+		c.answered(false)
 		if m.MoreToCome() {
 			if we.Close {
 				return err
@@ -183,6 +208,12 @@ func (c *conn) handleMsg(ctx context.Context, h wire.Header, msg []byte) error {
 	if err != nil {
 		return err
 	}
+	hello := false
+	if e, err := m.Command.IndexErr(0); err == nil {
+		hello = isHello(e.Key())
+	}
+	// Before the reply: the client may act on it at once.
+	c.answered(hello)
 	if m.MoreToCome() { // fire-and-forget: execute, never answer
 		return c.closeIfFailedTooOften()
 	}
@@ -191,6 +222,10 @@ func (c *conn) handleMsg(ctx context.Context, h wire.Header, msg []byte) error {
 	}
 	return c.closeIfFailedTooOften()
 }
+
+// isHello reports whether name is the handshake's command, which drivers'
+// monitoring connections also send.
+func isHello(name string) bool { return name == "hello" || name == "isMaster" || name == "ismaster" }
 
 // closeIfFailedTooOften ends the connection once the session asks for it
 // (too many failed authentications), after the last reply is sent.
@@ -211,6 +246,7 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 			return err
 		}
 		c.log.Debug("malformed OP_QUERY", "err", err)
+		c.answered(false)
 		if werr := c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(we.Err)); werr != nil {
 			return werr
 		}
@@ -229,9 +265,11 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 	}
 	switch {
 	case !isCmdNamespace(q.Collection):
+		c.answered(false)
 		return c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(mongoerr.New(mongoerr.UnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command on %s. The client driver may require an upgrade.", q.Collection)))
-	case name != "hello" && name != "isMaster" && name != "ismaster":
+	case !isHello(name):
+		c.answered(false)
 		return c.writeReply(h.RequestID, wire.ReplyQueryFailure, queryFailure(mongoerr.New(mongoerr.UnsupportedOpQueryCommand,
 			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", name)))
 	}
@@ -239,6 +277,7 @@ func (c *conn) handleQuery(ctx context.Context, h wire.Header, msg []byte) error
 	if err != nil {
 		return err
 	}
+	c.answered(true)
 	if err := c.writeReply(h.RequestID, 0, reply); err != nil {
 		return err
 	}

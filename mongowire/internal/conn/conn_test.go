@@ -21,9 +21,9 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // echo is a command layer that knows nothing of commands: it answers
-// {echo: x} with {echo: x}, {close: 1} with ErrClose, and {fail: 1} by
-// asking the connection to close after the reply. It records the
-// connections it opened.
+// {echo: x} with {echo: x}, {close: 1} with ErrClose, {fail: 1} by
+// asking the connection to close after the reply, and {auth: 1} by
+// authenticating the connection. It records the connections it opened.
 type echo struct {
 	mu     sync.Mutex // guards the field below
 	opened []Info
@@ -36,7 +36,7 @@ func (e *echo) Open(info Info) Session {
 	return &echoSession{}
 }
 
-type echoSession struct{ closing bool }
+type echoSession struct{ closing, authenticated bool }
 
 func (s *echoSession) Command(_ context.Context, cmd bson.Raw) ([]byte, error) {
 	switch cmd.Index(0).Key() {
@@ -44,9 +44,13 @@ func (s *echoSession) Command(_ context.Context, cmd bson.Raw) ([]byte, error) {
 		return nil, ErrClose
 	case "fail":
 		s.closing = true
+	case "auth":
+		s.authenticated = true
 	}
 	return cmd, nil
 }
+
+func (s *echoSession) Authenticated() bool { return s.authenticated }
 
 func (s *echoSession) Hello(_ context.Context, name string, _ bson.Raw) ([]byte, error) {
 	return bson.Marshal(bson.D{{Key: "hello", Value: name}})

@@ -41,8 +41,9 @@ const (
 // learns only that it failed, not why.
 type Failure[U any] struct {
 	Reason string
-	User   U     // the user the conversation named, if it named a known one
-	Err    error // the error for the client, when it is not AuthenticationFailed
+	User   U      // the user the conversation named, if it named a known one
+	Err    error  // the error for the client, when it is not AuthenticationFailed
+	Detail string // why, for the server's log only, when Reason does not say enough
 }
 
 func (f *Failure[U]) Error() string { return "authentication failed: " + f.Reason }
@@ -90,6 +91,9 @@ func (a *SASL[U]) Start(db string, cmd bson.Raw, skipEmpty bool, creds Credentia
 	payload, ok := saslPayload(cmd.Lookup("payload"))
 	if !ok {
 		return nil, &Failure[U]{Reason: ReasonMalformed}
+	}
+	if err := checkClientFirst(string(payload)); err != nil {
+		return nil, &Failure[U]{Reason: ReasonMalformed, Detail: err.Error()}
 	}
 	conv := &saslConv[U]{db: db, skipEmpty: skipEmpty}
 	hashFn := scram.SHA256
@@ -171,6 +175,37 @@ func (a *SASL[U]) Continue(db string, cmd bson.Raw) (reply bson.D, done bool, us
 	}
 	conv.proven = true
 	return answer(false, []byte(out)), false, user, nil
+}
+
+// minClientNonce is the shortest client nonce mongod accepts: its
+// client-first message's "r=" field must have at least 6 characters.
+const minClientNonce = 4
+
+// checkClientFirst refuses, as mongod's SCRAM server conversation does,
+// two things in a client-first message (RFC 5802: gs2 header "n,[a=authzid],",
+// then "n=user,r=nonce") that xdg-go/scram lets through: a client nonce
+// shorter than minClientNonce (empty, the server's nonce would be all
+// there is), and an authorization identity other than the user, which
+// the server would otherwise ignore, authenticating the user as itself.
+// A message too broken to hold these fields is left to scram to refuse.
+func checkClientFirst(msg string) error {
+	f := strings.SplitN(msg, ",", 5)
+	if len(f) < 4 {
+		return nil
+	}
+	user, _ := strings.CutPrefix(f[2], "n=")
+	if authz, ok := strings.CutPrefix(f[1], "a="); ok && decodeSASLName(authz) != decodeSASLName(user) {
+		return fmt.Errorf("SCRAM user name %s does not match authzid %s", user, authz)
+	}
+	if nonce, ok := strings.CutPrefix(f[3], "r="); ok && len(nonce) < minClientNonce {
+		return fmt.Errorf("invalid SCRAM client nonce: %q", f[3])
+	}
+	return nil
+}
+
+// decodeSASLName undoes RFC 5802's escapes of ',' and '=' in names.
+func decodeSASLName(s string) string {
+	return strings.NewReplacer("=2C", ",", "=3D", "=").Replace(s)
 }
 
 // failure is a Failure naming the conversation's user, if it has one.

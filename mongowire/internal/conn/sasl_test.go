@@ -130,3 +130,62 @@ func TestSASLWrongConversation(t *testing.T) {
 		t.Error("a failed continue left its conversation")
 	}
 }
+
+// TestSASLClientFirst: as mongod, a client nonce shorter than 4 characters
+// and an authorization identity other than the user are refused before any
+// user is looked up; an authzid equal to the user is accepted.
+func TestSASLClientFirst(t *testing.T) {
+	creds := users(t)
+	tests := map[string]struct {
+		payload    string
+		wantReason string // "" if the first step succeeds
+	}{
+		"empty nonce":            {"n,,n=ann,r=", ReasonMalformed},
+		"three-character nonce":  {"n,,n=ann,r=abc", ReasonMalformed},
+		"four-character nonce":   {"n,,n=ann,r=abcd", ""},
+		"authzid of another":     {"n,a=root,n=ann,r=fyko+d2lbbFgONRv9qkxdawL", ReasonMalformed},
+		"empty authzid":          {"n,a=,n=ann,r=fyko+d2lbbFgONRv9qkxdawL", ReasonMalformed},
+		"authzid of the user":    {"n,a=ann,n=ann,r=fyko+d2lbbFgONRv9qkxdawL", ""},
+		"authzid, another after": {"n,a=ann,n=ann2,r=fyko+d2lbbFgONRv9qkxdawL", ReasonMalformed},
+		// Compared unescaped: the same user, "a,nn", who does not exist.
+		"escaped authzid": {"n,a=a=2Cnn,n=a=2Cnn,r=fyko+d2lbbFgONRv9qkxdawL", ReasonUnknownUser},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var a SASL[string]
+			_, err := a.Start("app", doc(t, bson.D{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: MechSHA256}, {Key: "payload", Value: bson.Binary{Data: []byte(tt.payload)}}}), false, creds)
+			if tt.wantReason == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var f *Failure[string]
+			if !errors.As(err, &f) || f.Reason != tt.wantReason || f.User != "" || f.Err != nil {
+				t.Fatalf("err = %#v, want a %s Failure naming no user, answered AuthenticationFailed", err, tt.wantReason)
+			}
+		})
+	}
+
+	// A whole conversation whose client sends an authzid equal to the user.
+	client, err := scram.SHA256.NewClient("ann", "secret", "ann")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := client.NewConversation()
+	first, _ := cc.Step("")
+	var a SASL[string]
+	reply, err := a.Start("app", doc(t, bson.D{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: MechSHA256}, {Key: "payload", Value: bson.Binary{Data: []byte(first)}}}), true, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, server := doc(t, reply).Lookup("payload").Binary()
+	final, err := cc.Step(string(server))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, done, u, err := a.Continue("app", doc(t, bson.D{{Key: "saslContinue", Value: 1}, {Key: "conversationId", Value: int32(1)}, {Key: "payload", Value: bson.Binary{Data: []byte(final)}}}))
+	if err != nil || !done || u != "app.ann" {
+		t.Fatalf("authzid = user: done %v, user %q, err %v", done, u, err)
+	}
+}

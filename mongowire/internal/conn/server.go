@@ -5,22 +5,23 @@
 // reply. It knows requests and replies, not commands: the command layer
 // is a Handler, which opens a Session per connection.
 //
-// Limits on connections belong here: the cap and the deadlines today.
-// A per-address limit fits the accept loop (Server.acceptLoop); limits
-// that depend on a connection's authentication (how long it may stay
-// unauthenticated, how many such connections) fit the per-connection loop
-// (conn.serve), which can learn it from an optional Session method (say,
-// Authenticated() bool) discovered at run time, as net/http discovers
-// http.Flusher, rather than by growing Session.
+// Limits on connections belong here (limits.go): the cap, the cap per
+// client address, and the deadlines. The accept loop admits a connection
+// or refuses it; the limits that depend on a connection's authentication
+// (how long it may stay unauthenticated, how many such connections) learn
+// it from an optional Session method, AuthSession's Authenticated,
+// discovered at run time as net/http discovers http.Flusher.
 package conn
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,8 +34,32 @@ import (
 // Config configures a Server. New applies no defaults: the mongowire
 // package does, in one place.
 type Config struct {
-	Addr           string // the listen address
-	MaxConnections int    // live connections; one beyond is accepted and closed at once
+	Addr string // the listen address
+	// MaxConnections caps the live connections: one beyond is accepted
+	// and closed at once, unless some are unauthenticated (see
+	// MaxUnauthenticated): then the least recently active of those is
+	// closed to make room.
+	MaxConnections int
+	// MaxConnectionsPerIP caps the live connections from one client IP
+	// address the same way; 0: no cap.
+	MaxConnectionsPerIP int
+	// AuthTimeout and MaxUnauthenticated bound the connections whose
+	// Session is an AuthSession that has not yet authenticated; 0 leaves
+	// them unbounded.
+	//
+	// AuthTimeout closes such a connection once it has gone this long
+	// without authenticating: counting from connect; or, while it has sent
+	// nothing but hellos, from its last hello, with twice as long (a
+	// driver's monitoring connection never authenticates and checks the
+	// server every heartbeatFrequencyMS, 10 s by default); after any other
+	// message it has at most AuthTimeout left.
+	//
+	// MaxUnauthenticated caps them: a new connection past the cap closes
+	// the one that sent its last message longest ago, so that a client
+	// about to authenticate always finds a slot, while idle ones give way.
+	// Past MaxConnections, the same one makes room.
+	AuthTimeout        time.Duration
+	MaxUnauthenticated int
 	// HeaderTimeout bounds the wait for the first message header after
 	// connect, IdleTimeout the wait between messages, BodyTimeout the
 	// time to read a message once its first byte arrived (and to write a
@@ -78,6 +103,15 @@ type Session interface {
 	Closing() bool
 }
 
+// An AuthSession is a Session that knows whether its client has
+// authenticated; Config.AuthTimeout and Config.MaxUnauthenticated apply to
+// it until Authenticated, asked after every request, first reports true.
+// A Session that is not one counts as authenticated from the start.
+type AuthSession interface {
+	Session
+	Authenticated() bool
+}
+
 // Stats are a Server's connection and network counters.
 type Stats struct {
 	Current      int64 // connections being served
@@ -85,6 +119,15 @@ type Stats struct {
 	BytesIn      int64 // bytes of the messages read
 	BytesOut     int64 // bytes of the replies written
 	Requests     int64 // messages read
+
+	Unauthenticated int64 // connections being served that have not authenticated
+	// Connections refused at accept: past Config.MaxConnections, past
+	// Config.MaxConnectionsPerIP.
+	RefusedMax, RefusedPerIP int64
+	// Connections closed: not authenticated within Config.AuthTimeout; the
+	// least recently active unauthenticated one, past
+	// Config.MaxUnauthenticated.
+	ClosedAuthTimeout, ClosedUnauthenticated int64
 }
 
 // Server listens and serves connections. New configures it, Listen
@@ -103,10 +146,17 @@ type Server struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup // the accept loop and every connection
 
-	mu    sync.Mutex // guards the fields below
-	conns map[*conn]struct{}
+	mu     sync.Mutex // guards the fields below
+	conns  map[*conn]struct{}
+	perIP  map[netip.Addr]int // live connections per client address
+	unauth list.List          // of *conn: unauthenticated, least recently active first
 
-	live       atomic.Int64
+	live       atomic.Int64 // changed with mu held, read without
+	nUnauth    atomic.Int64 // unauth.Len(), read without mu
+	refusedMax atomic.Int64
+	refusedIP  atomic.Int64
+	closedTime atomic.Int64 // auth timeouts
+	closedMax  atomic.Int64 // unauthenticated connections closed to make room
 	totalConns atomic.Int64
 	nextConnID atomic.Int64
 	nextReqID  atomic.Int32
@@ -126,6 +176,7 @@ func New(cfg Config, h Handler) *Server {
 		log:     cfg.Logger,
 		done:    make(chan struct{}),
 		conns:   make(map[*conn]struct{}),
+		perIP:   make(map[netip.Addr]int),
 	}
 }
 
@@ -168,6 +219,12 @@ func (s *Server) Stats() Stats {
 		BytesIn:      s.bytesIn.Load(),
 		BytesOut:     s.bytesOut.Load(),
 		Requests:     s.requests.Load(),
+
+		Unauthenticated:       s.nUnauth.Load(),
+		RefusedMax:            s.refusedMax.Load(),
+		RefusedPerIP:          s.refusedIP.Load(),
+		ClosedAuthTimeout:     s.closedTime.Load(),
+		ClosedUnauthenticated: s.closedMax.Load(),
 	}
 }
 
@@ -226,33 +283,15 @@ func (s *Server) acceptLoop(ctx context.Context) {
 			continue
 		}
 		backoff = 0
-		if n := s.live.Add(1); n > int64(s.cfg.MaxConnections) {
-			s.live.Add(-1)
-			s.log.Warn("connection refused: too many connections", "remote", nc.RemoteAddr().String(), "max", s.cfg.MaxConnections)
-			nc.Close()
+		c := s.admit(nc)
+		if c == nil {
 			continue
 		}
-		c := s.newConn(nc)
-		s.mu.Lock()
-		select {
-		case <-s.done:
-			s.mu.Unlock()
-			s.live.Add(-1)
-			nc.Close()
-			return
-		default:
-		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer func() {
-				s.mu.Lock()
-				delete(s.conns, c)
-				s.mu.Unlock()
-				s.live.Add(-1)
-			}()
+			defer c.nc.Close()
+			defer s.release(c) // first, so that the counters are right once the client sees the close
 			c.serve(ctx)
 		}()
 	}
