@@ -1,7 +1,7 @@
 # The README's test command is `make test`; CI (.ci/run) runs exactly it.
 GO ?= go
 
-.PHONY: test vet unit fuzz external bench demo build release release-check image
+.PHONY: test vet unit fuzz external bench demo build release release-check image verify-systemd
 
 test: vet fuzz external unit
 
@@ -45,3 +45,8 @@ release-check:
 # The container image tide:latest (Dockerfile), built with buildah.
 image:
 	./scripts/image
+
+# packaging/tide@.service through systemd-analyze verify and security,
+# against the linux binary make release built.
+verify-systemd:
+	./scripts/verify-systemd
