@@ -1,7 +1,7 @@
 # The README's test command is `make test`; CI (.ci/run) runs exactly it.
 GO ?= go
 
-.PHONY: test vet unit fuzz external bench demo build
+.PHONY: test vet unit fuzz external bench demo build release release-check image verify-systemd
 
 test: vet fuzz external unit
 
@@ -31,3 +31,22 @@ bench:
 
 demo:
 	$(GO) run ./cmd/tide demo
+
+# Static binaries for every released platform in dist/, with SHA256SUMS
+# (VERSION=v1.2.3 names the release; default the tag of HEAD, else dev).
+release:
+	./scripts/release
+
+# release, then the same build again from a copy of the commit elsewhere,
+# with an empty build cache: the SHA256SUMS must be the same.
+release-check:
+	./scripts/release --check
+
+# The container image tide:latest (Dockerfile), built with buildah.
+image:
+	./scripts/image
+
+# packaging/tide@.service through systemd-analyze verify and security,
+# against the linux binary make release built.
+verify-systemd:
+	./scripts/verify-systemd

@@ -19,8 +19,15 @@ import (
 	"github.com/tide-cdc/tide/internal/redact"
 )
 
-// Version is set at build time with -ldflags "-X main.Version=...".
-var Version = "dev"
+// What `tide version` prints about a release build; `make release` sets
+// them with -ldflags "-X main.Version=... -X main.Commit=... -X main.Date=...".
+// A build that leaves them empty (or Version "dev") answers from the
+// module version and VCS stamp that go build records (see versionOf).
+var (
+	Version = "dev"
+	Commit  string
+	Date    string
+)
 
 func main() {
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
@@ -85,6 +92,7 @@ Sinks: ` + strings.Join(tide.Sinks(), ", ") + `.`,
 		newDemoCmd(),
 		newServeCmd(),
 		newVersionCmd(),
+		newHealthcheckCmd(),
 		newWorkerCmd(secrets),
 		newClusterCmd(),
 		newPipelineCmd(secrets),
@@ -93,15 +101,22 @@ Sinks: ` + strings.Join(tide.Sinks(), ", ") + `.`,
 }
 
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Short: "Print the version, commit, build date and Go release",
+		Long: `Print the release version, the commit and its date, and the Go release
+the binary was built with. What the build did not record is "unknown"; a
+build from a checkout that is not a release is version "dev".
+
+--json prints one object: {"version", "commit", "date", "go"}.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "tide %s\n", Version)
-			return nil
+			return writeVersion(cmd.OutOrStdout(), currentVersion(), asJSON)
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: version, commit, date, go")
+	return cmd
 }
 
 // readPipeline reads and parses a pipeline file, and adds its secrets to
