@@ -2,6 +2,7 @@ package mongowire_test
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,70 @@ func BenchmarkLookupJoin(b *testing.B) {
 	}
 	pipeline := bson.A{bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "items"}, {Key: "localField", Value: "item"}, {Key: "foreignField", Value: "_id"}, {Key: "as", Value: "i"}}}}}
 
+	stop := sampleHeap()
+	b.ResetTimer()
+	for b.Loop() {
+		cur, err := db.Collection("orders").Aggregate(b.Context(), pipeline)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		for cur.Next(b.Context()) {
+			got++
+		}
+		if err := cur.Err(); err != nil {
+			b.Fatal(err)
+		}
+		if got != n {
+			b.Fatalf("got %d documents, want %d", got, n)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(stop())/(1<<20), "peak-heap-MB")
+}
+
+// BenchmarkLookupCount is issue 25's probe, scaled down: a self-$lookup
+// of 500 documents of 2 KiB (1 MiB), each joined with the whole
+// collection, then $count. Materialised, the joined documents are 500
+// MiB; streamed, one at a time.
+func BenchmarkLookupCount(b *testing.B) {
+	client := testenv.MongoClient(b, testenv.MongoWire(b).URI())
+	coll := client.Database("bench").Collection("c")
+	const n = 500
+	docs := make([]any, n)
+	pad := strings.Repeat("p", 2000)
+	for i := range n {
+		docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "pad", Value: pad}}
+	}
+	if _, err := coll.InsertMany(b.Context(), docs); err != nil {
+		b.Fatal(err)
+	}
+	pipeline := bson.A{
+		bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "as", Value: "all"}}}},
+		bson.D{{Key: "$count", Value: "n"}},
+	}
+	stop := sampleHeap()
+	b.ResetTimer()
+	for b.Loop() {
+		var out []bson.M
+		cur, err := coll.Aggregate(b.Context(), pipeline)
+		if err == nil {
+			err = cur.All(b.Context(), &out)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(out) != 1 {
+			b.Fatalf("got %v", out)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(stop())/(1<<20), "peak-heap-MB")
+}
+
+// sampleHeap samples the heap in use every 5 ms until the returned
+// function is called, which returns the peak above the level at the start.
+func sampleHeap() (stop func() uint64) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -60,25 +125,9 @@ func BenchmarkLookupJoin(b *testing.B) {
 			}
 		}
 	})
-	b.ResetTimer()
-	for b.Loop() {
-		cur, err := db.Collection("orders").Aggregate(b.Context(), pipeline)
-		if err != nil {
-			b.Fatal(err)
-		}
-		got := 0
-		for cur.Next(b.Context()) {
-			got++
-		}
-		if err := cur.Err(); err != nil {
-			b.Fatal(err)
-		}
-		if got != n {
-			b.Fatalf("got %d documents, want %d", got, n)
-		}
+	return func() uint64 {
+		close(done)
+		wg.Wait()
+		return peak.Load() - min(base, peak.Load())
 	}
-	b.StopTimer()
-	close(done)
-	wg.Wait()
-	b.ReportMetric(float64(peak.Load()-min(base, peak.Load()))/(1<<20), "peak-heap-MB")
 }
