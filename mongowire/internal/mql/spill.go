@@ -288,7 +288,7 @@ type groupProc struct {
 	// In memory: the groups, and the input they came from, kept for a
 	// spill (references to the collection's documents unless built).
 	gr   *grouper
-	seen []bson.Raw
+	seen [][]bson.Raw // in chunks, so that keeping them never copies them
 
 	// Spilling.
 	buf   stageBuffer
@@ -299,7 +299,14 @@ func (p *groupProc) push(d bson.Raw) error {
 	if p.gr == nil {
 		return p.spillPush(d)
 	}
-	p.seen = append(p.seen, d)
+	if len(p.seen) == 0 || len(p.seen[len(p.seen)-1]) == cap(p.seen[len(p.seen)-1]) {
+		n := 64 // chunks double up to 4096 documents
+		if len(p.seen) > 0 {
+			n = min(4096, 2*cap(p.seen[len(p.seen)-1]))
+		}
+		p.seen = append(p.seen, make([]bson.Raw, 0, n))
+	}
+	p.seen[len(p.seen)-1] = append(p.seen[len(p.seen)-1], d)
 	if p.built {
 		n := int64(len(d)) + docOverhead
 		if err := p.c.mem.grow(n); err != nil {
@@ -322,9 +329,11 @@ func (p *groupProc) push(d bson.Raw) error {
 	p.c.mem.shrink(p.gr.extra)
 	p.gr.release()
 	p.gr, p.seen = nil, nil
-	for _, d := range seen {
-		if err := p.spillPush(d); err != nil {
-			return err
+	for _, chunk := range seen {
+		for _, d := range chunk {
+			if err := p.spillPush(d); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
