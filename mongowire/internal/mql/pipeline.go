@@ -50,6 +50,7 @@ type procStage interface {
 type stageAt struct {
 	name  string // "$group"
 	built bool   // an earlier stage builds documents: the input is the pipeline's own
+	count int    // how many documents the stage will get, if known; else 0
 }
 
 type blockingStage interface {
@@ -123,6 +124,23 @@ func CompilePipeline(stages []bson.Raw) (*Pipeline, error) {
 // selecting are the stages whose output documents are input documents.
 var selecting = map[string]bool{"$match": true, "$sort": true, "$limit": true, "$skip": true, "$sample": true}
 
+// oneToOne are the stages that output one document per input document.
+var oneToOne = map[string]bool{
+	"$addFields": true, "$graphLookup": true, "$lookup": true, "$project": true, "$replaceRoot": true,
+	"$replaceWith": true, "$set": true, "$setWindowFields": true, "$sort": true, "$unset": true,
+}
+
+// countAfter returns how many documents stage i of p gets from n input
+// documents, when the stages before it tell (0 when they do not).
+func (p *Pipeline) countAfter(i, n int) int {
+	for _, name := range p.names[:i] {
+		if !oneToOne[name] {
+			return 0
+		}
+	}
+	return n
+}
+
 // compilePipeline compiles stages; inUpdate allows only the stages of an
 // update pipeline.
 func compilePipeline(stages []bson.Raw, inUpdate bool) (*Pipeline, error) {
@@ -191,7 +209,7 @@ func (p *Pipeline) run(env Env, input []bson.Raw, now time.Time) ([]bson.Raw, er
 // collect runs the pipeline within c and returns its output; the output
 // documents the pipeline built are reserved from the budget.
 func (p *Pipeline) collect(c *runCtx, input []bson.Raw) ([]bson.Raw, error) {
-	var out []bson.Raw
+	out := make([]bson.Raw, 0, p.countAfter(len(p.stages), len(input)))
 	err := p.stream(c, input, func(d bson.Raw) error {
 		if p.builds {
 			if err := c.mem.grow(int64(len(d)) + docOverhead); err != nil {
@@ -211,7 +229,7 @@ func (p *Pipeline) collect(c *runCtx, input []bson.Raw) ([]bson.Raw, error) {
 func (p *Pipeline) stream(c *runCtx, input []bson.Raw, out func(bson.Raw) error) error {
 	var next proc = funcProc(out)
 	for i := len(p.stages) - 1; i >= 0; i-- {
-		at := stageAt{name: p.names[i]}
+		at := stageAt{name: p.names[i], count: p.countAfter(i, len(input))}
 		for _, n := range p.names[:i] {
 			at.built = at.built || !selecting[n]
 		}
@@ -227,7 +245,7 @@ func newProc(c *runCtx, at stageAt, st stage, next proc) proc {
 	case streamStage:
 		return &streamProc{c: c, st: st, next: next}
 	case blockingStage:
-		return &bufferProc{c: c, name: at.name, st: st, next: next}
+		return &bufferProc{c: c, name: at.name, st: st, next: next, buf: make([]bson.Raw, 0, at.count)}
 	}
 	panic("mql: stage of unknown shape")
 }

@@ -55,7 +55,14 @@ type sortStage struct {
 }
 
 func (s sortStage) newProc(c *runCtx, at stageAt, next proc) proc {
-	return newSortProc(c, at.name, s, next)
+	p := newSortProc(c, at.name, s, next)
+	if n := at.count; n > 0 {
+		if s.limit > 0 {
+			n = int(min(int64(n), 2*s.limit+64))
+		}
+		p.buf.docs = make([]bson.Raw, 0, n)
+	}
+	return p
 }
 
 // compileLimitStage compiles $limit.
