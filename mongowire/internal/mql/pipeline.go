@@ -51,6 +51,11 @@ type stageAt struct {
 	name  string // "$group"
 	built bool   // an earlier stage builds documents: the input is the pipeline's own
 	count int    // how many documents the stage will get, if known; else 0
+
+	// replay, when only $match stages come before, passes the stage again
+	// the documents it has got so far, from the pipeline's input: a
+	// stage that must spill what it has folded need not keep them.
+	replay func(emit func(bson.Raw) error) error
 }
 
 type blockingStage interface {
@@ -228,14 +233,56 @@ func (p *Pipeline) collect(c *runCtx, input []bson.Raw) ([]bson.Raw, error) {
 // stream runs the pipeline within c, passing each output document to out.
 func (p *Pipeline) stream(c *runCtx, input []bson.Raw, out func(bson.Raw) error) error {
 	var next proc = funcProc(out)
+	pos := 0 // the input document being fed
 	for i := len(p.stages) - 1; i >= 0; i-- {
 		at := stageAt{name: p.names[i], count: p.countAfter(i, len(input))}
 		for _, n := range p.names[:i] {
 			at.built = at.built || !selecting[n]
 		}
+		if matches, ok := p.matchesBefore(i); ok {
+			at.replay = func(emit func(bson.Raw) error) error {
+				for _, d := range input[:pos+1] {
+					if matchAll(matches, d) {
+						if err := emit(d); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			}
+		}
 		next = newProc(c, at, p.stages[i], next)
 	}
-	return feed(next, input)
+	for ; pos < len(input); pos++ {
+		if err := next.push(input[pos]); err == errEnough {
+			break
+		} else if err != nil {
+			return err
+		}
+	}
+	return next.end()
+}
+
+// matchesBefore returns the stages before stage i if all are $match.
+func (p *Pipeline) matchesBefore(i int) ([]matchStage, bool) {
+	ms := make([]matchStage, 0, i)
+	for _, st := range p.stages[:i] {
+		m, ok := st.(matchStage)
+		if !ok {
+			return nil, false
+		}
+		ms = append(ms, m)
+	}
+	return ms, true
+}
+
+func matchAll(ms []matchStage, d bson.Raw) bool {
+	for _, m := range ms {
+		if !m.f.Match(d) {
+			return false
+		}
+	}
+	return true
 }
 
 func newProc(c *runCtx, at stageAt, st stage, next proc) proc {

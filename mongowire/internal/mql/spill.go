@@ -279,14 +279,16 @@ func (p *sortProc) end() error {
 // sorted by group key into runs on disk, whose merge brings each
 // group's documents together, folded one group at a time.
 type groupProc struct {
-	c     *runCtx
-	name  string
-	g     *groupStage
-	built bool // the input documents are the pipeline's own, not the collection's
-	next  proc
+	c      *runCtx
+	name   string
+	g      *groupStage
+	built  bool // the input documents are the pipeline's own, not the collection's
+	replay func(emit func(bson.Raw) error) error
+	next   proc
 
 	// In memory: the groups, and the input they came from, kept for a
-	// spill (references to the collection's documents unless built).
+	// spill (references to the collection's documents unless built)
+	// unless the input can be replayed.
 	gr   *grouper
 	seen [][]bson.Raw // in chunks, so that keeping them never copies them
 
@@ -299,14 +301,9 @@ func (p *groupProc) push(d bson.Raw) error {
 	if p.gr == nil {
 		return p.spillPush(d)
 	}
-	if len(p.seen) == 0 || len(p.seen[len(p.seen)-1]) == cap(p.seen[len(p.seen)-1]) {
-		n := 64 // chunks double up to 4096 documents
-		if len(p.seen) > 0 {
-			n = min(4096, 2*cap(p.seen[len(p.seen)-1]))
-		}
-		p.seen = append(p.seen, make([]bson.Raw, 0, n))
+	if p.replay == nil {
+		p.keep(d)
 	}
-	p.seen[len(p.seen)-1] = append(p.seen[len(p.seen)-1], d)
 	if p.built {
 		n := int64(len(d)) + docOverhead
 		if err := p.c.mem.grow(n); err != nil {
@@ -329,6 +326,9 @@ func (p *groupProc) push(d bson.Raw) error {
 	p.c.mem.shrink(p.gr.extra)
 	p.gr.release()
 	p.gr, p.seen = nil, nil
+	if p.replay != nil {
+		return p.replay(p.spillPush)
+	}
 	for _, chunk := range seen {
 		for _, d := range chunk {
 			if err := p.spillPush(d); err != nil {
@@ -337,6 +337,18 @@ func (p *groupProc) push(d bson.Raw) error {
 		}
 	}
 	return nil
+}
+
+// keep keeps d for a spill, in chunks that double up to 4096 documents.
+func (p *groupProc) keep(d bson.Raw) {
+	if len(p.seen) == 0 || len(p.seen[len(p.seen)-1]) == cap(p.seen[len(p.seen)-1]) {
+		n := 64
+		if len(p.seen) > 0 {
+			n = min(4096, 2*cap(p.seen[len(p.seen)-1]))
+		}
+		p.seen = append(p.seen, make([]bson.Raw, 0, n))
+	}
+	p.seen[len(p.seen)-1] = append(p.seen[len(p.seen)-1], d)
 }
 
 func (p *groupProc) spillPush(d bson.Raw) error {

@@ -24,6 +24,7 @@ func TestSpillMatchesMemory(t *testing.T) {
 		"sort then limit":         `[{"$sort": {"x": -1}}, {"$limit": 700}]`,
 		"group":                   `[{"$group": {"_id": "$g", "n": {"$sum": 1}, "pads": {"$push": "$pad"}, "ids": {"$push": "$_id"}}}, {"$sort": {"_id": 1}}]`,
 		"group of built input":    `[{"$addFields": {"y": "$pad"}}, {"$group": {"_id": {"$mod": ["$x", 5]}, "first": {"$first": "$_id"}, "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}]`,
+		"match then group":        `[{"$match": {"x": {"$gt": 100}}}, {"$match": {"g": {"$ne": 3}}}, {"$group": {"_id": "$_id", "d": {"$first": "$$ROOT"}}}, {"$sort": {"_id": 1}}]`,
 		"group then sort":         `[{"$group": {"_id": "$_id", "d": {"$first": "$$ROOT"}}}, {"$sort": {"d.x": 1, "_id": 1}}, {"$project": {"_id": 1}}]`,
 	}
 	for name, pipeline := range tests {

@@ -133,7 +133,7 @@ func (g *groupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 }
 
 func (g *groupStage) newProc(c *runCtx, at stageAt, next proc) proc {
-	return &groupProc{c: c, name: at.name, g: g, built: at.built, gr: newGrouper(c, g.id.evalIn, g.accs),
+	return &groupProc{c: c, name: at.name, g: g, built: at.built, replay: at.replay, gr: newGrouper(c, g.id.evalIn, g.accs),
 		buf: stageBuffer{c: c, name: at.name}, spill: spill{c: c}, next: next}
 }
 
