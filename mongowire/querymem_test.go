@@ -1,6 +1,7 @@
 package mongowire_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -131,6 +132,13 @@ func TestLookupCountStreams(t *testing.T) {
 		bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "as", Value: "all"}}}},
 	})
 	wantCode(t, err, 146, "memory budget")
+	if se, ok := err.(mongo.ServerError); !ok || !se.HasErrorCodeWithMessage(146, "budget") {
+		t.Errorf("error %v is not a server error with code 146", err)
+	}
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Name != "ExceededMemoryLimit" {
+		t.Errorf("code name %q, want ExceededMemoryLimit", ce.Name)
+	}
 	if err := client.Ping(t.Context(), nil); err != nil {
 		t.Fatalf("ping after the failed query: %v", err)
 	}
@@ -284,6 +292,10 @@ func TestSortGroupSpill(t *testing.T) {
 		}
 		_, err = aggregate(t, coll, bson.A{bson.D{{Key: "$sort", Value: bson.D{{Key: "x", Value: 1}}}}}, options.Aggregate().SetAllowDiskUse(false))
 		wantCode(t, err, 292, "allowDiskUse")
+		var ce mongo.CommandError
+		if errors.As(err, &ce) && ce.Name != "QueryExceededMemoryLimitNoDiskUseAllowed" {
+			t.Errorf("code name %q, want QueryExceededMemoryLimitNoDiskUseAllowed", ce.Name)
+		}
 	})
 
 	t.Run("sort then limit keeps the top only", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package mql
 
 import (
+	"fmt"
 	"strconv"
 	"sync/atomic"
 
@@ -100,7 +101,8 @@ func (b *Budget) reserve(n int64) error {
 	}
 	if u := b.used.Add(n); b.max > 0 && u > b.max {
 		b.used.Add(-n)
-		return mongoerr.New(codeExceededLimit, "query exceeded the server's memory budget for queries of %d bytes (tide serve --max-query-memory); %d bytes are in use by running queries", b.max, u-n)
+		return &mongoerr.Error{Code: codeExceededLimit, CodeName: "ExceededMemoryLimit",
+			Message: fmt.Sprintf("query exceeded the server's memory budget for queries of %d bytes (tide serve --max-query-memory); %d bytes are in use by running queries", b.max, u-n)}
 	}
 	return nil
 }
