@@ -1,6 +1,7 @@
 package mql
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -95,3 +96,23 @@ func TestLookupAndBudgetLimits(t *testing.T) {
 type sliceEnv map[string][]bson.Raw
 
 func (e sliceEnv) Collection(name string) ([]bson.Raw, error) { return e[name], nil }
+
+// appendJoined builds what setField builds, in one buffer.
+func TestAppendJoinedIsSetField(t *testing.T) {
+	matched := docs(t, `{"_id": 1, "a": [1, 2]}`, `{}`, `{"_id": "x", "s": {"t": null}}`)
+	for _, d := range docs(t, `{}`, `{"_id": 7}`, `{"_id": 7, "b": {"c": [1]}, "d": "e"}`) {
+		for _, m := range [][]bson.Raw{nil, matched[:1], matched} {
+			vals := make([]bson.RawValue, len(m))
+			for i, x := range m {
+				vals[i] = vDoc(x)
+			}
+			root := rawNode(vDoc(d))
+			root.load()
+			setField(root, []string{"as"}, vArray(vals))
+			want := root.encodeDoc(nil)
+			if got := appendJoined(d, "as", m); !bytes.Equal(got, want) {
+				t.Errorf("appendJoined(%s, %d matches) = %s, want %s", d, len(m), bson.Raw(got), want)
+			}
+		}
+	}
+}

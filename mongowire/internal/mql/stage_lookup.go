@@ -1,6 +1,8 @@
 package mql
 
 import (
+	"encoding/binary"
+	"strconv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -174,7 +176,7 @@ func (p *lookupProc) push(d bson.Raw) error {
 		candidates = s.equalityMatches(d, p.foreign)
 	}
 	limit := c.lim.lookupBytes()
-	var matched []bson.RawValue
+	var matched []bson.Raw
 	var size int64
 	defer func() { c.mem.shrink(size) }()
 	add := func(r bson.Raw) error {
@@ -186,7 +188,7 @@ func (p *lookupProc) push(d bson.Raw) error {
 			return err
 		}
 		size += n
-		matched = append(matched, vDoc(r))
+		matched = append(matched, r)
 		return nil
 	}
 	if s.pipeline.Type == 0 {
@@ -215,10 +217,46 @@ func (p *lookupProc) push(d bson.Raw) error {
 			return err
 		}
 	}
+	if len(p.asPath) == 1 && lookup(d, p.s.as).Type == 0 {
+		return p.next.push(appendJoined(d, p.s.as, matched))
+	}
+	vals := make([]bson.RawValue, len(matched))
+	for i, m := range matched {
+		vals[i] = vDoc(m)
+	}
 	root := rawNode(vDoc(d))
 	root.load()
-	setField(root, p.asPath, vArray(matched))
+	setField(root, p.asPath, vArray(vals))
 	return p.next.push(root.encodeDoc(nil))
+}
+
+// appendJoined returns d with the array of matched documents appended as
+// field as, which d does not have: what setField makes of it, built in
+// one buffer of the right size, since the array may be large.
+func appendJoined(d bson.Raw, as string, matched []bson.Raw) bson.Raw {
+	d = d[:binary.LittleEndian.Uint32(d)]
+	size := len(d) + len(as) + 2 + 5
+	for i, m := range matched {
+		size += 2 + len(strconv.Itoa(i)) + len(m)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, d[:len(d)-1]...) // the elements, without the terminating 0
+	b = append(b, byte(bson.TypeArray))
+	b = append(b, as...)
+	b = append(b, 0)
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
+	for i, m := range matched {
+		b = append(b, byte(bson.TypeEmbeddedDocument))
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, 0)
+		b = append(b, m...)
+	}
+	b = append(b, 0)
+	binary.LittleEndian.PutUint32(b[start:], uint32(len(b)-start))
+	b = append(b, 0)
+	binary.LittleEndian.PutUint32(b, uint32(len(b)))
+	return b
 }
 
 func (p *lookupProc) end() error { return p.next.end() }
