@@ -20,6 +20,9 @@ type groupAcc struct {
 	op   string
 	e    *Expr
 	spec *nSpec // the accumulators with a specification document ($topN, ...)
+	// gathers: the accumulator keeps every value ($push), counted in the
+	// group's memory.
+	gathers bool
 }
 
 type groupStage struct {
@@ -101,7 +104,7 @@ func compileAccField(name string, f bson.RawValue) (groupAcc, error) {
 	if err != nil {
 		return groupAcc{}, err
 	}
-	return groupAcc{name: name, op: string(op), e: e}, nil
+	return groupAcc{name: name, op: string(op), e: e, gathers: string(op) == "$push"}, nil
 }
 
 // newAccs returns fresh accumulators for the group with key id.
@@ -213,12 +216,13 @@ func (g *grouper) add(d bson.Raw) error {
 			return err
 		}
 	}
-	for i, a := range g.accs {
+	for i := range g.accs {
+		a := &g.accs[i]
 		v, err := a.e.evalIn(g.ec)
 		if err != nil {
 			return err
 		}
-		if a.op == "$push" {
+		if a.gathers {
 			if err := g.grow(int64(len(v.Value)) + docOverhead); err != nil {
 				return err
 			}
