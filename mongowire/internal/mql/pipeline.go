@@ -214,25 +214,62 @@ func (p *Pipeline) run(env Env, input []bson.Raw, now time.Time) ([]bson.Raw, er
 // collect runs the pipeline within c and returns its output; the output
 // documents the pipeline built are reserved from the budget.
 func (p *Pipeline) collect(c *runCtx, input []bson.Raw) ([]bson.Raw, error) {
-	out := make([]bson.Raw, 0, p.countAfter(len(p.stages), len(input)))
-	err := p.stream(c, input, func(d bson.Raw) error {
-		if p.builds {
-			if err := c.mem.grow(int64(len(d)) + docOverhead); err != nil {
-				return err
-			}
-		}
-		out = append(out, d)
-		return nil
-	})
-	if err != nil {
+	cp := &collectProc{c: c, charge: p.builds, hint: p.countAfter(len(p.stages), len(input))}
+	if err := p.streamTo(c, input, cp); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return cp.out, nil
+}
+
+// collectProc gathers a pipeline's output.
+type collectProc struct {
+	c      *runCtx
+	charge bool // reserve the documents from the budget: the pipeline built them
+	hint   int  // how many documents to expect, if known
+	out    []bson.Raw
+}
+
+func (p *collectProc) push(d bson.Raw) error {
+	if p.charge {
+		if err := p.c.mem.grow(int64(len(d)) + docOverhead); err != nil {
+			return err
+		}
+	}
+	if p.out == nil {
+		p.out = make([]bson.Raw, 0, p.hint)
+	}
+	p.out = append(p.out, d)
+	return nil
+}
+
+func (p *collectProc) end() error { return nil }
+
+// take makes docs the output, if nothing came before them: a last
+// blocking stage hands over its result instead of pushing it.
+func (p *collectProc) take(docs []bson.Raw) (bool, error) {
+	if p.out != nil {
+		return false, nil
+	}
+	if p.charge {
+		var n int64
+		for _, d := range docs {
+			n += int64(len(d)) + docOverhead
+		}
+		if err := p.c.mem.grow(n); err != nil {
+			return false, err
+		}
+	}
+	p.out = docs
+	return true, nil
 }
 
 // stream runs the pipeline within c, passing each output document to out.
 func (p *Pipeline) stream(c *runCtx, input []bson.Raw, out func(bson.Raw) error) error {
-	var next proc = funcProc(out)
+	return p.streamTo(c, input, funcProc(out))
+}
+
+// streamTo runs the pipeline within c into the proc next.
+func (p *Pipeline) streamTo(c *runCtx, input []bson.Raw, next proc) error {
 	pos := 0 // the input document being fed
 	for i := len(p.stages) - 1; i >= 0; i-- {
 		at := stageAt{name: p.names[i], count: p.countAfter(i, len(input))}
@@ -342,6 +379,13 @@ func (p *bufferProc) end() error {
 		return err
 	}
 	p.buf = nil
+	if cp, ok := p.next.(*collectProc); ok {
+		if took, err := cp.take(out); took || err != nil {
+			p.c.mem.shrink(p.bytes)
+			p.bytes = 0
+			return err
+		}
+	}
 	err = feed(p.next, out)
 	p.c.mem.shrink(p.bytes)
 	p.bytes = 0
