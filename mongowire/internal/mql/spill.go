@@ -11,6 +11,8 @@ import (
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
 // External sorting for $sort and $group past the stage memory limit, as
@@ -409,7 +411,8 @@ func (p *groupProc) end() error {
 		}
 		err := gr.add(r.doc)
 		if err == errGroupsFull { // one group alone is past the limit
-			return errStageMemory(p.name, p.c.lim.stageBytes(), false)
+			return &mongoerr.Error{Code: codeNoDiskUse, CodeName: "QueryExceededMemoryLimitNoDiskUseAllowed",
+				Message: fmt.Sprintf("one group of %s exceeded the memory limit of %d bytes; a single group cannot be spilled to disk", p.name, p.c.lim.stageBytes())}
 		}
 		return err
 	})

@@ -116,3 +116,17 @@ func TestAppendJoinedIsSetField(t *testing.T) {
 		}
 	}
 }
+
+// One group past the limit cannot be spilled: 292, with disk use or not.
+func TestOneGroupPastTheLimit(t *testing.T) {
+	var input []bson.Raw
+	for i := range 500 {
+		input = append(input, doc(t, fmt.Sprintf(`{"_id": %d, "pad": "%s"}`, i, strings.Repeat("p", 300))))
+	}
+	p, err := CompilePipeline([]bson.Raw{doc(t, `{"$group": {"_id": null, "all": {"$push": "$$ROOT"}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.RunLimited(nil, input, Limits{StageBytes: 64 << 10, TempDir: t.TempDir()})
+	wantCode(t, err, 292, "one group of $group exceeded the memory limit of 65536 bytes; a single group cannot be spilled to disk")
+}
