@@ -7,6 +7,7 @@ import (
 
 	"github.com/tide-cdc/tide/mongowire/internal/changestream"
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
@@ -65,10 +66,14 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 	if err != nil {
 		return nil, err
 	}
+	lim, err := s.queryLimits(r)
+	if err != nil {
+		return nil, err
+	}
 	if stage, err := writeStage(stages); err != nil {
 		return nil, err
 	} else if stage != "" {
-		docs, ok, err := s.writeStageInput(ctx, c, r, ns, stages[:len(stages)-1])
+		docs, ok, err := s.writeStageInput(ctx, c, r, ns, stages[:len(stages)-1], lim)
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +95,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 	if docs, ok, err := s.listLocalSessionsStage(c, r, ns.Coll, stages); err != nil {
 		return nil, err
 	} else if ok {
-		if docs, err = s.data(ctx).AggregateDocs(r.db, stages[1:], docs); err != nil {
+		if docs, err = s.data(ctx).AggregateDocs(r.db, stages[1:], docs, lim); err != nil {
 			return nil, err
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
@@ -98,7 +103,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 	if docs, ok, err := documentsStage(ns.Coll, stages); err != nil {
 		return nil, err
 	} else if ok {
-		if docs, err = s.data(ctx).AggregateDocs(r.db, stages[1:], docs); err != nil {
+		if docs, err = s.data(ctx).AggregateDocs(r.db, stages[1:], docs, lim); err != nil {
 			return nil, err
 		}
 		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
@@ -116,7 +121,7 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 		}
 	}
 	if static, ok := s.staticDocs(ctx, ns); ok { // local_db.go
-		docs, err := s.data(ctx).AggregateDocs(ns.DB, stages, static)
+		docs, err := s.data(ctx).AggregateDocs(ns.DB, stages, static, lim)
 		if err != nil {
 			return nil, err
 		}
@@ -129,14 +134,14 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
 	}
 	if at, ok := s.snapshotAt(ctx, r); ok {
-		docs, err := s.data(ctx).AggregateAt(ns, stages, at)
+		docs, err := s.data(ctx).AggregateAt(ns, stages, at, lim)
 		if err != nil {
 			return nil, err
 		}
 		reply, err := s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 		return withAtClusterTime(reply, at), err
 	}
-	docs, err := s.data(ctx).Aggregate(ns, stages)
+	docs, err := s.data(ctx).Aggregate(ns, stages, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -167,22 +172,22 @@ func (s *Server) aggregateChangeStream(ctx context.Context, r *request, coll, cu
 // collection, or from a leading $documents or $listLocalSessions of a
 // database-level aggregate. ok is false for a database-level pipeline
 // that starts otherwise.
-func (s *Server) writeStageInput(ctx context.Context, c *conn, r *request, ns store.Namespace, pre []bson.Raw) (docs []bson.Raw, ok bool, err error) {
+func (s *Server) writeStageInput(ctx context.Context, c *conn, r *request, ns store.Namespace, pre []bson.Raw, lim mql.Limits) (docs []bson.Raw, ok bool, err error) {
 	if docs, ok, err := s.listLocalSessionsStage(c, r, ns.Coll, pre); err != nil || ok {
 		if err == nil {
-			docs, err = s.data(ctx).AggregateDocs(r.db, pre[1:], docs)
+			docs, err = s.data(ctx).AggregateDocs(r.db, pre[1:], docs, lim)
 		}
 		return docs, err == nil, err
 	}
 	if docs, ok, err := documentsStage(ns.Coll, pre); err != nil || ok {
 		if err == nil {
-			docs, err = s.data(ctx).AggregateDocs(r.db, pre[1:], docs)
+			docs, err = s.data(ctx).AggregateDocs(r.db, pre[1:], docs, lim)
 		}
 		return docs, err == nil, err
 	}
 	if ns.Coll == "" {
 		return nil, false, nil
 	}
-	docs, err = s.data(ctx).Aggregate(ns, pre)
+	docs, err = s.data(ctx).Aggregate(ns, pre, lim)
 	return docs, err == nil, err
 }

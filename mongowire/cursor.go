@@ -42,7 +42,18 @@ const (
 	defaultFirstBatch = 101
 	maxBatchBytes     = 16 << 20
 	defaultAwaitWait  = time.Second // getMore on an awaitData cursor without maxTimeMS
+	maxDocumentBytes  = 16 << 20    // a document a reply may carry (BSONObjMaxUserSize)
 )
+
+// errDocumentTooLarge is the error of a result document over 16 MiB, which
+// no reply can carry: 10334 BSONObjectTooLarge, as mongod reports it.
+func errDocumentTooLarge(d bson.Raw) error {
+	first := ""
+	if e, err := d.IndexErr(0); err == nil {
+		first = e.Key()
+	}
+	return mongoerr.New(mongoerr.BSONObjectTooLarge, "BSONObj size: %d (0x%X) is invalid. Size must be between 0 and %d(16MB) First element: %s", len(d), len(d), maxDocumentBytes, first)
+}
 
 // sliceSource serves a result computed up front (find, aggregate,
 // listCollections, listIndexes).
@@ -54,6 +65,9 @@ func (s *sliceSource) Next(_ context.Context, n, maxBytes int, _ time.Duration) 
 	size, i := 0, 0
 	for i < len(s.docs) && i < n {
 		l := len(s.docs[i])
+		if l > maxDocumentBytes {
+			return nil, nil, true, errDocumentTooLarge(s.docs[i])
+		}
 		if i > 0 && size+l > maxBytes {
 			break
 		}

@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
@@ -23,7 +24,7 @@ type dataStore interface {
 	Find(store.Namespace, store.FindSpec) ([]bson.Raw, error)
 	Count(ns store.Namespace, filter bson.Raw, skip, limit int64) (int64, error)
 	Distinct(ns store.Namespace, key string, filter bson.Raw) ([]bson.RawValue, error)
-	Aggregate(store.Namespace, []bson.Raw) ([]bson.Raw, error)
+	Aggregate(store.Namespace, []bson.Raw, mql.Limits) ([]bson.Raw, error)
 	InsertWith(ns store.Namespace, docs []bson.Raw, opts store.InsertOptions) (int, []store.WriteError)
 	Update(store.Namespace, store.UpdateSpec) (store.UpdateResult, error)
 	Delete(ns store.Namespace, filter bson.Raw, limit int) (int, error)
@@ -53,9 +54,9 @@ type catalog interface {
 	// $listLocalSessions, the local database). A $lookup in the latter
 	// reads the store even in a transaction: a known gap.
 	FindAt(ns store.Namespace, spec store.FindSpec, ts bson.Timestamp) ([]bson.Raw, error)
-	AggregateAt(ns store.Namespace, stages []bson.Raw, ts bson.Timestamp) ([]bson.Raw, error)
+	AggregateAt(ns store.Namespace, stages []bson.Raw, ts bson.Timestamp, lim mql.Limits) ([]bson.Raw, error)
 	DistinctAt(ns store.Namespace, key string, filter bson.Raw, ts bson.Timestamp) ([]bson.RawValue, error)
-	AggregateDocs(db string, stages []bson.Raw, input []bson.Raw) ([]bson.Raw, error)
+	AggregateDocs(db string, stages []bson.Raw, input []bson.Raw, lim mql.Limits) ([]bson.Raw, error)
 
 	// DDL.
 	Create(ns store.Namespace, options bson.D) error

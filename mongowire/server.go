@@ -14,6 +14,7 @@ import (
 
 	"github.com/tide-cdc/tide/internal/faultfs"
 	netconn "github.com/tide-cdc/tide/mongowire/internal/conn" // the package's type conn is a connection's command-layer state
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
@@ -110,6 +111,21 @@ type Config struct {
 	// connection past it closes the least recently active of them, so
 	// that idle ones give way to a client about to authenticate.
 	MaxUnauthenticatedConnections int
+
+	// Query memory (querymem.go). MaxQueryMemory is the server-wide
+	// budget for what running queries hold in memory at once; a query
+	// that would pass it fails with 146 ExceededMemoryLimit. 0 is a
+	// quarter of the machine's physical memory (DefaultMaxQueryMemory);
+	// negative is unlimited. StageMemoryLimit is what one blocking stage
+	// ($sort, $group, ...) may hold before it spills to disk, or fails
+	// with 292 under allowDiskUse: false (default 100 MiB, as mongod);
+	// LookupMemoryLimit bounds the documents one $lookup gathers for one
+	// input document, past which it fails with 4568 (default 100 MiB).
+	// Spills go to DataDir/_tmp, or to the system's temporary directory
+	// without a DataDir.
+	MaxQueryMemory    int64
+	StageMemoryLimit  int64
+	LookupMemoryLimit int64
 }
 
 // Server is the embedded server. New configures it, Start listens and
@@ -148,6 +164,8 @@ type Server struct {
 	auth       authState  // users and authentication counters (auth_users.go)
 	counters   opCounters // serverStatus opcounters and network (cmd_serverstatus.go)
 	top        topTable   // the top command (cmd_top.go)
+
+	queryBudget *mql.Budget // shared by every query's run (querymem.go)
 }
 
 // New returns a server configured by cfg, with defaults applied. It does no I/O.
@@ -201,6 +219,7 @@ func New(cfg Config) *Server {
 		now:       time.Now,
 		processID: bson.NewObjectID(),
 	}
+	s.queryBudget = newQueryBudget(cfg.MaxQueryMemory)
 	s.commands = s.commandTable()
 	s.openChangeStream = s.openChangeStreamSource // cmd_changestream.go
 	s.cursors.init()
@@ -240,6 +259,11 @@ func (s *Server) Start() error {
 		return fmt.Errorf("open store: %w", err)
 	}
 	s.rawStore = st
+	if err := s.clearSpillDir(); err != nil {
+		st.Close()
+		s.unlockDataDir()
+		return err
+	}
 	if err := errors.Join(s.loadUsers(), s.createAdminUser()); err != nil {
 		st.Close()
 		s.unlockDataDir()

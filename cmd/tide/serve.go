@@ -21,6 +21,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		cfg       mongowire.Config
 		oplogSize string
+		queryMem  string
 		logLevel  string
 		logFormat string
 		tlsFiles  mongowire.TLSFiles
@@ -48,6 +49,9 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 					return fmt.Errorf("--oplog-size: %w", err)
 				}
 				cfg.OplogBytes = int64(n)
+			}
+			if cfg.MaxQueryMemory, err = parseQueryMemory(queryMem); err != nil {
+				return err
 			}
 			if err := secureServe(&cfg, tlsFiles, insecure, log); err != nil {
 				return err
@@ -88,6 +92,7 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 	f.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", 0, "maximum live client connections from one IP address (default: a quarter of --max-connections; negative: no cap)")
 	f.BoolVar(&cfg.EnableTestCommands, "enable-test-commands", false, "enable test-only commands such as configureFailPoint")
 	f.StringVar(&oplogSize, "oplog-size", "256MiB", "oplog bound in bytes (units such as 64MiB)")
+	f.StringVar(&queryMem, "max-query-memory", "", "memory all running queries may hold at once; a query past it fails with code 146, the server goes on (units such as 2GiB, or unlimited; default: a quarter of physical memory, here "+fmt.Sprintf("%.1fGiB", float64(mongowire.DefaultMaxQueryMemory())/(1<<30))+")")
 	f.DurationVar(&cfg.OplogMinRetention, "oplog-min-retention", 0, "keep oplog entries at least this long, even past --oplog-size")
 	f.DurationVar(&cfg.TTLMonitorInterval, "ttl-monitor-interval", 60*time.Second, "how often documents past a TTL index's expireAfterSeconds are deleted (negative: never)")
 	f.DurationVar(&cfg.TransactionLifetimeLimit, "transaction-lifetime-limit", 60*time.Second, "abort a multi-document transaction still open this long (transactionLifetimeLimitSeconds)")
@@ -112,6 +117,25 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 	f.StringVar(&auth.httpAuthFile, "http-auth-file", "", "require basic auth on --http-addr: a file of one user:password (or user:bcrypt-hash) line; needed off loopback")
 	f.BoolVar(&auth.httpInsecure, "http-insecure", false, "allow --http-addr off loopback without --http-auth-file, open to anyone who reaches it (--insecure is for --addr)")
 	return cmd
+}
+
+// parseQueryMemory reads --max-query-memory: "" is the default (0 in
+// mongowire.Config), "unlimited" is -1.
+func parseQueryMemory(s string) (int64, error) {
+	switch s {
+	case "":
+		return 0, nil
+	case "unlimited":
+		return -1, nil
+	}
+	n, err := cdc.ParseByteSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("--max-query-memory: %w", err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("--max-query-memory: must be more than 0 bytes, or unlimited")
+	}
+	return int64(n), nil
 }
 
 // secureServe applies the TLS flags to cfg and refuses to open every

@@ -62,8 +62,11 @@
 // operators (compare, element, array, logic, eval); update.go parses
 // updates and update_apply.go applies them on mdoc.go's editable
 // documents; projection.go and sort.go shape results; pipeline.go runs
-// aggregation pipelines and stage_<family>.go holds their stages (select,
-// shape, group, unwind, lookup, facet); accumulate.go and accumulate_n.go
+// aggregation pipelines, a document at a time, and stage_<family>.go
+// holds their stages (select, shape, group, unwind, lookup, facet);
+// limits.go bounds what a run holds (the stage limit, the $lookup limit,
+// the server's Budget) and spill.go sorts $sort and $group input on disk
+// past the stage limit; accumulate.go and accumulate_n.go
 // the $group accumulators; expr.go compiles expressions and
 // expr_<family>.go holds each family of expression operators (arith,
 // array, cond, convert, date, logic, object, set, string, var);

@@ -58,7 +58,7 @@ func compileFacet(v bson.RawValue) (stage, error) {
 func (s *facetStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 	d := newDoc(256)
 	for i, p := range s.subs {
-		res, err := p.run(c.env, append([]bson.Raw(nil), in...), c.now)
+		res, err := p.collect(c, in)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package mql
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -19,6 +20,9 @@ type groupAcc struct {
 	op   string
 	e    *Expr
 	spec *nSpec // the accumulators with a specification document ($topN, ...)
+	// gathers: the accumulator keeps every value ($push), counted in the
+	// group's memory.
+	gathers bool
 }
 
 type groupStage struct {
@@ -100,7 +104,7 @@ func compileAccField(name string, f bson.RawValue) (groupAcc, error) {
 	if err != nil {
 		return groupAcc{}, err
 	}
-	return groupAcc{name: name, op: string(op), e: e}, nil
+	return groupAcc{name: name, op: string(op), e: e, gathers: string(op) == "$push"}, nil
 }
 
 // newAccs returns fresh accumulators for the group with key id.
@@ -128,62 +132,140 @@ func newAccs(accs []groupAcc, id bson.RawValue, now time.Time) ([]accumulator, e
 }
 
 func (g *groupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	return groupDocs(c, in, g.id.evalIn, g.accs)
+	return groupDocs(c, "$group", in, g.id.evalIn, g.accs)
+}
+
+func (g *groupStage) newProc(c *runCtx, at stageAt, next proc) proc {
+	return &groupProc{c: c, name: at.name, g: g, built: at.built, replay: at.replay, gr: newGrouper(c, g.id.evalIn, g.accs),
+		buf: stageBuffer{c: c, name: at.name}, spill: spill{c: c}, next: next}
 }
 
 // groupDocs groups in by the key that id computes and folds each group
 // with accs; groups come out in the order their first document came in.
-func groupDocs(c *runCtx, in []bson.Raw, id func(*evalCtx) (bson.RawValue, error), accs []groupAcc) ([]bson.Raw, error) {
-	type group struct {
-		id   bson.RawValue
-		accs []accumulator
-	}
-	var order []*group
-	groups := map[string]*group{}
-	var key []byte
-	ec := &evalCtx{now: c.now}
+func groupDocs(c *runCtx, name string, in []bson.Raw, id func(*evalCtx) (bson.RawValue, error), accs []groupAcc) ([]bson.Raw, error) {
+	gr := newGrouper(c, id, accs)
+	defer gr.release()
 	for _, d := range in {
-		ec.root, ec.current = d, d
-		id, err := id(ec)
-		if err != nil {
+		if err := gr.add(d); err == errGroupsFull {
+			return nil, errStageMemory(name, c.lim.stageBytes(), c.lim.NoDiskUse)
+		} else if err != nil {
 			return nil, err
 		}
-		if id.Type == 0 {
-			id = nullValue
+	}
+	return gr.results(), nil
+}
+
+// errGroupsFull is returned by grouper.add when the groups pass the
+// stage limit.
+var errGroupsFull = errors.New("mql: groups past the stage memory limit")
+
+// grouper folds documents into groups. Its estimate of the memory the
+// groups hold (keys, accumulators, and what $push gathers) is reserved
+// from the budget and held to the stage limit, less what its owner
+// reserves (extra).
+type grouper struct {
+	c      *runCtx
+	extra  int64
+	id     func(*evalCtx) (bson.RawValue, error)
+	accs   []groupAcc
+	order  []*group
+	groups map[string]*group
+	key    []byte
+	ec     *evalCtx
+	bytes  int64
+}
+
+type group struct {
+	id   bson.RawValue
+	accs []accumulator
+}
+
+func newGrouper(c *runCtx, id func(*evalCtx) (bson.RawValue, error), accs []groupAcc) *grouper {
+	return &grouper{c: c, id: id, accs: accs, groups: map[string]*group{}, ec: &evalCtx{now: c.now}}
+}
+
+// groupKey returns d's group id and its key bytes, appended to dst.
+func groupKey(ec *evalCtx, id func(*evalCtx) (bson.RawValue, error), d bson.Raw, dst []byte) (bson.RawValue, []byte, error) {
+	ec.root, ec.current = d, d
+	v, err := id(ec)
+	if err != nil {
+		return v, dst, err
+	}
+	if v.Type == 0 {
+		v = nullValue
+	}
+	return v, appendKey(dst, v), nil
+}
+
+func (g *grouper) add(d bson.Raw) error {
+	id, key, err := groupKey(g.ec, g.id, d, g.key[:0])
+	if err != nil {
+		return err
+	}
+	g.key = key
+	gr, ok := g.groups[string(key)]
+	if !ok {
+		as, err := newAccs(g.accs, id, g.c.now)
+		if err != nil {
+			return err
 		}
-		key = appendKey(key[:0], id)
-		gr, ok := groups[string(key)]
-		if !ok {
-			as, err := newAccs(accs, id, c.now)
-			if err != nil {
-				return nil, err
-			}
-			gr = &group{id: id, accs: as}
-			groups[string(key)] = gr
-			order = append(order, gr)
-		}
-		for i, a := range accs {
-			v, err := a.e.evalIn(ec)
-			if err != nil {
-				return nil, err
-			}
-			if da, ok := gr.accs[i].(docAccumulator); ok {
-				da.addDoc(v, d)
-				continue
-			}
-			gr.accs[i].add(v)
+		gr = &group{id: id, accs: as}
+		g.groups[string(key)] = gr
+		g.order = append(g.order, gr)
+		if err := g.grow(int64(2*len(key)) + int64(64*(1+len(as)))); err != nil {
+			return err
 		}
 	}
-	out := make([]bson.Raw, 0, len(order))
-	for _, gr := range order {
+	for i := range g.accs {
+		a := &g.accs[i]
+		v, err := a.e.evalIn(g.ec)
+		if err != nil {
+			return err
+		}
+		if a.gathers {
+			if err := g.grow(int64(len(v.Value)) + docOverhead); err != nil {
+				return err
+			}
+		}
+		if da, ok := gr.accs[i].(docAccumulator); ok {
+			da.addDoc(v, d)
+			continue
+		}
+		gr.accs[i].add(v)
+	}
+	return nil
+}
+
+func (g *grouper) grow(n int64) error {
+	if g.bytes+g.extra+n > g.c.lim.stageBytes() {
+		return errGroupsFull
+	}
+	if err := g.c.mem.grow(n); err != nil {
+		return err
+	}
+	g.bytes += n
+	return nil
+}
+
+// release gives back what the groups reserved from the budget.
+func (g *grouper) release() {
+	g.c.mem.shrink(g.bytes)
+	g.bytes = 0
+}
+
+// results returns a document per group, in the order of their first
+// documents.
+func (g *grouper) results() []bson.Raw {
+	out := make([]bson.Raw, 0, len(g.order))
+	for _, gr := range g.order {
 		d := newDoc(64)
 		d.add("_id", gr.id)
-		for i, a := range accs {
+		for i, a := range g.accs {
 			d.add(a.name, gr.accs[i].result())
 		}
 		out = append(out, d.done())
 	}
-	return out, nil
+	return out
 }
 
 // compileCountStage compiles $count.
@@ -205,13 +287,28 @@ func compileCountStage(name string, v bson.RawValue) (stage, error) {
 
 type countStage string
 
-func (s countStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	if len(in) == 0 {
-		return nil, nil
+func (s countStage) newProc(_ *runCtx, _ stageAt, next proc) proc {
+	return &countProc{field: string(s), next: next}
+}
+
+type countProc struct {
+	field string
+	n     int64
+	next  proc
+}
+
+func (p *countProc) push(bson.Raw) error {
+	p.n++
+	return nil
+}
+
+func (p *countProc) end() error {
+	if p.n == 0 {
+		return p.next.end()
 	}
 	d := newDoc(32)
-	d.add(string(s), vInt32(int32(len(in))))
-	return []bson.Raw{d.done()}, nil
+	d.add(p.field, vInt32(int32(p.n)))
+	return feed(p.next, []bson.Raw{d.done()})
 }
 
 // compileSortByCountStage compiles $sortByCount.
@@ -372,7 +469,7 @@ func (s *bucketStage) bucketOf(c *evalCtx) (bson.RawValue, error) {
 }
 
 func (s *bucketStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	out, err := groupDocs(c, in, s.bucketOf, s.accs)
+	out, err := groupDocs(c, "$bucket", in, s.bucketOf, s.accs)
 	if err != nil {
 		return nil, err
 	}

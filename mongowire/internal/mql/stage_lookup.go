@@ -1,6 +1,8 @@
 package mql
 
 import (
+	"encoding/binary"
+	"strconv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -143,58 +145,121 @@ func (s *lookupStage) compileSub(vals []bson.RawValue) (*Pipeline, error) {
 	return CompilePipeline(stages)
 }
 
-func (s *lookupStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	var foreign []bson.Raw
-	if c.env != nil {
-		var err error
-		foreign, err = c.env.Collection(s.from)
-		if err != nil {
-			return nil, err
-		}
-	}
-	asPath := strings.Split(s.as, ".")
-	out := make([]bson.Raw, len(in))
-	for i, d := range in {
-		candidates := foreign
-		if s.localField != nil {
-			candidates = s.equalityMatches(d, foreign)
-		}
-		var matched []bson.RawValue
-		if s.pipeline.Type == 0 {
-			for _, f := range candidates {
-				matched = append(matched, vDoc(f))
-			}
-		} else {
-			sub := s.sub
-			if sub == nil {
-				vals := make([]bson.RawValue, len(s.letExprs))
-				for j, e := range s.letExprs {
-					v, err := c.eval(e, d)
-					if err != nil {
-						return nil, err
-					}
-					vals[j] = v
-				}
-				var err error
-				if sub, err = s.compileSub(vals); err != nil {
-					return nil, err
-				}
-			}
-			res, err := sub.run(c.env, append([]bson.Raw(nil), candidates...), c.now)
-			if err != nil {
-				return nil, err
-			}
-			for _, r := range res {
-				matched = append(matched, vDoc(r))
-			}
-		}
-		root := rawNode(vDoc(d))
-		root.load()
-		setField(root, asPath, vArray(matched))
-		out[i] = root.encodeDoc(nil)
-	}
-	return out, nil
+func (s *lookupStage) newProc(c *runCtx, _ stageAt, next proc) proc {
+	return &lookupProc{c: c, s: s, asPath: strings.Split(s.as, "."), next: next}
 }
+
+// lookupProc joins each input document with the foreign documents that
+// match it. The matches of one document are bounded by the $lookup limit
+// (4568 past it) and reserved from the budget while the joined document
+// goes down the pipeline; only one joined document is built at a time.
+type lookupProc struct {
+	c       *runCtx
+	s       *lookupStage
+	asPath  []string
+	next    proc
+	loaded  bool
+	foreign []bson.Raw
+}
+
+func (p *lookupProc) push(d bson.Raw) error {
+	c, s := p.c, p.s
+	if !p.loaded && c.env != nil {
+		var err error
+		if p.foreign, err = c.env.Collection(s.from); err != nil {
+			return err
+		}
+	}
+	p.loaded = true
+	candidates := p.foreign
+	if s.localField != nil {
+		candidates = s.equalityMatches(d, p.foreign)
+	}
+	limit := c.lim.lookupBytes()
+	var matched []bson.Raw
+	var size int64
+	defer func() { c.mem.shrink(size) }()
+	add := func(r bson.Raw) error {
+		n := int64(len(r)) + docOverhead
+		if size+n > limit {
+			return errLookupTooBig(s.from, limit)
+		}
+		if err := c.mem.grow(n); err != nil {
+			return err
+		}
+		size += n
+		matched = append(matched, r)
+		return nil
+	}
+	if s.pipeline.Type == 0 {
+		for _, f := range candidates {
+			if err := add(f); err != nil {
+				return err
+			}
+		}
+	} else {
+		sub := s.sub
+		if sub == nil {
+			vals := make([]bson.RawValue, len(s.letExprs))
+			for j, e := range s.letExprs {
+				v, err := c.eval(e, d)
+				if err != nil {
+					return err
+				}
+				vals[j] = v
+			}
+			var err error
+			if sub, err = s.compileSub(vals); err != nil {
+				return err
+			}
+		}
+		if err := sub.stream(c, candidates, add); err != nil {
+			return err
+		}
+	}
+	if len(p.asPath) == 1 && lookup(d, p.s.as).Type == 0 {
+		return p.next.push(appendJoined(d, p.s.as, matched))
+	}
+	vals := make([]bson.RawValue, len(matched))
+	for i, m := range matched {
+		vals[i] = vDoc(m)
+	}
+	root := rawNode(vDoc(d))
+	root.load()
+	setField(root, p.asPath, vArray(vals))
+	return p.next.push(root.encodeDoc(nil))
+}
+
+// appendJoined returns d with the array of matched documents appended as
+// field as, which d does not have: what setField makes of it, built in
+// one buffer of the right size, since the array may be large.
+func appendJoined(d bson.Raw, as string, matched []bson.Raw) bson.Raw {
+	d = d[:binary.LittleEndian.Uint32(d)]
+	size := len(d) + len(as) + 2 + 5
+	for i, m := range matched {
+		size += 2 + len(strconv.Itoa(i)) + len(m)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, d[:len(d)-1]...) // the elements, without the terminating 0
+	b = append(b, byte(bson.TypeArray))
+	b = append(b, as...)
+	b = append(b, 0)
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
+	for i, m := range matched {
+		b = append(b, byte(bson.TypeEmbeddedDocument))
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, 0)
+		b = append(b, m...)
+	}
+	b = append(b, 0)
+	binary.LittleEndian.PutUint32(b[start:], uint32(len(b)-start))
+	b = append(b, 0)
+	binary.LittleEndian.PutUint32(b, uint32(len(b)))
+	return b
+}
+
+func (p *lookupProc) end() error { return p.next.end() }
 
 // equalityMatches returns the foreign documents whose foreignField
 // matches d's localField, with query semantics (arrays match by element,
@@ -280,20 +345,44 @@ func compileUnionWith(v bson.RawValue) (stage, error) {
 	return s, nil
 }
 
-func (s *unionWithStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
+func (s *unionWithStage) newProc(c *runCtx, _ stageAt, next proc) proc {
+	return &unionWithProc{c: c, s: s, next: next}
+}
+
+// unionWithProc passes its input on, then the documents of the other
+// collection (through the sub-pipeline, if any).
+type unionWithProc struct {
+	c    *runCtx
+	s    *unionWithStage
+	next proc
+	done bool // the next proc has enough
+}
+
+func (p *unionWithProc) push(d bson.Raw) error {
+	err := p.next.push(d)
+	if err == errEnough {
+		p.done = true
+	}
+	return err
+}
+
+func (p *unionWithProc) end() error {
+	if p.done {
+		return p.next.end()
+	}
 	var docs []bson.Raw
-	if c.env != nil {
+	if p.c.env != nil {
 		var err error
-		if docs, err = c.env.Collection(s.coll); err != nil {
-			return nil, err
+		if docs, err = p.c.env.Collection(p.s.coll); err != nil {
+			return err
 		}
 	}
-	if s.sub != nil {
-		var err error
-		if docs, err = s.sub.run(c.env, append([]bson.Raw(nil), docs...), c.now); err != nil {
-			return nil, err
-		}
+	if p.s.sub == nil {
+		return feed(p.next, docs)
 	}
-	out := make([]bson.Raw, 0, len(in)+len(docs))
-	return append(append(out, in...), docs...), nil
+	err := p.s.sub.stream(p.c, docs, p.next.push)
+	if err != nil && err != errEnough {
+		return err
+	}
+	return p.next.end()
 }

@@ -25,14 +25,11 @@ func compileMatchStage(name string, v bson.RawValue) (stage, error) {
 
 type matchStage struct{ f *Filter }
 
-func (s matchStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	out := in[:0:0]
-	for _, d := range in {
-		if s.f.Match(d) {
-			out = append(out, d)
-		}
+func (s matchStage) each(_ *runCtx, d bson.Raw, emit func(bson.Raw) error) error {
+	if s.f.Match(d) {
+		return emit(d)
 	}
-	return out, nil
+	return nil
 }
 
 // compileSortStage compiles $sort.
@@ -47,15 +44,25 @@ func compileSortStage(name string, v bson.RawValue) (stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sortStage{s}, nil
+	return sortStage{s: s}, nil
 }
 
-type sortStage struct{ s *Sort }
+// sortStage is $sort; limit > 0 when a $limit follows it, so that it
+// keeps only the first limit documents (mongod's top-k sort).
+type sortStage struct {
+	s     *Sort
+	limit int64
+}
 
-func (s sortStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	out := append([]bson.Raw(nil), in...)
-	s.s.SortDocs(out)
-	return out, nil
+func (s sortStage) newProc(c *runCtx, at stageAt, next proc) proc {
+	p := newSortProc(c, at.name, s, next)
+	if n := at.count; n > 0 {
+		if s.limit > 0 {
+			n = int(min(int64(n), 2*s.limit+64))
+		}
+		p.buf.docs = make([]bson.Raw, 0, n)
+	}
+	return p
 }
 
 // compileLimitStage compiles $limit.
@@ -72,12 +79,30 @@ func compileLimitStage(name string, v bson.RawValue) (stage, error) {
 
 type limitStage int64
 
-func (s limitStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	if int64(len(in)) > int64(s) {
-		return in[:s], nil
-	}
-	return in, nil
+func (s limitStage) newProc(_ *runCtx, _ stageAt, next proc) proc {
+	return &limitProc{left: int64(s), next: next}
 }
+
+type limitProc struct {
+	left int64
+	next proc
+}
+
+func (p *limitProc) push(d bson.Raw) error {
+	if p.left <= 0 {
+		return errEnough
+	}
+	p.left--
+	if err := p.next.push(d); err != nil {
+		return err
+	}
+	if p.left == 0 {
+		return errEnough
+	}
+	return nil
+}
+
+func (p *limitProc) end() error { return p.next.end() }
 
 // compileSkipStage compiles $skip.
 func compileSkipStage(name string, v bson.RawValue) (stage, error) {
@@ -93,12 +118,24 @@ func compileSkipStage(name string, v bson.RawValue) (stage, error) {
 
 type skipStage int64
 
-func (s skipStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	if int64(len(in)) <= int64(s) {
-		return nil, nil
-	}
-	return in[s:], nil
+func (s skipStage) newProc(_ *runCtx, _ stageAt, next proc) proc {
+	return &skipProc{left: int64(s), next: next}
 }
+
+type skipProc struct {
+	left int64
+	next proc
+}
+
+func (p *skipProc) push(d bson.Raw) error {
+	if p.left > 0 {
+		p.left--
+		return nil
+	}
+	return p.next.push(d)
+}
+
+func (p *skipProc) end() error { return p.next.end() }
 
 // sampleStage returns up to size documents of its input chosen at
 // random, in random order.

@@ -28,16 +28,12 @@ func compileProjectStage(name string, v bson.RawValue) (stage, error) {
 
 type projectStage struct{ p *Projection }
 
-func (s projectStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	out := make([]bson.Raw, len(in))
-	for i, d := range in {
-		r, err := s.p.apply(d, -1, &evalCtx{root: d, current: d, now: c.now})
-		if err != nil {
-			return nil, err
-		}
-		out[i] = r
+func (s projectStage) each(c *runCtx, d bson.Raw, emit func(bson.Raw) error) error {
+	r, err := s.p.apply(d, -1, &evalCtx{root: d, current: d, now: c.now})
+	if err != nil {
+		return err
 	}
-	return out, nil
+	return emit(r)
 }
 
 // compileUnsetStage compiles $unset.
@@ -121,22 +117,18 @@ func compileAddFields(spec bson.Raw) (stage, error) {
 	return s, nil
 }
 
-func (s addFieldsStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	out := make([]bson.Raw, len(in))
-	for i, d := range in {
-		root := rawNode(vDoc(d))
-		root.load()
-		ec := &evalCtx{root: d, current: d, now: c.now}
-		for _, f := range s {
-			v, err := f.e.evalIn(ec)
-			if err != nil {
-				return nil, err
-			}
-			setField(root, f.path, v)
+func (s addFieldsStage) each(c *runCtx, d bson.Raw, emit func(bson.Raw) error) error {
+	root := rawNode(vDoc(d))
+	root.load()
+	ec := &evalCtx{root: d, current: d, now: c.now}
+	for _, f := range s {
+		v, err := f.e.evalIn(ec)
+		if err != nil {
+			return err
 		}
-		out[i] = root.encodeDoc(make([]byte, 0, len(d)+32))
+		setField(root, f.path, v)
 	}
-	return out, nil
+	return emit(root.encodeDoc(make([]byte, 0, len(d)+32)))
 }
 
 // setField sets path to v as $addFields does: through arrays it sets the
@@ -195,23 +187,19 @@ func compileReplaceRootStage(name string, v bson.RawValue) (stage, error) {
 
 type replaceRootStage struct{ e *Expr }
 
-func (s replaceRootStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	out := make([]bson.Raw, len(in))
-	for i, d := range in {
-		v, err := c.eval(s.e, d)
-		if err != nil {
-			return nil, err
-		}
-		if v.Type != bson.TypeEmbeddedDocument {
-			shown := "MISSING"
-			if v.Type != 0 {
-				shown = shortString(v)
-			}
-			return nil, mongoerr.New(40228, "'newRoot' expression must evaluate to an object, but resulting value was: %s. Type of resulting value: '%s'. Input document: %s", shown, typeName(v.Type), docString(d))
-		}
-		out[i] = v.Value
+func (s replaceRootStage) each(c *runCtx, d bson.Raw, emit func(bson.Raw) error) error {
+	v, err := c.eval(s.e, d)
+	if err != nil {
+		return err
 	}
-	return out, nil
+	if v.Type != bson.TypeEmbeddedDocument {
+		shown := "MISSING"
+		if v.Type != 0 {
+			shown = shortString(v)
+		}
+		return mongoerr.New(40228, "'newRoot' expression must evaluate to an object, but resulting value was: %s. Type of resulting value: '%s'. Input document: %s", shown, typeName(v.Type), docString(d))
+	}
+	return emit(v.Value)
 }
 
 // wrapStage words a parse error as MongoDB does for $project and

@@ -83,12 +83,10 @@ func docPath(doc bson.Raw, path []string) bson.RawValue {
 	return v
 }
 
-func (s *unwindStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
-	var out []bson.Raw
-	emit := func(d bson.Raw, v bson.RawValue, idx bson.RawValue, replace bool) {
+func (s *unwindStage) each(_ *runCtx, d bson.Raw, out func(bson.Raw) error) error {
+	emit := func(d bson.Raw, v bson.RawValue, idx bson.RawValue, replace bool) error {
 		if !replace && s.index == "" {
-			out = append(out, d)
-			return
+			return out(d)
 		}
 		root := rawNode(vDoc(d))
 		root.load()
@@ -98,29 +96,33 @@ func (s *unwindStage) run(_ *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 		if s.index != "" {
 			setField(root, strings.Split(s.index, "."), idx)
 		}
-		out = append(out, root.encodeDoc(nil))
+		return out(root.encodeDoc(nil))
 	}
-	for _, d := range in {
-		v := docPath(d, s.path)
-		switch v.Type {
-		case bson.TypeArray:
-			elems := arrayValues(v.Value)
-			if len(elems) == 0 {
-				if s.preserve {
-					emit(d, missing, nullValue, true)
-				}
-				continue
+	v := docPath(d, s.path)
+	switch v.Type {
+	case bson.TypeArray:
+		it := iterDoc(v.Value)
+		i := int64(0)
+		for {
+			_, e, ok := it.next()
+			if !ok {
+				break
 			}
-			for i, e := range elems {
-				emit(d, e, vInt64(int64(i)), true)
+			if err := emit(d, e, vInt64(i), true); err != nil {
+				return err
 			}
-		case 0, bson.TypeNull, bson.TypeUndefined:
-			if s.preserve {
-				emit(d, v, nullValue, false)
-			}
-		default:
-			emit(d, v, nullValue, false)
+			i++
 		}
+		if i == 0 && s.preserve {
+			return emit(d, missing, nullValue, true)
+		}
+		return nil
+	case 0, bson.TypeNull, bson.TypeUndefined:
+		if s.preserve {
+			return emit(d, v, nullValue, false)
+		}
+		return nil
+	default:
+		return emit(d, v, nullValue, false)
 	}
-	return out, nil
 }

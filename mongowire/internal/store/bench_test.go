@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
 
 const benchDocs = 100_000
@@ -165,7 +167,7 @@ func BenchmarkGroup(b *testing.B) {
 	s := benchColl(b)
 	stages := []bson.Raw{raw(b, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$mod", Value: bson.A{"$u", 10}}}}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}})}
 	for b.Loop() {
-		out, err := s.Aggregate(nsA, stages)
+		out, err := s.Aggregate(nsA, stages, mql.Limits{})
 		if err != nil || len(out) != 10 {
 			b.Fatalf("%d groups, err %v", len(out), err)
 		}

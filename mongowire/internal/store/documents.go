@@ -8,11 +8,11 @@ import (
 
 // AggregateDocs runs a pipeline over the given documents instead of a
 // collection's ($documents); $lookup and $unionWith read the collections
-// of db.
-func (s *Store) AggregateDocs(db string, stages []bson.Raw, input []bson.Raw) ([]bson.Raw, error) {
+// of db. The run is held to lim.
+func (s *Store) AggregateDocs(db string, stages []bson.Raw, input []bson.Raw, lim mql.Limits) ([]bson.Raw, error) {
 	p, err := mql.CompilePipeline(stages)
 	if err != nil {
 		return nil, err
 	}
-	return p.Run(env{s: s, db: db}, input)
+	return p.RunLimited(env{s: s, db: db}, input, lim)
 }

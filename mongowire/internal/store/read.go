@@ -418,14 +418,14 @@ func hasNull(doc bson.Raw, path []string) bool {
 	return err == nil && v.Type == bson.TypeNull
 }
 
-// Aggregate runs a pipeline over the collection's documents. A leading
-// $match selects its input through an index when it can; $lookup reads
-// other collections of ns.DB.
-func (s *Store) Aggregate(ns Namespace, stages []bson.Raw) ([]bson.Raw, error) {
-	return s.aggregate(nil, ns, stages)
+// Aggregate runs a pipeline over the collection's documents, within lim.
+// A leading $match selects its input through an index when it can;
+// $lookup reads other collections of ns.DB.
+func (s *Store) Aggregate(ns Namespace, stages []bson.Raw, lim mql.Limits) ([]bson.Raw, error) {
+	return s.aggregate(nil, ns, stages, lim)
 }
 
-func (s *Store) aggregate(rd *Txn, ns Namespace, stages []bson.Raw) ([]bson.Raw, error) {
+func (s *Store) aggregate(rd *Txn, ns Namespace, stages []bson.Raw, lim mql.Limits) ([]bson.Raw, error) {
 	p, err := mql.CompilePipeline(stages)
 	if err != nil {
 		return nil, err
@@ -434,7 +434,7 @@ func (s *Store) aggregate(rd *Txn, ns Namespace, stages []bson.Raw) ([]bson.Raw,
 		if err != nil {
 			return nil, err
 		}
-		return p.Run(env{s: s, db: ns.DB, rd: rd}, docs)
+		return p.RunLimited(env{s: s, db: ns.DB, rd: rd}, docs, lim)
 	}
 	var f *query
 	if len(stages) > 0 {
@@ -451,7 +451,7 @@ func (s *Store) aggregate(rd *Txn, ns Namespace, stages []bson.Raw) ([]bson.Raw,
 	if err != nil {
 		return nil, err
 	}
-	return p.Run(env{s: s, db: ns.DB, rd: rd}, input)
+	return p.RunLimited(env{s: s, db: ns.DB, rd: rd}, input, lim)
 }
 
 // env gives a pipeline the other collections of a database.

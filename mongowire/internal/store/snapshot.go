@@ -308,9 +308,9 @@ func (s *Store) FindAt(ns Namespace, spec FindSpec, ts bson.Timestamp) ([]bson.R
 }
 
 // AggregateAt runs a pipeline over the documents of ns as they were at
-// ts; $lookup and the other stages that read collections read them at ts
-// too.
-func (s *Store) AggregateAt(ns Namespace, stages []bson.Raw, ts bson.Timestamp) ([]bson.Raw, error) {
+// ts, within lim; $lookup and the other stages that read collections read
+// them at ts too.
+func (s *Store) AggregateAt(ns Namespace, stages []bson.Raw, ts bson.Timestamp, lim mql.Limits) ([]bson.Raw, error) {
 	p, err := mql.CompilePipeline(stages)
 	if err != nil {
 		return nil, err
@@ -321,7 +321,7 @@ func (s *Store) AggregateAt(ns Namespace, stages []bson.Raw, ts bson.Timestamp) 
 			return nil, err
 		}
 	}
-	return p.Run(envAt{s: s, db: ns.DB, ts: ts}, input)
+	return p.RunLimited(envAt{s: s, db: ns.DB, ts: ts}, input, lim)
 }
 
 // DistinctAt is Distinct over the documents of ns as they were at ts.

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
 
 // Reads at a cluster time see the collection as it was then: later
@@ -74,7 +75,7 @@ func TestReadAt(t *testing.T) {
 	if err != nil || len(vals) != 3 {
 		t.Errorf("distinct at t2 = %v, %v", vals, err)
 	}
-	out, err := s.AggregateAt(ns, []bson.Raw{raw(t, bson.D{{Key: "$count", Value: "n"}})}, t3)
+	out, err := s.AggregateAt(ns, []bson.Raw{raw(t, bson.D{{Key: "$count", Value: "n"}})}, t3, mql.Limits{})
 	if err != nil || len(out) != 1 || out[0].Lookup("n").Int32() != 3103 {
 		t.Errorf("aggregate at t3 = %v, %v", out, err)
 	}

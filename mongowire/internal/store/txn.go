@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
 
 // Transactions
@@ -701,8 +702,8 @@ func (x *Txn) Distinct(ns Namespace, key string, filter bson.Raw) ([]bson.RawVal
 }
 
 // Aggregate is Store.Aggregate as the transaction sees the data.
-func (x *Txn) Aggregate(ns Namespace, stages []bson.Raw) ([]bson.Raw, error) {
-	return x.s.aggregate(x, ns, stages)
+func (x *Txn) Aggregate(ns Namespace, stages []bson.Raw, lim mql.Limits) ([]bson.Raw, error) {
+	return x.s.aggregate(x, ns, stages, lim)
 }
 
 // Insert is Store.Insert within the transaction.

@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
 
 func jsv(t testing.TB, s string) bson.RawValue {
@@ -377,7 +378,7 @@ func TestReads(t *testing.T) {
 		js(t, `{"$group": {"_id": "$g", "n": {"$sum": 1}}}`),
 		js(t, `{"$sort": {"_id": 1}}`),
 		js(t, `{"$lookup": {"from": "other", "localField": "_id", "foreignField": "_id", "as": "o"}}`),
-	})
+	}, mql.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +386,7 @@ func TestReads(t *testing.T) {
 	if fmt.Sprint(out) != fmt.Sprint(want) {
 		t.Errorf("aggregate: %v", out)
 	}
-	_, err = s.Aggregate(nsA, []bson.Raw{js(t, `{"$bogus": {}}`)})
+	_, err = s.Aggregate(nsA, []bson.Raw{js(t, `{"$bogus": {}}`)}, mql.Limits{})
 	wantCode(t, err, mongoerr.Location40324)
 }
 
