@@ -104,7 +104,7 @@ const (
 	RetryChangeStream              int32 = 234
 	UnsupportedOpQueryCommand      int32 = 352
 	TransactionTooOld              int32 = 225
-	CursorInUse                    int32 = 292
+	CursorInUse                    int32 = 143
 	CannotCreateIndex              int32 = 67
 	CannotIndexParallelArrays      int32 = 171
 	OutOfDiskSpace                 int32 = 14031
