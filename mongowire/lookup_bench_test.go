@@ -1,10 +1,7 @@
 package mongowire_test
 
 import (
-	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +35,7 @@ func BenchmarkLookupJoin(b *testing.B) {
 	}
 	pipeline := bson.A{bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "items"}, {Key: "localField", Value: "item"}, {Key: "foreignField", Value: "_id"}, {Key: "as", Value: "i"}}}}}
 
-	stop := sampleHeap()
+	stop := sampleHeap(5 * time.Millisecond)
 	b.ResetTimer()
 	for b.Loop() {
 		cur, err := db.Collection("orders").Aggregate(b.Context(), pipeline)
@@ -80,7 +77,7 @@ func BenchmarkLookupCount(b *testing.B) {
 		bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "as", Value: "all"}}}},
 		bson.D{{Key: "$count", Value: "n"}},
 	}
-	stop := sampleHeap()
+	stop := sampleHeap(5 * time.Millisecond)
 	b.ResetTimer()
 	for b.Loop() {
 		var out []bson.M
@@ -97,37 +94,4 @@ func BenchmarkLookupCount(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(stop())/(1<<20), "peak-heap-MB")
-}
-
-// sampleHeap samples the heap in use every 5 ms until the returned
-// function is called, which returns the peak above the level at the start.
-func sampleHeap() (stop func() uint64) {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	})
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return peak.Load() - min(base, peak.Load())
-	}
 }

@@ -7,11 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,43 +61,6 @@ func aggregate(t *testing.T, coll *mongo.Collection, pipeline any, opts ...optio
 	return out, cur.Err()
 }
 
-// heapPeak samples the heap in use until stop is called, and returns its
-// peak above the level at the start.
-func heapPeak(t *testing.T) (stop func() uint64) {
-	t.Helper()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	})
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		if p := peak.Load(); p > base {
-			return p - base
-		}
-		return 0
-	}
-}
-
 // The probe of issue 25: a self-$lookup then $count materialised every
 // joined document (1.7 GB for a 2 MB collection). Streamed, it holds one
 // joined document at a time, and the answer is the count.
@@ -109,7 +69,7 @@ func TestLookupCountStreams(t *testing.T) {
 	coll := client.Database("mem").Collection("c")
 	fill(t, coll, 400, 1, 2000) // ~800 KB: each joined document ~800 KB, 320 MB in all
 
-	stop := heapPeak(t)
+	stop := sampleHeap(2 * time.Millisecond)
 	got, err := aggregate(t, coll, bson.A{
 		bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "as", Value: "all"}}}},
 		bson.D{{Key: "$count", Value: "n"}},
@@ -168,7 +128,7 @@ func TestLookupIntermediateLimit(t *testing.T) {
 	for range 21 {
 		stage = bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "two"}, {Key: "pipeline", Value: bson.A{stage}}, {Key: "as", Value: "j"}}}}
 	}
-	stop := heapPeak(t)
+	stop := sampleHeap(2 * time.Millisecond)
 	_, err = aggregate(t, two, bson.A{stage, bson.D{{Key: "$count", Value: "n"}}})
 	peak := stop()
 	wantCode(t, err, 4568, "$lookup")
