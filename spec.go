@@ -174,12 +174,6 @@ func (s *Spec) Warnings() []string { return s.cfg.Warnings() }
 // and DSNs, tokens), to keep out of what a program prints.
 func (s *Spec) Secrets() []string { return s.cfg.Secrets() }
 
-// Redact hides the file's secrets in text meant for people.
-func (s *Spec) Redact(text string) string { return s.secrets.String(text) }
-
-// RedactError is Redact for an error, keeping what it wraps.
-func (s *Spec) RedactError(err error) error { return s.secrets.Error(err) }
-
 // Pipeline is a pipeline built by a Spec, with what a command line shows
 // about it besides the pipeline itself. It owns what building it opened:
 // the data directory's lock (so that a second pipeline on the same
