@@ -126,6 +126,10 @@ type Event struct {
 	PayloadFormat PayloadFormat
 	Headers       map[string][]string
 
+	// Route is set by a route transform: it fills {route} in a sink's
+	// templates (a file's path, a table, a subject). "" when none ran.
+	Route string
+
 	// Size is the number of bytes the event holds in memory, as charged
 	// against in-flight budgets. Sources set it; if zero the runtime
 	// estimates it from the byte fields.
