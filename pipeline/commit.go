@@ -138,6 +138,15 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*chunk) (saveJob, e
 		}
 	}
 	start := time.Now()
+	var dead []cdc.DeadLetter
+	for _, c := range chunks {
+		dead = append(dead, c.dead...)
+	}
+	if len(dead) > 0 {
+		if err := p.setAside(ctx, dead); err != nil {
+			return saveJob{}, err
+		}
+	}
 	if n > 0 {
 		if err := p.sink.Put(ctx, b.records[:n]); err != nil {
 			p.failed(ctx, "put", err)
@@ -150,6 +159,12 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*chunk) (saveJob, e
 	}
 	if st, ok := p.sink.(cdc.Stater); ok {
 		next.Sink = st.State() // after the last Put, before Commit
+	}
+	if dl, ok := p.sink.(cdc.DeadLetterSink); ok && len(dead) > 0 && p.cfg.OnError == OnErrorDeadLetter {
+		if err := dl.PutDeadLetters(ctx, dead); err != nil {
+			p.failed(ctx, "put", err)
+			return saveJob{}, fmt.Errorf("put %d dead letters: %w", len(dead), err)
+		}
 	}
 	if err := p.sink.Commit(ctx, next); err != nil {
 		p.failed(ctx, "commit", err)
@@ -376,10 +391,12 @@ func (p *Pipeline) failed(ctx context.Context, stage string, err error) {
 }
 
 func (p *Pipeline) getChunk() *chunk {
-	if c, ok := p.chunks.Get().(*chunk); ok {
-		return c
+	c, ok := p.chunks.Get().(*chunk)
+	if !ok {
+		c = &chunk{}
 	}
-	return &chunk{}
+	c.onError = p.cfg.OnError
+	return c
 }
 
 // putChunk recycles c, keeping its buffers and dropping its references to
@@ -390,5 +407,49 @@ func (p *Pipeline) putChunk(c *chunk) {
 	c.batch = nil
 	c.last = false
 	c.barrier = nil
+	clear(c.dead)
+	c.dead = c.dead[:0]
 	p.chunks.Put(c)
+}
+
+// setAside logs and counts the changes of a batch that failed in the
+// encode stage and, for OnErrorDeadLetter with a sink that does not keep
+// them itself, writes them to the dead-letter store: durably, before the
+// batch commits, so before its checkpoint is saved.
+func (p *Pipeline) setAside(ctx context.Context, dead []cdc.DeadLetter) error {
+	for _, d := range dead {
+		p.log.Warn("change set aside", "on_error", p.cfg.OnError.String(), "stage", d.Stage,
+			"namespace", d.Event.Namespace, "position", string(d.Event.Pos), "err", d.Err)
+	}
+	if p.cfg.OnError == OnErrorDeadLetter {
+		if _, ok := p.sink.(cdc.DeadLetterSink); !ok {
+			if p.cfg.DeadLetters == nil {
+				return fmt.Errorf("on_error: dead_letter: no dead-letter store for %d changes (first: %s)", len(dead), dead[0].Err)
+			}
+			if err := p.cfg.DeadLetters.Write(ctx, dead); err != nil {
+				p.failed(ctx, "dead_letter", err)
+				return fmt.Errorf("write %d dead letters: %w", len(dead), err)
+			}
+		}
+	}
+	p.statsMu.Lock()
+	if p.cfg.OnError == OnErrorDeadLetter {
+		p.stats.DeadLetters += int64(len(dead))
+	} else {
+		p.stats.Skipped += int64(len(dead))
+	}
+	p.stats.LastError = dead[len(dead)-1].Stage + ": " + dead[len(dead)-1].Err
+	p.statsMu.Unlock()
+	if o, ok := p.obs.(DeadLetterObserver); ok {
+		for _, d := range dead {
+			o.SetAside(d.Stage, p.cfg.OnError == OnErrorDeadLetter)
+		}
+	}
+	return nil
+}
+
+// DeadLetterObserver is an Observer that wants to count the changes
+// on_error set aside: deadLetter is false for skip.
+type DeadLetterObserver interface {
+	SetAside(stage string, deadLetter bool)
 }

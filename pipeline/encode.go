@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tide-cdc/tide/cdc"
 )
@@ -27,6 +29,9 @@ type chunk struct {
 	ends []int         // end offsets in Buf of each record, reused
 	err  error         // set by the worker that encoded the chunk
 	done chan struct{} // one slot; the worker's "finished" signal
+
+	onError OnError          // what a failed event becomes
+	dead    []cdc.DeadLetter // output: the events that failed, when onError is not OnErrorFail
 
 	// Fields the pipeline uses to carry batch boundaries through the pool.
 	off     int       // index of Events[0] in its batch, and of its room in the batch's records
@@ -53,16 +58,27 @@ func (c *chunk) encode(enc EncodeFunc) error {
 	c.Records = c.Records[:0]
 	c.Buf = c.Buf[:0]
 	c.ends = c.ends[:0]
+	c.dead = c.dead[:0]
 	for i := range c.Events {
 		ev := &c.Events[i]
 		if ev.Op == cdc.OpMarker {
 			continue
 		}
+		var orig cdc.Event
+		if c.onError != OnErrorFail {
+			orig = *ev // a transform replaces fields; it never writes into them
+		}
 		var err error
 		from := len(c.Buf)
 		c.Buf, err = enc(c.Buf, ev)
 		if err != nil {
-			return fmt.Errorf("encode %s event at position %s: %w", ev.Op, ev.Pos, err)
+			if c.onError == OnErrorFail {
+				return fmt.Errorf("%s %s event at position %s: %w", errorStage(err), ev.Op, ev.Pos, err)
+			}
+			c.Buf = c.Buf[:from]
+			*ev = orig
+			c.dead = append(c.dead, cdc.DeadLetter{Event: orig, Stage: errorStage(err), Err: err.Error(), Time: time.Now()})
+			continue
 		}
 		if len(c.Buf) == from {
 			continue
@@ -188,4 +204,35 @@ func encodeOrdered(ctx context.Context, workers int, enc EncodeFunc, in <-chan *
 		return nil
 	}
 	return ctx.Err()
+}
+
+// transformError marks an error of the transform, not of the encoder.
+type transformError struct{ err error }
+
+func (e *transformError) Error() string { return e.err.Error() }
+func (e *transformError) Unwrap() error { return e.err }
+
+// transformThen runs tr before enc. A change tr drops writes nothing,
+// which the chunk takes for "no record": its position still advances the
+// checkpoint.
+func transformThen(tr Transformer, enc EncodeFunc) EncodeFunc {
+	return func(dst []byte, ev *cdc.Event) ([]byte, error) {
+		keep, err := tr.Apply(ev)
+		if err != nil {
+			return dst, &transformError{err}
+		}
+		if !keep {
+			return dst, nil
+		}
+		return enc(dst, ev)
+	}
+}
+
+// errorStage names the stage an encode-stage error came from.
+func errorStage(err error) string {
+	var te *transformError
+	if errors.As(err, &te) {
+		return "transform"
+	}
+	return "encode"
 }

@@ -63,6 +63,59 @@ type Config struct {
 	Workers        int           // encode workers; <= 0 means GOMAXPROCS
 	Logger         *slog.Logger  // nil = discard
 	Observer       Observer      // nil = none
+
+	// Transform, if set, runs on each change in the encode stage, before
+	// it is encoded, on the encode workers: a *transform.Chain, or a
+	// program's own. A change it drops writes nothing and still advances
+	// the checkpoint.
+	Transform Transformer
+	// OnError says what becomes of a change that fails to transform or to
+	// encode: OnErrorFail (the default) stops the pipeline, OnErrorSkip
+	// counts and logs it, OnErrorDeadLetter sets it aside, into the sink
+	// if it is a cdc.DeadLetterSink, else into DeadLetters.
+	OnError OnError
+	// DeadLetters keeps the dead letters of a sink that is not a
+	// cdc.DeadLetterSink; required by OnErrorDeadLetter with such a sink.
+	// The pipeline does not close it.
+	DeadLetters cdc.DeadLetterStore
+}
+
+// Transformer changes, or drops, a change in place; package transform's
+// Chain is one. Apply must be safe for concurrent use and deterministic.
+type Transformer interface {
+	Apply(ev *cdc.Event) (keep bool, err error)
+}
+
+// OnError is what the pipeline does with a change that fails.
+type OnError uint8
+
+const (
+	OnErrorFail       OnError = iota // stop the pipeline with the error
+	OnErrorSkip                      // count and log the change, and go on
+	OnErrorDeadLetter                // set the change aside, and go on
+)
+
+func (o OnError) String() string {
+	switch o {
+	case OnErrorSkip:
+		return "skip"
+	case OnErrorDeadLetter:
+		return "dead_letter"
+	}
+	return "fail"
+}
+
+// ParseOnError reads fail, skip or dead_letter.
+func ParseOnError(s string) (OnError, error) {
+	switch s {
+	case "", "fail":
+		return OnErrorFail, nil
+	case "skip":
+		return OnErrorSkip, nil
+	case "dead_letter":
+		return OnErrorDeadLetter, nil
+	}
+	return 0, fmt.Errorf("%q is not one of fail, skip, dead_letter", s)
 }
 
 // Defaults applied by New.
@@ -118,6 +171,11 @@ type Stats struct {
 	// that had one (cdc.Event.WallTimeMS): with millisecond precision,
 	// where a cluster time has whole seconds. Zero before the first.
 	LastWallTime time.Time
+	// DeadLetters and Skipped count the changes set aside or skipped by
+	// on_error; LastError is the error of the last one.
+	DeadLetters int64
+	Skipped     int64
+	LastError   string
 }
 
 // Pipeline moves events from one source to one sink. Create it with New;
@@ -216,6 +274,9 @@ func New(cfg Config, src cdc.Source, enc EncodeFunc, sink cdc.Sink, store Checkp
 	obs := cfg.Observer
 	if obs == nil {
 		obs = nopObserver{}
+	}
+	if cfg.Transform != nil {
+		enc = transformThen(cfg.Transform, enc)
 	}
 	p := &Pipeline{
 		cfg: cfg, log: log, obs: obs,
