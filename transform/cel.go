@@ -78,7 +78,7 @@ func compileExpr(text string, want *cel.Type, costLimit uint64) (*expr, error) {
 	ast, iss := env.Compile(text)
 	if iss.Err() != nil {
 		e := iss.Errors()[0]
-		msg := e.Message
+		msg := strings.TrimSuffix(e.Message, " (in container '')")
 		if strings.Contains(msg, "undeclared reference to 'now'") {
 			msg += " (a transform is deterministic, so that a replay writes the same bytes: there is no clock; use cluster_time or wall_time)"
 		}

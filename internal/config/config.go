@@ -31,6 +31,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/transform"
 )
 
 // Pipeline is one pipeline file.
@@ -53,6 +54,18 @@ type Pipeline struct {
 	Checkpoint string `yaml:"checkpoint"`
 	// CheckpointStore holds the mapping form of checkpoint.
 	CheckpointStore CheckpointStore `yaml:"-"`
+
+	// Transforms are applied in order to each change (transforms.go).
+	Transforms []Transform `yaml:"transforms"`
+	// MaskKey is the key of mask_fields' hash.
+	MaskKey string `yaml:"mask_key" secret:"whole"`
+	// OnError is fail (default), skip or dead_letter.
+	OnError string `yaml:"on_error"`
+	// DeadLetter is where dead letters go, for a sink that does not keep
+	// them itself.
+	DeadLetter DeadLetter `yaml:"dead_letter"`
+	// Chain is the compiled Transforms, set by Validate; nil when none.
+	Chain *transform.Chain `yaml:"-"`
 
 	lines map[string]int    // YAML path -> line, when parsed from a file
 	raw   map[string]string // YAML path -> text before ${VAR} expansion (see Warnings)

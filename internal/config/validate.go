@@ -110,6 +110,7 @@ func (p *Pipeline) Validate() error {
 		}
 	}
 	errs = append(errs, p.checkpointErrors()...)
+	errs = append(errs, p.transformErrors()...)
 	errs = append(errs, p.late...)
 	return p.withLines(errs)
 }
@@ -157,6 +158,9 @@ type lineError struct {
 // withLine prefixes e with the line of the key its message starts with,
 // or of the nearest enclosing key that is in the file.
 func (p *Pipeline) withLine(e error) lineError {
+	if le, ok := e.(*exprLineError); ok {
+		return lineError{le.line, fmt.Errorf("line %d: %w", le.line, le.err)}
+	}
 	path, _, ok := strings.Cut(e.Error(), ": ")
 	if !ok || p.lines == nil {
 		return lineError{0, e}
