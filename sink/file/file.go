@@ -82,7 +82,8 @@ const bufferSize = 1 << 20
 // of a pipeline file.
 type Config struct {
 	// Path is the JSON-lines file; parent directories are created. It
-	// may hold {db} and {coll}: one file per namespace.
+	// may hold {db} and {coll}: one file per namespace; and {route}: one
+	// file per route a route transform gives.
 	Path string `yaml:"path"`
 
 	// Pipeline and DataDir name the pipeline that owns the file. A
@@ -489,7 +490,7 @@ func (s *Sink) Put(_ context.Context, batch []cdc.Record) error {
 		}
 		// The run of records for the same file.
 		j := i + 1
-		for s.single == nil && j < len(batch) && batch[j].Namespace == batch[i].Namespace {
+		for s.single == nil && j < len(batch) && batch[j].Namespace == batch[i].Namespace && batch[j].Route == batch[i].Route {
 			j++
 		}
 		if err := s.put(t, batch[i:j]); err != nil {

@@ -19,7 +19,8 @@ import (
 
 // template is a path with {db} and {coll} placeholders.
 type template struct {
-	parts []string // literal text and "{db}" / "{coll}", in order
+	parts []string // literal text and "{db}" / "{coll}" / "{route}", in order
+	route bool     // the path holds {route}: files are per namespace and route
 	root  string   // the directory before the first placeholder
 	glob  string   // every path the template can render, as a filepath.Match pattern
 
@@ -37,10 +38,10 @@ func parseTemplate(path string) (*template, error) {
 			return nil, fmt.Errorf("%q: %s is not a placeholder of the file sink; use {db} and {coll}", path, p)
 		}
 	}
-	if !strings.Contains(path, "{db}") && !strings.Contains(path, "{coll}") {
+	if !strings.Contains(path, "{db}") && !strings.Contains(path, "{coll}") && !strings.Contains(path, "{route}") {
 		return nil, nil
 	}
-	t := &template{nameMax: nameMax, pathMax: pathMax}
+	t := &template{nameMax: nameMax, pathMax: pathMax, route: strings.Contains(path, "{route}")}
 	var glob strings.Builder
 	rest := path
 	first := -1
@@ -70,15 +71,26 @@ func parseTemplate(path string) (*template, error) {
 // nextPlaceholder returns the index and name of the first placeholder in
 // s, or -1.
 func nextPlaceholder(s string) (int, string) {
-	i, j := strings.Index(s, "{db}"), strings.Index(s, "{coll}")
-	switch {
-	case i < 0 && j < 0:
-		return -1, ""
-	case j < 0 || (i >= 0 && i < j):
-		return i, "{db}"
-	default:
-		return j, "{coll}"
+	at, name := -1, ""
+	for _, p := range []string{"{db}", "{coll}", "{route}"} {
+		if i := strings.Index(s, p); i >= 0 && (at < 0 || i < at) {
+			at, name = i, p
+		}
 	}
+	return at, name
+}
+
+// routeSep joins a namespace and a route into the key of a file of a
+// template with {route}: neither holds a NUL byte.
+const routeSep = "\x00"
+
+// fileKey is the key r's file is found by: its namespace, and its route
+// when the template has {route}.
+func (t *template) fileKey(r *cdc.Record) string {
+	if t == nil || !t.route {
+		return r.Namespace
+	}
+	return r.Namespace + routeSep + r.Route
 }
 
 func escapeGlob(s string) string {
@@ -94,7 +106,12 @@ func escapeGlob(s string) string {
 
 // render returns the file of namespace ns, and the file it would be if
 // no name were shortened to fit the file system (shortenPath).
-func (t *template) render(ns string) (path, full string, err error) {
+func (t *template) render(key string) (path, full string, err error) {
+	ns, route := key, ""
+	if t.route { // a namespace may hold a NUL byte; fileKey put the route last
+		i := strings.LastIndex(key, routeSep)
+		ns, route = key[:i], key[i+len(routeSep):]
+	}
 	db, coll, _ := strings.Cut(ns, ".")
 	var b strings.Builder
 	var vals []span
@@ -105,6 +122,11 @@ func (t *template) render(ns string) (path, full string, err error) {
 			v, what = db, "database"
 		case "{coll}":
 			v, what = coll, "collection"
+		case "{route}":
+			if route == "" {
+				return "", "", fmt.Errorf("namespace %q: the change has no route to fill {route}: a route transform sets it", ns)
+			}
+			v, what = route, "route"
 		default:
 			b.WriteString(p)
 			continue
@@ -310,16 +332,17 @@ func (s *Sink) removeUncheckpointed(files map[string]fileState) error {
 
 // resolve returns r's file, open for appending.
 func (s *Sink) resolve(r *cdc.Record) (*target, error) {
-	t, ok := s.byNS[r.Namespace]
+	key := s.tmpl.fileKey(r)
+	t, ok := s.byNS[key]
 	if !ok {
 		var err error
-		if t, err = s.fileOf(r.Namespace); err != nil {
+		if t, err = s.fileOf(key); err != nil {
 			return nil, fmt.Errorf("file sink %s: record at position %s: %w", s.path, r.Pos, err)
 		}
 		if len(s.byNS) >= maxNamespaces {
 			clear(s.byNS) // a cache: rendering again is cheap
 		}
-		s.byNS[r.Namespace] = t
+		s.byNS[key] = t
 	}
 	if t.f != nil {
 		s.open.MoveToFront(t.elem)

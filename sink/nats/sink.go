@@ -29,7 +29,7 @@ type Config struct {
 
 	Stream       string      `yaml:"stream"`        // required
 	CreateStream *StreamSpec `yaml:"create_stream"` // create the stream if it is missing; nil: it must exist
-	Subject      string      `yaml:"subject"`       // template with {db} {coll} {op} {namespace}; default "cdc.{db}.{coll}"
+	Subject      string      `yaml:"subject"`       // template with {db} {coll} {op} {namespace} {route}; default "cdc.{db}.{coll}"
 	MaxInFlight  int         `yaml:"max_in_flight"` // publishes awaiting their PubAck; default 4096
 
 	PublishTimeout time.Duration `yaml:"-"` // how long Commit waits for the PubAcks; default 30s
@@ -560,9 +560,9 @@ func parseSubject(tmpl string) ([]part, error) {
 		}
 		name := rest[i+1 : i+j]
 		switch name {
-		case "db", "coll", "op", "namespace":
+		case "db", "coll", "op", "namespace", "route":
 		default:
-			return nil, fmt.Errorf("subject %q: unknown placeholder {%s}; use {db} {coll} {op} {namespace}", tmpl, name)
+			return nil, fmt.Errorf("subject %q: unknown placeholder {%s}; use {db} {coll} {op} {namespace} {route}", tmpl, name)
 		}
 		parts = append(parts, part{field: name})
 		rest = rest[i+j+1:]
@@ -590,6 +590,8 @@ func (s *Sink) render(r *cdc.Record) string {
 			token(&b, string(r.Op), false)
 		case "namespace":
 			token(&b, r.Namespace, true)
+		case "route": // a route transform's; its dots make tokens
+			token(&b, r.Route, true)
 		}
 	}
 	return b.String()

@@ -211,6 +211,7 @@ func TestSubjectTemplate(t *testing.T) {
 		"illegal characters": {"x.{coll}", "db.a b*>c", cdc.OpInsert, "x.a_b__c"},
 		"empty tokens":       {"x.{namespace}", "a..b.", cdc.OpInsert, "x.a._.b._"},
 		"literal only":       {"fixed.subject", "shop.orders", cdc.OpInsert, "fixed.subject"},
+		"route":              {"orders.{route}", "shop.orders", cdc.OpInsert, "orders.eu.de"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -219,7 +220,7 @@ func TestSubjectTemplate(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := &Sink{subject: parts}
-			got := s.render(&cdc.Record{Event: cdc.Event{Namespace: tc.ns, Op: tc.op}})
+			got := s.render(&cdc.Record{Event: cdc.Event{Namespace: tc.ns, Op: tc.op, Route: "eu.de"}})
 			if got != tc.want {
 				t.Errorf("render = %q, want %q", got, tc.want)
 			}

@@ -35,11 +35,11 @@ func (c Config) Validate() error {
 	if c.Subject != "" {
 		// Check the template with every placeholder replaced by a token.
 		s := c.Subject
-		for _, p := range []string{"{db}", "{coll}", "{op}", "{namespace}"} {
+		for _, p := range []string{"{db}", "{coll}", "{op}", "{namespace}", "{route}"} {
 			s = strings.ReplaceAll(s, p, "x")
 		}
 		if strings.ContainsAny(s, "{}") {
-			bad("subject", "%q has an unknown placeholder; use {db} {coll} {op} {namespace}", c.Subject)
+			bad("subject", "%q has an unknown placeholder; use {db} {coll} {op} {namespace} {route}", c.Subject)
 		} else if !natsconn.ValidSubject(s) || strings.ContainsAny(s, "*>") {
 			bad("subject", "%q is not a legal subject to publish to", c.Subject)
 		}
