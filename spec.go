@@ -44,6 +44,7 @@ import (
 	"github.com/tide-cdc/tide/internal/redact"
 	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/pipeline"
+	"github.com/tide-cdc/tide/transform"
 )
 
 // Options adjusts what Parse reads and what the Spec builds. The zero
@@ -69,6 +70,9 @@ type Options struct {
 	// {nats_kv: ...}, instead of one on a connection of its own: a worker
 	// running many pipelines shares one.
 	NATSKV *natskv.Store
+	// Transforms run after the file's transforms: the same steps in
+	// code, and a program's own Go functions (transform.Step.Func).
+	Transforms []transform.Step
 }
 
 // Spec is a parsed and validated pipeline file: each section's Config,
@@ -89,6 +93,9 @@ type Spec struct {
 	// Checkpoint is where the checkpoint lives: "file" (the data
 	// directory), "sink" (the sink's own transactions) or "nats_kv".
 	Checkpoint string
+	// OnError is what becomes of a change that fails: "fail", "skip" or
+	// "dead_letter".
+	OnError string
 
 	cfg     *config.Pipeline
 	opts    Options
@@ -137,6 +144,7 @@ func Parse(yamlText []byte, opts Options) (*Spec, error) {
 		Batch:      Batch{cfg.Batch.MaxRecords, cfg.Batch.MaxBytes, cfg.Batch.CommitInterval},
 		Encode:     Encode{cfg.Encode.Workers, cfg.Encode.Format},
 		Checkpoint: cfg.Checkpoint,
+		OnError:    cfg.OnErrorOrDefault(),
 		cfg:        cfg,
 		opts:       opts,
 		secrets:    &redact.Set{},
@@ -301,6 +309,16 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 		return nil, fmt.Errorf("sink.%s: %w", s.Sink.Key, err)
 	}
 
+	chain, err := s.transforms()
+	if err != nil {
+		return nil, err
+	}
+	onError, _ := pipeline.ParseOnError(s.OnError) // checked by Parse
+	letters, err := s.deadLetters(ctx, sink, env)
+	if err != nil {
+		return nil, err
+	}
+
 	obs := s.opts.Observer
 	if reg := s.opts.Metrics; reg != nil {
 		m := metrics.New(reg, s.Name)
@@ -308,6 +326,12 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 			obs = m
 		} else {
 			obs = pipeline.Observers{obs, m}
+		}
+		if chain != nil {
+			metrics.RegisterTransforms(reg, s.Name, chain)
+		}
+		if onError != pipeline.OnErrorFail {
+			obs = pipeline.Observers{obs, metrics.NewDeadLetters(reg, s.Name)}
 		}
 		for _, part := range []any{src, sink} {
 			if c, ok := part.(MetricsCollector); ok {
@@ -320,7 +344,7 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 		return nil, err
 	}
 
-	p := pipeline.New(pipeline.Config{
+	pcfg := pipeline.Config{
 		Name:           s.Name,
 		MaxRecords:     s.Batch.MaxRecords,
 		MaxBytes:       int(s.Batch.MaxBytes),
@@ -328,7 +352,13 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 		Workers:        s.Encode.Workers,
 		Logger:         log,
 		Observer:       obs,
-	}, src, enc, sink, store)
+		OnError:        onError,
+		DeadLetters:    letters,
+	}
+	if chain != nil {
+		pcfg.Transform = chain
+	}
+	p := pipeline.New(pcfg, src, enc, sink, store)
 	return &Pipeline{
 		Pipeline:     p,
 		Name:         s.Name,

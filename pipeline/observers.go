@@ -37,3 +37,11 @@ func (o Observers) Failed(stage string, err error) {
 		x.Failed(stage, err)
 	}
 }
+
+func (o Observers) SetAside(stage string, deadLetter bool) {
+	for _, x := range o {
+		if d, ok := x.(DeadLetterObserver); ok {
+			d.SetAside(stage, deadLetter)
+		}
+	}
+}

@@ -195,6 +195,9 @@ func (p *Pipeline) transformErrors() []error {
 			errs = append(errs, fmt.Errorf("dead_letter.nats.subject: %q is not a subject to publish to", n.Subject))
 		}
 	}
+	if _, keeps := p.Sink.Config.(deadLetterKeeper); p.OnError == "dead_letter" && !p.DeadLetter.Set() && !keeps && p.Sink.Key != "" {
+		errs = append(errs, fmt.Errorf("on_error: dead_letter: sink.%s keeps no dead letters itself: set dead_letter: {file: {path: ...}} or {nats: {servers: [...], subject: ...}}", p.Sink.Key))
+	}
 	if p.OnError != "dead_letter" && p.DeadLetter.Set() {
 		errs = append(errs, fmt.Errorf("dead_letter: set, but on_error is %q: set on_error: dead_letter, or remove dead_letter", p.OnErrorOrDefault()))
 	}
@@ -257,3 +260,8 @@ type exprLineError struct {
 
 func (e *exprLineError) Error() string { return e.err.Error() }
 func (e *exprLineError) Unwrap() error { return e.err }
+
+// deadLetterKeeper is a sink Config whose sink keeps dead letters in its
+// own transaction (a cdc.DeadLetterSink): on_error: dead_letter needs no
+// dead_letter store with it.
+type deadLetterKeeper interface{ KeepsDeadLetters() bool }

@@ -1,0 +1,83 @@
+package tide
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/deadletter"
+	"github.com/tide-cdc/tide/transform"
+)
+
+// transforms compiles the file's transforms and Options.Transforms into
+// one chain; nil when there are none.
+func (s *Spec) transforms() (*transform.Chain, error) {
+	if len(s.cfg.Transforms) == 0 && len(s.opts.Transforms) == 0 {
+		return nil, nil
+	}
+	if len(s.opts.Transforms) == 0 {
+		return s.cfg.Chain, nil // compiled by Parse
+	}
+	steps := append(s.cfg.Steps(), s.opts.Transforms...)
+	chain, err := transform.Compile(steps, transform.Options{MaskKey: []byte(s.cfg.MaskKey)})
+	if err != nil {
+		return nil, fmt.Errorf("transforms: %w", err)
+	}
+	return chain, nil
+}
+
+// deadLetters opens the dead-letter store of on_error: dead_letter, for a
+// sink that does not keep dead letters in its own transaction; it is
+// closed with the pipeline.
+func (s *Spec) deadLetters(ctx context.Context, sink cdc.Sink, env *Env) (cdc.DeadLetterStore, error) {
+	if s.OnError != "dead_letter" {
+		return nil, nil
+	}
+	dl := s.cfg.DeadLetter
+	if _, ok := sink.(cdc.DeadLetterSink); ok {
+		if dl.Set() {
+			return nil, fmt.Errorf("dead_letter: sink.%s keeps dead letters in its own transaction (exactly once); remove dead_letter", s.Sink.Key)
+		}
+		return nil, nil
+	}
+	switch {
+	case dl.File != nil:
+		f, err := deadletter.OpenFile(dl.File.Path, s.Name)
+		if err != nil {
+			return nil, err
+		}
+		env.OnClose(f.Close)
+		return f, nil
+	case dl.NATS != nil:
+		n, err := deadletter.OpenNATS(s.deadLetterNATS(env))
+		if err != nil {
+			return nil, err
+		}
+		env.OnClose(n.Close)
+		return n, nil
+	}
+	return nil, fmt.Errorf("on_error: dead_letter: sink.%s keeps no dead letters itself: set dead_letter: {file: {path: ...}} or {nats: {servers: [...], subject: ...}}", s.Sink.Key)
+}
+
+func (s *Spec) deadLetterNATS(env *Env) deadletter.NATSConfig {
+	n := s.cfg.DeadLetter.NATS
+	c := deadletter.NATSConfig{Pipeline: s.Name, Servers: n.Servers, Subject: n.Subject, Auth: n.Auth, TLS: n.TLS}
+	if env != nil {
+		c.Logger = env.Logger
+	}
+	return c
+}
+
+// DeadLetters returns the letters in the pipeline's dead-letter store
+// (dead_letter: file or nats), oldest first.
+func (s *Spec) DeadLetters(ctx context.Context) ([]deadletter.Letter, error) {
+	dl := s.cfg.DeadLetter
+	switch {
+	case dl.File != nil:
+		return deadletter.ReadFile(dl.File.Path)
+	case dl.NATS != nil:
+		return deadletter.ReadNATS(ctx, s.deadLetterNATS(nil))
+	}
+	return nil, errors.New("the pipeline file sets no dead_letter store (file or nats) to read")
+}
