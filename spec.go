@@ -38,6 +38,7 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/checkpoint/natskv"
+	"github.com/tide-cdc/tide/deadletter"
 	"github.com/tide-cdc/tide/encode"
 	"github.com/tide-cdc/tide/internal/config"
 	"github.com/tide-cdc/tide/internal/metrics"
@@ -232,7 +233,7 @@ func (p *Pipeline) Close() error { return p.release() }
 // the connectors are made (uri: embedded starts the embedded server),
 // and the checkpoint store is opened where the file says. ctx bounds the
 // building only.
-func (s *Spec) Build(ctx context.Context) (*Pipeline, error) { return s.build(ctx, "") }
+func (s *Spec) Build(ctx context.Context) (*Pipeline, error) { return s.build(ctx, "", nil) }
 
 // BuildFenced is Build for a worker that takes the pipeline over as
 // owner: its checkpoint (which must be in NATS KV) is fenced for owner
@@ -242,10 +243,10 @@ func (s *Spec) BuildFenced(ctx context.Context, owner string) (*Pipeline, error)
 	if owner == "" {
 		return nil, errors.New("tide: BuildFenced needs an owner")
 	}
-	return s.build(ctx, owner)
+	return s.build(ctx, owner, nil)
 }
 
-func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error) {
+func (s *Spec) build(ctx context.Context, owner string, replay []deadletter.Letter) (_ *Pipeline, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -300,7 +301,12 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 	}
 	// The runtime closes the source and the sink when Run returns; what
 	// their constructors started (env.OnClose) is released after.
-	src, err := lookup(registry.sources, s.Source.Key).source(ctx, s.Source.Config, env)
+	var src cdc.Source
+	if replay != nil {
+		src, err = newReplaySource(replay)
+	} else {
+		src, err = lookup(registry.sources, s.Source.Key).source(ctx, s.Source.Config, env)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("source.%s: %w", s.Source.Key, err)
 	}
@@ -314,8 +320,10 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 		return nil, err
 	}
 	onError, _ := pipeline.ParseOnError(s.OnError) // checked by Parse
-	letters, err := s.deadLetters(ctx, sink, env)
-	if err != nil {
+	var letters cdc.DeadLetterStore
+	if replay != nil {
+		onError = pipeline.OnErrorFail // a letter that fails again stops the replay
+	} else if letters, err = s.deadLetters(ctx, sink, env); err != nil {
 		return nil, err
 	}
 
@@ -357,6 +365,9 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 	}
 	if chain != nil {
 		pcfg.Transform = chain
+	}
+	if replay != nil { // one batch: the checkpoint moves only past it, to where it was
+		pcfg.MaxRecords, pcfg.MaxBytes, pcfg.CommitInterval = len(replay)+1, 1<<62, 24*time.Hour
 	}
 	p := pipeline.New(pcfg, src, enc, sink, store)
 	return &Pipeline{
