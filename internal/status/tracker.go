@@ -166,11 +166,14 @@ type Status struct {
 	Batches         int64                  `json:"batches"`
 	EventsPerSecond float64                `json:"events_per_second"`
 	BytesPerSecond  float64                `json:"bytes_per_second"`
-	LagSeconds      *float64               `json:"lag_seconds"` // null where the source does not know it
-	LagEvents       *int64                 `json:"lag_events"`  // null where the source does not know it
-	Checkpoint      *Checkpoint            `json:"checkpoint"`  // null before the first commit
-	Errors          map[string]StageErrors `json:"errors"`      // by stage: poll, encode, put, commit, save, ack, close
-	Source          map[string]any         `json:"source"`      // a cdc.StatusDetailer's details, or null
+	LagSeconds      *float64               `json:"lag_seconds"`                 // null where the source does not know it
+	LagEvents       *int64                 `json:"lag_events"`                  // null where the source does not know it
+	Checkpoint      *Checkpoint            `json:"checkpoint"`                  // null before the first commit
+	Errors          map[string]StageErrors `json:"errors"`                      // by stage: poll, encode, put, commit, save, ack, close
+	Source          map[string]any         `json:"source"`                      // a cdc.StatusDetailer's details, or null
+	DeadLetters     int64                  `json:"dead_letters"`                // changes set aside by on_error: dead_letter
+	Skipped         int64                  `json:"skipped"`                     // changes skipped by on_error: skip
+	DeadLetterError string                 `json:"dead_letter_error,omitempty"` // the error of the last change set aside or skipped
 	History         *History               `json:"history,omitempty"`
 }
 
@@ -234,6 +237,7 @@ func (t *Tracker) Status(now time.Time, withHistory bool, since float64) Status 
 	}
 	st := t.p.Stats()
 	s.EventsIn, s.EventsOut, s.BytesOut, s.Batches = st.EventsIn, st.EventsOut, st.BytesOut, st.Batches
+	s.DeadLetters, s.Skipped, s.DeadLetterError = st.DeadLetters, st.Skipped, t.redactLocked(st.LastError)
 	if len(t.hist) > 0 && state != pipeline.Stopped && state != pipeline.Failed {
 		last := t.hist[(t.next-1+len(t.hist))%len(t.hist)]
 		s.EventsPerSecond, s.BytesPerSecond = round(last.EventsPerSec), round(last.BytesPerSec)

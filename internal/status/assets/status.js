@@ -103,11 +103,19 @@
       ["lag (events)", p.lag_events === null ? "—" : fmtNum(p.lag_events, 0)],
       ["batches", fmtNum(p.batches, 0)],
     ];
+    if (p.dead_letters || p.skipped) {
+      rows.push(["dead letters", fmtNum(p.dead_letters, 0)], ["skipped", fmtNum(p.skipped, 0)]);
+    }
     v.numbers.replaceChildren(...rows.map(([k, val]) => {
       const d = el("div");
       d.append(el("span", "k", k), el("span", "v", val));
       return d;
     }));
+    if (p.dead_letter_error) {
+      const d = el("div");
+      d.append(el("span", "k", "last set aside"), el("span", "v", p.dead_letter_error));
+      v.numbers.append(d);
+    }
   }
 
   function describeCheckpoint(c) {
