@@ -395,7 +395,7 @@ func (p *Pipeline) getChunk() *chunk {
 	if !ok {
 		c = &chunk{}
 	}
-	c.onError = p.cfg.OnError
+	c.onError, c.cloneOrig = p.cfg.OnError, p.cfg.Transform != nil
 	return c
 }
 

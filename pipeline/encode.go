@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,8 +31,9 @@ type chunk struct {
 	err  error         // set by the worker that encoded the chunk
 	done chan struct{} // one slot; the worker's "finished" signal
 
-	onError OnError          // what a failed event becomes
-	dead    []cdc.DeadLetter // output: the events that failed, when onError is not OnErrorFail
+	onError   OnError          // what a failed event becomes
+	cloneOrig bool             // a dead letter needs a copy of the event made before the transform
+	dead      []cdc.DeadLetter // output: the events that failed, when onError is not OnErrorFail
 
 	// Fields the pipeline uses to carry batch boundaries through the pool.
 	off     int       // index of Events[0] in its batch, and of its room in the batch's records
@@ -65,8 +67,11 @@ func (c *chunk) encode(enc EncodeFunc) error {
 			continue
 		}
 		var orig cdc.Event
-		if c.onError != OnErrorFail {
-			orig = *ev // a transform replaces fields; it never writes into them
+		switch {
+		case c.onError == OnErrorDeadLetter && c.cloneOrig:
+			orig = cloneEvent(ev) // a transform may write over the event's bytes
+		case c.onError != OnErrorFail:
+			orig = *ev
 		}
 		var err error
 		from := len(c.Buf)
@@ -235,4 +240,14 @@ func errorStage(err error) string {
 		return "transform"
 	}
 	return "encode"
+}
+
+// cloneEvent returns a copy of ev that shares no memory with it.
+func cloneEvent(ev *cdc.Event) cdc.Event {
+	c := *ev
+	c.Pos = bytes.Clone(c.Pos)
+	for _, b := range []*[]byte{&c.DocumentKey, &c.FullDocument, &c.PreImage, &c.UpdateDesc, &c.ResumeToken, &c.Extra, &c.Payload} {
+		*b = bytes.Clone(*b)
+	}
+	return c
 }

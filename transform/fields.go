@@ -1,8 +1,10 @@
 package transform
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -27,6 +29,8 @@ const (
 // node is one step of the dotted paths of a field transform.
 type node struct {
 	children map[string]*node
+	names    []string // the children's names, for a search faster than the map's hash when there are few
+	kids     []*node
 	leaf     bool                                           // a path ends here
 	rename   string                                         // renameKind: the new name of the field
 	mask     func(bson.RawValue) (bson.Type, []byte, error) // maskKind: the new value
@@ -47,11 +51,25 @@ func (n *node) add(path string) (*node, error) {
 		if c == nil {
 			c = &node{}
 			n.children[part] = c
+			n.names, n.kids = append(n.names, part), append(n.kids, c)
 		}
 		n = c
 	}
-	n.leaf, n.children = true, nil
+	n.leaf, n.children, n.names, n.kids = true, nil, nil, nil
 	return n, nil
+}
+
+// child returns the child named key, or nil.
+func (n *node) child(key []byte) *node {
+	if len(n.names) > 8 {
+		return n.children[string(key)]
+	}
+	for i, name := range n.names {
+		if name == string(key) {
+			return n.kids[i]
+		}
+	}
+	return nil
 }
 
 // fields is a compiled field transform.
@@ -62,41 +80,70 @@ type fields struct {
 
 var errBadBSON = errors.New("malformed BSON document")
 
-// touches reports whether any top-level field of doc is named by f, or,
-// for keep_fields, whether any is not kept whole.
-func (f *fields) touches(doc []byte) bool {
-	if len(doc) < 5 {
-		return false
-	}
-	rem := doc[4 : len(doc)-1]
-	for len(rem) > 0 {
-		el, rest, ok := bsoncore.ReadElement(rem)
-		if !ok {
-			return true // let document() report it
-		}
-		rem = rest
-		c := f.root.children[string(el.KeyBytes())]
-		if f.kind == keepKind {
-			if c == nil || !c.leaf {
-				return true
-			}
-		} else if c != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // apply returns doc rewritten, or doc itself when nothing changes. A nil
-// doc stays nil.
+// doc stays nil. The elements before the first one the transform names
+// are copied in one piece; a drop of whole fields moves the runs between
+// them over them, in place, without a copy of the document.
 func (f *fields) apply(doc []byte) ([]byte, error) {
-	if doc == nil || !f.touches(doc) {
+	if len(doc) < 5 {
 		return doc, nil
 	}
-	out, err := f.document(make([]byte, 0, len(doc)+16), doc, f.root, false)
+	body := doc[4 : len(doc)-1]
+	first := -1 // offset in body of the first element the transform changes
+	// The fields to drop, when every change is the drop of a whole
+	// top-level field and there are few: their spans in body.
+	var spanBuf [8][2]int
+	spans := spanBuf[:0]
+	spansOnly := true
+	for off := 0; off < len(body); {
+		el, _, ok := bsoncore.ReadElement(body[off:])
+		if !ok {
+			return nil, errBadBSON
+		}
+		c := f.root.child(el.KeyBytes())
+		touched := c != nil
+		if f.kind == keepKind {
+			touched = c == nil || !c.leaf
+		}
+		if touched {
+			if first < 0 {
+				first = off
+			}
+			if f.kind != dropKind || !c.leaf || len(spans) == cap(spans) {
+				spansOnly = false
+				break
+			}
+			spans = append(spans, [2]int{off, off + len(el)})
+		}
+		off += len(el)
+	}
+	if first < 0 {
+		return doc, nil
+	}
+	if spansOnly {
+		// In place: the change owns its document (a source never reuses
+		// the memory of an event it handed out).
+		w := spans[0][0]
+		for i, sp := range spans {
+			end := len(body)
+			if i+1 < len(spans) {
+				end = spans[i+1][0]
+			}
+			w += copy(body[w:], body[sp[1]:end])
+		}
+		out := doc[:4+w+1]
+		out[len(out)-1] = 0
+		binary.LittleEndian.PutUint32(out, uint32(len(out)))
+		return out, nil
+	}
+	out := make([]byte, 4, len(doc)+64)
+	out = append(out, body[:first]...)
+	out, err := f.elements(out, body[first:], f.root, false)
 	if err != nil {
 		return nil, err
 	}
+	out = append(out, 0)
+	binary.LittleEndian.PutUint32(out, uint32(len(out)))
 	return out, nil
 }
 
@@ -107,8 +154,18 @@ func (f *fields) document(dst, doc []byte, n *node, array bool) ([]byte, error) 
 		return nil, errBadBSON
 	}
 	idx, dst := bsoncore.AppendDocumentStart(dst)
-	rem := doc[4 : len(doc)-1]
-	i := 0
+	dst, err := f.elements(dst, doc[4:len(doc)-1], n, array)
+	if err != nil {
+		return nil, err
+	}
+	return bsoncore.AppendDocumentEnd(dst, idx)
+}
+
+// elements appends the elements of a document's body, rewritten under n.
+func (f *fields) elements(dst, body []byte, n *node, array bool) ([]byte, error) {
+	rem := body
+	i := 0 // the next array index
+	var num [20]byte
 	for len(rem) > 0 {
 		el, rest, ok := bsoncore.ReadElement(rem)
 		if !ok {
@@ -117,20 +174,17 @@ func (f *fields) document(dst, doc []byte, n *node, array bool) ([]byte, error) 
 		rem = rest
 		key := el.KeyBytes()
 		val := el.Value()
-		var c *node
 		if array {
-			c = n // an array's elements are what the path goes through
-		} else {
-			c = n.children[string(key)]
+			key = strconv.AppendInt(num[:0], int64(i), 10)
 		}
-		name := string(key)
-		if array {
-			name = fmt.Sprint(i)
+		c := n // an array's elements are what the path goes through
+		if !array {
+			c = n.child(key)
 		}
 		switch {
-		case array && (val.Type == bsoncore.TypeEmbeddedDocument):
+		case array && val.Type == bsoncore.TypeEmbeddedDocument:
 			var err error
-			dst = bsoncore.AppendHeader(dst, val.Type, name)
+			dst = appendHeader(dst, val.Type, key)
 			if dst, err = f.document(dst, val.Data, n, false); err != nil {
 				return nil, err
 			}
@@ -138,7 +192,7 @@ func (f *fields) document(dst, doc []byte, n *node, array bool) ([]byte, error) 
 			if f.kind == keepKind {
 				continue // a scalar has none of the kept fields
 			}
-			dst = bsoncore.AppendValueElement(dst, name, val)
+			dst = append(appendHeader(dst, val.Type, key), val.Data...)
 		case c == nil:
 			if f.kind == keepKind {
 				continue
@@ -151,17 +205,17 @@ func (f *fields) document(dst, doc []byte, n *node, array bool) ([]byte, error) 
 			case keepKind:
 				dst = append(dst, el...)
 			case renameKind:
-				dst = bsoncore.AppendValueElement(dst, c.rename, val)
+				dst = append(appendHeader(dst, val.Type, []byte(c.rename)), val.Data...)
 			case maskKind:
 				t, b, err := c.mask(bson.RawValue{Type: bson.Type(val.Type), Value: val.Data})
 				if err != nil {
-					return nil, fmt.Errorf("mask %s: %w", key, err)
+					return nil, fmt.Errorf("mask %s: %w", string(key), err)
 				}
-				dst = bsoncore.AppendValueElement(dst, name, bsoncore.Value{Type: bsoncore.Type(t), Data: b})
+				dst = append(appendHeader(dst, bsoncore.Type(t), key), b...)
 			}
 		case val.Type == bsoncore.TypeEmbeddedDocument || val.Type == bsoncore.TypeArray:
 			var err error
-			dst = bsoncore.AppendHeader(dst, val.Type, name)
+			dst = appendHeader(dst, val.Type, key)
 			if dst, err = f.document(dst, val.Data, c, val.Type == bsoncore.TypeArray); err != nil {
 				return nil, err
 			}
@@ -173,7 +227,14 @@ func (f *fields) document(dst, doc []byte, n *node, array bool) ([]byte, error) 
 		}
 		i++
 	}
-	return bsoncore.AppendDocumentEnd(dst, idx)
+	return dst, nil
+}
+
+// appendHeader appends an element's type and key.
+func appendHeader(dst []byte, t bsoncore.Type, key []byte) []byte {
+	dst = append(dst, byte(t))
+	dst = append(dst, key...)
+	return append(dst, 0)
 }
 
 // walk follows path (dotted) down the trie, passing over array indexes

@@ -3,9 +3,12 @@ package transform
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"strconv"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -47,14 +50,26 @@ func maskFunc(method string, key []byte) (func(bson.RawValue) (bson.Type, []byte
 		if len(key) == 0 {
 			return nil, fmt.Errorf("hash needs mask_key")
 		}
+		macs := sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
 		return func(v bson.RawValue) (bson.Type, []byte, error) {
-			msg, err := maskText(v, false)
-			if err != nil {
-				return 0, nil, err
+			var msg []byte
+			if v.Type == bson.TypeString {
+				msg = v.Value[4 : len(v.Value)-1] // the string's bytes, as stored
+			} else {
+				var err error
+				if msg, err = maskText(v, false); err != nil {
+					return 0, nil, err
+				}
 			}
-			h := hmac.New(sha256.New, key)
+			h := macs.Get().(hash.Hash)
+			h.Reset()
 			h.Write(msg)
-			return bson.MarshalValue(hex.EncodeToString(h.Sum(nil)))
+			var sum [sha256.Size]byte
+			h.Sum(sum[:0])
+			macs.Put(h)
+			var text [2 * sha256.Size]byte
+			hex.Encode(text[:], sum[:])
+			return bson.TypeString, stringValue(text[:]), nil
 		}, nil
 	case MaskLast4:
 		return func(v bson.RawValue) (bson.Type, []byte, error) {
@@ -63,12 +78,23 @@ func maskFunc(method string, key []byte) (func(bson.RawValue) (bson.Type, []byte
 				return 0, nil, err
 			}
 			r := []rune(string(text))
-			return bson.MarshalValue(string(r[max(len(r)-4, 0):]))
+			return bson.TypeString, stringValue([]byte(string(r[max(len(r)-4, 0):]))), nil
 		}, nil
 	case MaskRedact:
 		return func(bson.RawValue) (bson.Type, []byte, error) {
-			return bson.MarshalValue(Redacted)
+			return bson.TypeString, redacted, nil
 		}, nil
 	}
 	return nil, fmt.Errorf("%q is not a mask: use hash, last4 or redact", method)
+}
+
+var redacted = stringValue([]byte(Redacted))
+
+// stringValue is the BSON value of a string: its length with the NUL,
+// its bytes, a NUL.
+func stringValue(s []byte) []byte {
+	b := make([]byte, 4, 4+len(s)+1)
+	binary.LittleEndian.PutUint32(b, uint32(len(s)+1))
+	b = append(b, s...)
+	return append(b, 0)
 }

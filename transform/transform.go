@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path"
@@ -253,7 +254,18 @@ func (c *Chain) Len() int { return len(c.steps) }
 // Apply runs the chain on ev, changing it in place. It returns keep =
 // false when a filter dropped it (counted in Dropped), and an *Error
 // naming the transform that failed.
+//
+// The change owns its documents, as a source hands them out: Apply may
+// write over their bytes (a drop of whole fields moves the rest over
+// them, with no copy). A caller that needs the change as it was, for a
+// dead letter, clones it first, as the pipeline does with on_error:
+// dead_letter.
 func (c *Chain) Apply(ev *cdc.Event) (keep bool, err error) {
+	// A source's document may be a slice of a larger buffer: its
+	// capacity is cut, so that room past its end is only ever what a
+	// transform made (setPath appends there).
+	ev.FullDocument = ev.FullDocument[:len(ev.FullDocument):len(ev.FullDocument)]
+	ev.PreImage = ev.PreImage[:len(ev.PreImage):len(ev.PreImage)]
 	parsed := false
 	if c.jsonDocs && ev.PayloadFormat == cdc.PayloadJSON && ev.FullDocument == nil {
 		v, err := parseJSON(ev.Payload)
@@ -433,7 +445,21 @@ func compileSet(list []Field, opts Options, fail func(string, error)) func(*cdc.
 // place, or appended; missing parent documents are created, and a
 // parent that is not a document is an error.
 func setPath(doc []byte, path []string, t bson.Type, b []byte) ([]byte, error) {
-	idx, dst := bsoncore.AppendDocumentStart(make([]byte, 0, len(doc)+len(b)+len(path[0])+8))
+	if len(path) == 1 && len(doc) >= 5 {
+		if _, err := bson.Raw(doc).LookupErr(path[0]); err != nil {
+			// A new top-level field: appended, in place when the
+			// document has room (an earlier transform left some).
+			out := doc[:len(doc)-1]
+			if cap(doc)-len(doc) < len(path[0])+len(b)+2 {
+				out = append(make([]byte, 0, len(doc)+len(path[0])+len(b)+64), out...)
+			}
+			out = append(appendHeader(out, bsoncore.Type(t), []byte(path[0])), b...)
+			out = append(out, 0)
+			binary.LittleEndian.PutUint32(out, uint32(len(out)))
+			return out, nil
+		}
+	}
+	idx, dst := bsoncore.AppendDocumentStart(make([]byte, 0, len(doc)+len(b)+len(path[0])+64))
 	rem := doc[4 : len(doc)-1]
 	done := false
 	for len(rem) > 0 {
@@ -474,3 +500,4 @@ func setPath(doc []byte, path []string, t bson.Type, b []byte) ([]byte, error) {
 	}
 	return bsoncore.AppendDocumentEnd(dst, idx)
 }
+

@@ -259,3 +259,24 @@ func TestNATSPayload(t *testing.T) {
 		t.Fatalf("payload = %s, want %s", got, want)
 	}
 }
+
+// TestSetNeverWritesPastTheDocument: a source's document may be a slice
+// of a larger buffer; set must not write into what follows it.
+func TestSetNeverWritesPastTheDocument(t *testing.T) {
+	c, err := Compile([]Step{{Set: []Field{{"x", `1`}}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := raw(t, bson.D{{Key: "_id", Value: 1}})
+	buf := append(append([]byte{}, doc...), []byte("NEIGHBOUR-BYTES-THAT-MUST-STAY")...)
+	ev := cdc.Event{Op: cdc.OpInsert, FullDocument: buf[:len(doc)]}
+	if _, err := c.Apply(&ev); err != nil {
+		t.Fatal(err)
+	}
+	if string(buf[len(doc):]) != "NEIGHBOUR-BYTES-THAT-MUST-STAY" {
+		t.Fatalf("set wrote past the document: %q", buf[len(doc):])
+	}
+	if got := js(t, ev.FullDocument); got != `{"_id":1,"x":1}` {
+		t.Fatalf("doc = %s", got)
+	}
+}

@@ -2,7 +2,9 @@ package transform
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
+	"math"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -193,18 +195,24 @@ func (a arrayVal) Size() ref.Val {
 func bsonValue(v ref.Val) (bson.Type, []byte, error) {
 	switch v := v.(type) {
 	case types.String:
-		return bson.MarshalValue(string(v))
+		return bson.TypeString, stringValue([]byte(v)), nil
 	case types.Int:
-		return bson.MarshalValue(int64(v))
+		if int64(v) == int64(int32(v)) { // as BSON writes a small Go int
+			return bson.TypeInt32, binary.LittleEndian.AppendUint32(nil, uint32(int32(v))), nil
+		}
+		return bson.TypeInt64, binary.LittleEndian.AppendUint64(nil, uint64(v)), nil
 	case types.Uint:
 		if uint64(v) > 1<<63-1 {
 			return 0, nil, fmt.Errorf("uint %d does not fit a BSON int64", uint64(v))
 		}
 		return bson.MarshalValue(int64(v))
 	case types.Double:
-		return bson.MarshalValue(float64(v))
+		return bson.TypeDouble, binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(v))), nil
 	case types.Bool:
-		return bson.MarshalValue(bool(v))
+		if v {
+			return bson.TypeBoolean, []byte{1}, nil
+		}
+		return bson.TypeBoolean, []byte{0}, nil
 	case types.Null:
 		return bson.TypeNull, nil, nil
 	case types.Bytes:
