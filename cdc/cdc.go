@@ -130,6 +130,12 @@ type Event struct {
 	// templates (a file's path, a table, a subject). "" when none ran.
 	Route string
 
+	// DecodeErr is set by a source for a change it could not decode (a
+	// NATS payload that is not JSON) and hands out anyway, so that the
+	// runtime applies the pipeline's on_error to it (stage "decode"): it
+	// is never encoded, and its position advances the checkpoint.
+	DecodeErr error
+
 	// Size is the number of bytes the event holds in memory, as charged
 	// against in-flight budgets. Sources set it; if zero the runtime
 	// estimates it from the byte fields.

@@ -75,7 +75,11 @@ func (c *chunk) encode(enc EncodeFunc) error {
 		}
 		var err error
 		from := len(c.Buf)
-		c.Buf, err = enc(c.Buf, ev)
+		if ev.DecodeErr != nil {
+			err = &stageError{"decode", ev.DecodeErr}
+		} else {
+			c.Buf, err = enc(c.Buf, ev)
+		}
 		if err != nil {
 			if c.onError == OnErrorFail {
 				return fmt.Errorf("%s %s event at position %s: %w", errorStage(err), ev.Op, ev.Pos, err)
@@ -211,11 +215,15 @@ func encodeOrdered(ctx context.Context, workers int, enc EncodeFunc, in <-chan *
 	return ctx.Err()
 }
 
-// transformError marks an error of the transform, not of the encoder.
-type transformError struct{ err error }
+// stageError marks an error of a stage before the encoder: the
+// transform, or the source's decoding.
+type stageError struct {
+	stage string
+	err   error
+}
 
-func (e *transformError) Error() string { return e.err.Error() }
-func (e *transformError) Unwrap() error { return e.err }
+func (e *stageError) Error() string { return e.err.Error() }
+func (e *stageError) Unwrap() error { return e.err }
 
 // transformThen runs tr before enc. A change tr drops writes nothing,
 // which the chunk takes for "no record": its position still advances the
@@ -224,7 +232,7 @@ func transformThen(tr Transformer, enc EncodeFunc) EncodeFunc {
 	return func(dst []byte, ev *cdc.Event) ([]byte, error) {
 		keep, err := tr.Apply(ev)
 		if err != nil {
-			return dst, &transformError{err}
+			return dst, &stageError{"transform", err}
 		}
 		if !keep {
 			return dst, nil
@@ -235,9 +243,9 @@ func transformThen(tr Transformer, enc EncodeFunc) EncodeFunc {
 
 // errorStage names the stage an encode-stage error came from.
 func errorStage(err error) string {
-	var te *transformError
-	if errors.As(err, &te) {
-		return "transform"
+	var se *stageError
+	if errors.As(err, &se) {
+		return se.stage
 	}
 	return "encode"
 }

@@ -198,6 +198,13 @@ func (p *Pipeline) transformErrors() []error {
 	if _, keeps := p.Sink.Config.(deadLetterKeeper); p.OnError == "dead_letter" && !p.DeadLetter.Set() && !keeps && p.Sink.Key != "" {
 		errs = append(errs, fmt.Errorf("on_error: dead_letter: sink.%s keeps no dead letters itself: set dead_letter: {file: {path: ...}} or {nats: {servers: [...], subject: ...}}", p.Sink.Key))
 	}
+	// A source's decode errors follow on_error, unless its own key says
+	// otherwise.
+	if d, ok := p.Source.Config.(decodeErrorsToPipeline); ok && p.OnError != "" {
+		if _, own := p.lines["source."+p.Source.Key+".on_decode_error"]; !own {
+			d.DecodeErrorsToPipeline()
+		}
+	}
 	if p.OnError != "dead_letter" && p.DeadLetter.Set() {
 		errs = append(errs, fmt.Errorf("dead_letter: set, but on_error is %q: set on_error: dead_letter, or remove dead_letter", p.OnErrorOrDefault()))
 	}
@@ -265,3 +272,7 @@ func (e *exprLineError) Unwrap() error { return e.err }
 // own transaction (a cdc.DeadLetterSink): on_error: dead_letter needs no
 // dead_letter store with it.
 type deadLetterKeeper interface{ KeepsDeadLetters() bool }
+
+// decodeErrorsToPipeline is a source Config whose decode errors can be
+// handed to the pipeline's on_error.
+type decodeErrorsToPipeline interface{ DecodeErrorsToPipeline() }

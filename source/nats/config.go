@@ -46,7 +46,7 @@ type Config struct {
 	FetchMaxWait  time.Duration `yaml:"fetch_max_wait"` // default 1s
 
 	Format            string `yaml:"format"`          // "json" (default), "raw" (base64 in the envelope), "string"
-	OnDecodeError     string `yaml:"on_decode_error"` // "fail" (default), "skip", "dead_letter"
+	OnDecodeError     string `yaml:"on_decode_error"` // "fail" (default), "skip", "dead_letter", or "pipeline": the pipeline's on_error decides (the default where the file sets on_error)
 	DeadLetterSubject string `yaml:"dead_letter_subject"`
 
 	// LagPollInterval is how often consumer info is read for the lag
@@ -190,13 +190,13 @@ func (c *Config) check() error {
 		return fmt.Errorf("format %q is not one of json, raw, string", c.Format)
 	}
 	switch c.OnDecodeError {
-	case "fail", "skip":
+	case "fail", "skip", "pipeline":
 	case "dead_letter":
 		if c.DeadLetterSubject == "" {
 			return fmt.Errorf("on_decode_error dead_letter needs a dead_letter_subject")
 		}
 	default:
-		return fmt.Errorf("on_decode_error %q is not one of fail, skip, dead_letter", c.OnDecodeError)
+		return fmt.Errorf("on_decode_error %q is not one of fail, skip, dead_letter, pipeline", c.OnDecodeError)
 	}
 	switch c.Ack {
 	case "explicit", "none":

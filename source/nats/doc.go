@@ -88,5 +88,7 @@
 // with the message unacknowledged, skip acknowledges and counts it,
 // dead_letter republishes it with its headers and the error to
 // DeadLetterSubject (through JetStream, so the subject must be captured by a
-// stream) and then acknowledges it.
+// stream) and then acknowledges it; pipeline hands it out with
+// cdc.Event.DecodeErr set, for the pipeline's on_error (the default of a
+// pipeline file that sets on_error), and it is acknowledged with its batch.
 package nats

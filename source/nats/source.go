@@ -202,6 +202,14 @@ func (s *Source) Poll(ctx context.Context, buf []cdc.Event, max int) ([]cdc.Even
 		taken++
 		freed += int64(it.ev.Size)
 		if it.err == nil && s.cfg.Format == "json" && !validJSON(it.ev.Payload) {
+			if s.cfg.OnDecodeError == "pipeline" {
+				// The pipeline's on_error decides; the message is
+				// acknowledged with its batch.
+				s.m.add(DecodeErrors, 1)
+				it.ev.DecodeErr = fmt.Errorf("%w: not JSON", ErrDecode)
+				buf = append(buf, it.ev)
+				continue
+			}
 			it.err = s.decodeFailed(ctx, &it)
 			if it.err == nil {
 				continue // skipped or dead-lettered

@@ -99,7 +99,7 @@ func (c Config) Validate() error {
 		bad("format", "%q is not one of json, raw, string", c.Format)
 	}
 	switch c.OnDecodeError {
-	case "", "fail", "skip":
+	case "", "fail", "skip", "pipeline":
 		if c.DeadLetterSubject != "" {
 			bad("dead_letter_subject", "only with on_decode_error: dead_letter")
 		}
@@ -110,7 +110,7 @@ func (c Config) Validate() error {
 			bad("dead_letter_subject", "%q is not a legal subject to publish to", c.DeadLetterSubject)
 		}
 	default:
-		bad("on_decode_error", "%q is not one of fail, skip, dead_letter", c.OnDecodeError)
+		bad("on_decode_error", "%q is not one of fail, skip, dead_letter, pipeline", c.OnDecodeError)
 	}
 	if c.LagPollInterval < 0 {
 		bad("lag_poll_interval", "must not be negative (0 disables)")
@@ -122,3 +122,8 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// DecodeErrorsToPipeline makes a payload that is not JSON an error of its
+// change, handled by the pipeline's on_error (on_decode_error:
+// pipeline), unless the file set on_decode_error itself.
+func (c *Config) DecodeErrorsToPipeline() { c.OnDecodeError = "pipeline" }
