@@ -500,4 +500,3 @@ func setPath(doc []byte, path []string, t bson.Type, b []byte) ([]byte, error) {
 	}
 	return bsoncore.AppendDocumentEnd(dst, idx)
 }
-
