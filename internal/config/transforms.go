@@ -195,7 +195,14 @@ func (p *Pipeline) transformErrors() []error {
 			errs = append(errs, fmt.Errorf("dead_letter.nats.subject: %q is not a subject to publish to", n.Subject))
 		}
 	}
-	if _, keeps := p.Sink.Config.(deadLetterKeeper); p.OnError == "dead_letter" && !p.DeadLetter.Set() && !keeps && p.Sink.Key != "" {
+	keeper, keeps := p.Sink.Config.(deadLetterKeeper)
+	switch {
+	case p.OnError != "dead_letter" || p.Sink.Key == "":
+	case keeps && p.DeadLetter.Set():
+		errs = append(errs, fmt.Errorf("dead_letter: sink.%s keeps dead letters in its own transaction (exactly once); remove dead_letter", p.Sink.Key))
+	case keeps:
+		keeper.KeepDeadLetters()
+	case !p.DeadLetter.Set():
 		errs = append(errs, fmt.Errorf("on_error: dead_letter: sink.%s keeps no dead letters itself: set dead_letter: {file: {path: ...}} or {nats: {servers: [...], subject: ...}}", p.Sink.Key))
 	}
 	// A source's decode errors follow on_error, unless its own key says
@@ -270,8 +277,9 @@ func (e *exprLineError) Unwrap() error { return e.err }
 
 // deadLetterKeeper is a sink Config whose sink keeps dead letters in its
 // own transaction (a cdc.DeadLetterSink): on_error: dead_letter needs no
-// dead_letter store with it.
-type deadLetterKeeper interface{ KeepsDeadLetters() bool }
+// dead_letter store with it, and switches it on with KeepDeadLetters
+// (the MongoDB sink's refused documents go there too).
+type deadLetterKeeper interface{ KeepDeadLetters() }
 
 // decodeErrorsToPipeline is a source Config whose decode errors can be
 // handed to the pipeline's on_error.

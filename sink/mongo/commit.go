@@ -25,6 +25,7 @@ import (
 type run struct {
 	from, to int    // items[from:to], none of them DDL
 	ckpt     []byte // the checkpoint its transaction writes; nil if none
+	letters  bool   // it writes the pipeline's dead letters: the batch's last run
 }
 
 // Commit writes what was put since the last Commit and, when the sink
@@ -37,7 +38,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 	}
 	defer s.stage.reset()
 	items := s.stage.items
-	if !s.keepsCheckpoint() && len(items) == 0 {
+	if !s.keepsCheckpoint() && len(items) == 0 && len(s.stage.letters) == 0 {
 		return nil // a batch of markers only
 	}
 	var final []byte
@@ -54,7 +55,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 	// empty.
 	from, writes, size := 0, 0, 0
 	flush := func(to int, last bool) error {
-		r := run{from: from, to: to}
+		r := run{from: from, to: to, letters: last && len(s.stage.letters) > 0}
 		from, writes, size = to, 0, 0
 		if s.keepsCheckpoint() {
 			switch {
@@ -70,7 +71,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 				r.ckpt = b
 			}
 		}
-		if r.to == r.from && r.ckpt == nil {
+		if r.to == r.from && r.ckpt == nil && !r.letters {
 			return nil
 		}
 		return s.write(ctx, r)
@@ -269,6 +270,9 @@ func (s *Sink) plain(ctx context.Context, r run, rs *runState) error {
 	if again {
 		return errRetryNow
 	}
+	if r.letters {
+		return s.writePipelineLetters(ctx) // upserts by _id: a replay is harmless
+	}
 	return nil
 }
 
@@ -361,6 +365,7 @@ func (s *Sink) deadLetters(ctx context.Context, idxs []int, rs *runState) error 
 			{Key: "position", Value: string(it.pos)},
 			{Key: "document_key", Value: rawOrNil(it.key)},
 			{Key: "document", Value: rawOrNil(it.doc)},
+			{Key: "stage", Value: "sink"},
 			{Key: "error", Value: rs.dead[idx].Error()},
 			{Key: "at", Value: bson.DateTime(time.Now().UnixMilli())},
 		}
@@ -462,6 +467,11 @@ func (s *Sink) transaction(ctx context.Context, r run, rs *runState, uncertain b
 			return abort(err)
 		}
 	}
+	if r.letters {
+		if err := s.writePipelineLetters(sctx); err != nil {
+			return abort(err)
+		}
+	}
 	res, err := ckColl.UpdateOne(sctx, bson.D{{Key: "_id", Value: s.cfg.Pipeline}, {Key: "epoch", Value: s.epoch}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "checkpoint", Value: string(r.ckpt)}, {Key: "updated_at", Value: bson.DateTime(time.Now().UnixMilli())}}}})
 	if err != nil {
@@ -476,6 +486,9 @@ func (s *Sink) transaction(ctx context.Context, r run, rs *runState, uncertain b
 	}
 	s.txns.Add(1)
 	s.deadLettered.Add(int64(len(dead)))
+	if r.letters {
+		s.deadLettered.Add(int64(len(s.stage.letters)))
+	}
 	return nil
 }
 
@@ -526,7 +539,7 @@ func (s *Sink) ensureCollections(ctx context.Context, r run) error {
 		}
 		s.created[t.String()] = true
 	}
-	if s.cfg.OnWriteError == OnWriteErrorDeadLetter && !s.created["\x00dead"] {
+	if (s.cfg.OnWriteError == OnWriteErrorDeadLetter || r.letters) && !s.created["\x00dead"] {
 		c := s.deadLetterCollection()
 		if err := s.createCollection(ctx, c.Database().Name(), c.Name()); err != nil {
 			return err

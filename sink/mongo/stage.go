@@ -42,16 +42,19 @@ func (t target) String() string { return t.db + "." + t.coll }
 
 // stage holds the changes put since the last Commit, in order.
 type stage struct {
-	mirror bool
-	items  []item
-	bytes  int
-	routes map[string]target // source namespace -> target, rendered once
+	mirror  bool
+	items   []item
+	bytes   int
+	routes  map[string]target // source namespace -> target, rendered once
+	letters []cdc.DeadLetter  // the pipeline's, written with the batch (deadletter.go)
 }
 
 func (st *stage) reset() {
 	clear(st.items) // drop references to the copies
 	st.items = st.items[:0]
 	st.bytes = 0
+	clear(st.letters)
+	st.letters = st.letters[:0]
 }
 
 // add stages rec.

@@ -1,0 +1,77 @@
+package mongo
+
+import (
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+var _ cdc.DeadLetterSink = (*Sink)(nil)
+
+// PutDeadLetters stages the pipeline's dead letters (changes that failed
+// to decode, transform or encode) for the batch's Commit, which writes
+// them to the dead-letter collection: in the batch's last transaction
+// when the sink keeps the checkpoint, so that exactly-once holds for them
+// too.
+func (s *Sink) PutDeadLetters(_ context.Context, letters []cdc.DeadLetter) error {
+	for _, l := range letters {
+		l.Event = cloneEvent(l.Event) // the runtime reuses the batch's memory
+		s.stage.letters = append(s.stage.letters, l)
+	}
+	return nil
+}
+
+func cloneEvent(ev cdc.Event) cdc.Event {
+	ev.Pos = append(cdc.Position(nil), ev.Pos...)
+	for _, b := range []*[]byte{&ev.DocumentKey, &ev.FullDocument, &ev.PreImage, &ev.UpdateDesc, &ev.Payload} {
+		if *b != nil {
+			*b = append([]byte(nil), *b...)
+		}
+	}
+	return ev
+}
+
+// writePipelineLetters upserts the staged letters into the dead-letter
+// collection, by an _id made of the pipeline and the position, as the
+// sink's own refused documents are.
+func (s *Sink) writePipelineLetters(ctx context.Context) error {
+	coll := s.deadLetterCollection()
+	models := make([]mongo.WriteModel, 0, len(s.stage.letters))
+	for _, l := range s.stage.letters {
+		ev := &l.Event
+		doc := bson.D{
+			{Key: "_id", Value: appendID(s.cfg.Pipeline, ev.Pos)},
+			{Key: "pipeline", Value: s.cfg.Pipeline},
+			{Key: "namespace", Value: ev.Namespace},
+			{Key: "op", Value: string(ev.Op)},
+			{Key: "position", Value: string(ev.Pos)},
+			{Key: "document_key", Value: rawOrNil(ev.DocumentKey)},
+			{Key: "document", Value: rawOrNil(ev.FullDocument)},
+			{Key: "before", Value: rawOrNil(ev.PreImage)},
+			{Key: "update_description", Value: rawOrNil(ev.UpdateDesc)},
+			{Key: "payload", Value: ev.Payload},
+			{Key: "stage", Value: l.Stage},
+			{Key: "error", Value: l.Err},
+			{Key: "at", Value: bson.DateTime(l.Time.UnixMilli())},
+		}
+		models = append(models, mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: doc[0].Value}}).SetReplacement(doc).SetUpsert(true))
+	}
+	if _, err := coll.BulkWrite(ctx, models); err != nil {
+		return fmt.Errorf("mongo sink: write %d dead letters to %s.%s: %w", len(models), coll.Database().Name(), coll.Name(), err)
+	}
+	if mongo.SessionFromContext(ctx) == nil {
+		s.deadLettered.Add(int64(len(models)))
+	}
+	return nil
+}
+
+// KeepDeadLetters is what on_error: dead_letter in a pipeline file does
+// to the sink: a document the target refuses goes to the dead-letter
+// collection (on_write_error: dead_letter, its older name), as the
+// pipeline's own dead letters do.
+func (c *Config) KeepDeadLetters() { c.OnWriteError = OnWriteErrorDeadLetter }
+
