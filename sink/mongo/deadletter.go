@@ -74,4 +74,3 @@ func (s *Sink) writePipelineLetters(ctx context.Context) error {
 // collection (on_write_error: dead_letter, its older name), as the
 // pipeline's own dead letters do.
 func (c *Config) KeepDeadLetters() { c.OnWriteError = OnWriteErrorDeadLetter }
-
