@@ -196,10 +196,11 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 			s.stage.reset()
 			return fmt.Errorf("postgres sink: %w", err)
 		}
-	} else if s.stage.live == 0 && s.stage.skipped == 0 && len(s.stage.colls) == 0 {
+	} else if s.stage.live == 0 && s.stage.skipped == 0 && len(s.stage.colls) == 0 && len(s.dead.rows) == 0 {
 		s.stage.reset() // nothing to write: a batch of markers only
 		return nil
 	}
+	defer s.dead.reset()
 	err := s.commit(ctx, ckpt)
 	if err != nil {
 		s.stage.reset()
@@ -351,6 +352,13 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 		}
 		b.Queue(from.sql.dropRows, op.ct)
 		stmts = append(stmts, stmt{"drop rows of dropped " + from.sql.table, from.sql.dropRows})
+	}
+	whats, sqls, err := s.queueDeadLetters(ctx, b)
+	if err != nil {
+		return err
+	}
+	for i := range whats {
+		stmts = append(stmts, stmt{whats[i], sqls[i]})
 	}
 	if ckpt != nil {
 		b.Queue(s.sql.saveCheckpoint, s.cfg.Pipeline, ckpt)

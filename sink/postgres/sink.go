@@ -73,6 +73,7 @@ type Sink struct {
 
 	opened bool
 	stage  stage
+	dead   deadLetters // the pipeline's dead letters of the batch (deadletter.go)
 
 	// The tables written: one, or with {db} or {coll} in Config.Table,
 	// one per name the namespaces render to, in order of first use.
