@@ -2,8 +2,19 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrRefused is wrapped by a sink's Commit (or Put) error when a record
+// of the batch is refused for good, for what it holds (a PostgreSQL type
+// or constraint error, a message too large), and no retry will change
+// that; the sink has dropped the batch, and takes the next one. With
+// on_error skip or dead_letter, the runtime then finds the refused
+// records by splitting the batch, sets them aside and commits the others
+// in order. A refusal that is not the records' (a missing table, a
+// permission) must not wrap it: every record would be set aside.
+var ErrRefused = errors.New("cdc: record refused by the sink")
 
 // DeadLetter is a change the pipeline set aside instead of stopping: one
 // that failed to decode, to transform or to encode, or that the sink

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -167,8 +168,17 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*chunk) (saveJob, e
 		}
 	}
 	if err := p.sink.Commit(ctx, next); err != nil {
-		p.failed(ctx, "commit", err)
-		return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
+		if p.cfg.OnError != OnErrorFail && errors.Is(err, cdc.ErrRefused) && ctx.Err() == nil {
+			// A record the sink refuses for good: find it (them) by
+			// splitting the batch (split.go).
+			p.log.Warn("sink refused a record; splitting the batch to find it", "records", n, "err", err)
+			if next, err = p.commitSplit(ctx, b.records[:n], dead, next); err != nil {
+				return saveJob{}, err
+			}
+		} else {
+			p.failed(ctx, "commit", err)
+			return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
+		}
 	}
 	p.commitTook.Store(int64(time.Since(start)))
 	j := saveJob{next: next, n: n, nbytes: nbytes, started: start, wallMS: wallMS}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -201,3 +202,89 @@ func TestDeadLettersInTheSinkTransaction(t *testing.T) {
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// refusingSink refuses, at Commit, a batch holding a record whose data
+// is "EV13" or "EV42", as a database refuses a row breaking a
+// constraint: the whole batch is dropped.
+type refusingSink struct {
+	*memSink
+}
+
+func (s *refusingSink) Commit(ctx context.Context, next cdc.Checkpoint) error {
+	s.mu.Lock()
+	bad := slices.Contains(s.pending, "EV13") || slices.Contains(s.pending, "EV42")
+	if bad {
+		s.pending = nil
+	}
+	s.mu.Unlock()
+	if bad {
+		return fmt.Errorf("check constraint violated: %w", cdc.ErrRefused)
+	}
+	return s.memSink.Commit(ctx, next)
+}
+
+func TestSinkRefusalSplitsTheBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		onError OnError
+		wantErr bool
+	}{{"fail", OnErrorFail, true}, {"skip", OnErrorSkip, false}, {"dead letter", OnErrorDeadLetter, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := &callLog{}
+			src := newSource(log, events(0, 100))
+			src.end = true
+			sink := &refusingSink{memSink: newSink(log)}
+			store := newStore(log)
+			letters := &memLetters{}
+			p := New(Config{Name: "p", MaxRecords: 64, Logger: discard(), Transform: upper{}, OnError: tc.onError, DeadLetters: letters},
+				src, testEncode, sink, store)
+			err := p.Run(t.Context())
+			if tc.wantErr {
+				if !errors.Is(err, cdc.ErrRefused) {
+					t.Fatalf("Run = %v, want the refusal", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for i := range 100 {
+				if i != 13 && i != 42 {
+					want = append(want, "EV"+strconv.Itoa(i))
+				}
+			}
+			if got := sink.committedList(); !slices.Equal(got, want) {
+				t.Fatalf("committed %d records, want %d in order: %q", len(got), len(want), got)
+			}
+			if cp, _ := store.get("p"); string(cp.Source) != "99" {
+				t.Fatalf("checkpoint = %s, want 99", cp.Source)
+			}
+			// Every commit's checkpoint moves forward.
+			prev := -1
+			for _, c := range sink.memSink.commits {
+				if n := atoi(string(c.Source)); n < prev {
+					t.Fatalf("checkpoints went back: %d after %d", n, prev)
+				} else {
+					prev = n
+				}
+			}
+			st := p.Stats()
+			if tc.onError == OnErrorDeadLetter {
+				if len(letters.letters) != 2 || string(letters.letters[0].Event.Pos) != "13" || letters.letters[1].Stage != "sink" || st.DeadLetters != 2 {
+					t.Fatalf("letters %+v, stats %+v", letters.letters, st)
+				}
+			} else if st.Skipped != 2 || len(letters.letters) != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// upper upper-cases payloads.
+type upper struct{}
+
+func (upper) Apply(ev *cdc.Event) (bool, error) {
+	ev.Payload = []byte(strings.ToUpper(string(ev.Payload)))
+	return true, nil
+}

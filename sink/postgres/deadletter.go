@@ -3,10 +3,13 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/encode"
@@ -118,3 +121,16 @@ func (s *Sink) queueDeadLetters(ctx context.Context, b *pgx.Batch) (what, sql []
 // KeepDeadLetters is what on_error: dead_letter in a pipeline file
 // switches on: the sink keeps them itself, in tide_dead_letters.
 func (c *Config) KeepDeadLetters() {}
+
+// Is makes a refusal of the rows themselves (a data exception: a value
+// of the wrong type or out of range; an integrity constraint: CHECK, NOT
+// NULL, a unique or foreign key) a cdc.ErrRefused, which the runtime
+// answers, with on_error skip or dead_letter, by splitting the batch to
+// set the refused rows aside.
+func (e *batchError) Is(target error) bool {
+	if target != cdc.ErrRefused {
+		return false
+	}
+	var pe *pgconn.PgError
+	return errors.As(e.err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23"))
+}
