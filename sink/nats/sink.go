@@ -82,6 +82,7 @@ type Sink struct {
 
 	futures []pending // put since the last Commit, in order
 	unsent  error     // why a publish of this batch failed: later records wait for Commit
+	refused error     // a record of this batch the server will never take (over max_payload); Commit reports it
 	msgID   []byte
 	dups    uint64
 }
@@ -334,6 +335,14 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 				// could store them before it: they all wait for Commit,
 				// which publishes them in order once NATS is back.
 				s.unsent = fmt.Errorf("publish %s to %s: %w", id, m.Subject, explain(err))
+			case errors.Is(err, nats.ErrMaxPayload):
+				// Refused for good: the others go on, and Commit says so,
+				// so that the runtime can set this one aside (on_error)
+				// and publish the others again under the same ids.
+				if s.refused == nil {
+					s.refused = fmt.Errorf("publish %s to %s (%d bytes): %w: %w", id, m.Subject, len(m.Data), err, cdc.ErrRefused)
+				}
+				continue
 			default:
 				return fmt.Errorf("publish %s to %s: %w", id, m.Subject, err)
 			}
@@ -355,17 +364,18 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 // publishes the batch again under the same ids.
 func (s *Sink) Commit(ctx context.Context, _ cdc.Checkpoint) error {
 	batch := s.futures
+	refused := s.refused
 	defer func() {
 		clear(batch) // drop the messages, keep the slice for the next batch
-		s.futures, s.unsent = batch[:0], nil
+		s.futures, s.unsent, s.refused = batch[:0], nil, nil
 	}()
 	if len(batch) == 0 {
-		return nil
+		return refused
 	}
 	start := time.Now()
 	first, nerr, err := s.await(ctx, batch, s.cfg.PublishTimeout)
 	if err == nil {
-		return nil
+		return refused
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("commit %d records: %w", len(batch), ctx.Err())
@@ -373,7 +383,10 @@ func (s *Sink) Commit(ctx context.Context, _ cdc.Checkpoint) error {
 	if err = s.classify(ctx, err, batch[first].msg.Subject); !transient(err) {
 		return fmt.Errorf("commit %d records: %d publishes failed, first: %w", len(batch), nerr, err)
 	}
-	return s.retry(ctx, batch, first, err, start)
+	if err := s.retry(ctx, batch, first, err, start); err != nil {
+		return err
+	}
+	return refused
 }
 
 // retry republishes batch[first:] until the stream acknowledged all of
