@@ -77,3 +77,35 @@ on_error: dead_letter
 		t.Fatalf("letter = %+v, want the original document", l)
 	}
 }
+
+// TestMongoSinkRoute: {route} in the collection names it by a route
+// transform.
+func TestMongoSinkRoute(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	yaml := []byte(`name: gen-to-mongo-route
+source: {generate: {count: 20, payload_bytes: 1}}
+sink: {mongo: {uri: embedded, mode: append, database: lake, collection: "by_{route}"}}
+data_dir: ` + filepath.Join(dir, "data") + `
+transforms:
+  - route: 'doc.seq % 2 == 0 ? "even" : "odd"'
+`)
+	spec, err := tide.Parse(yaml, tide.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := spec.Build(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	srv := testenv.MongoWire(t, func(c *mongowire.Config) { c.DataDir = filepath.Join(dir, "data", "embedded-sink") })
+	c := testenv.MongoClient(t, srv.URI())
+	for _, coll := range []string{"by_even", "by_odd"} {
+		if n, err := c.Database("lake").Collection(coll).CountDocuments(t.Context(), bson.D{}); err != nil || n != 10 {
+			t.Fatalf("lake.%s holds %d documents (%v), want 10", coll, n, err)
+		}
+	}
+}

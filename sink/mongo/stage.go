@@ -135,30 +135,37 @@ func (st *stage) push(it item) {
 
 // route returns the target of rec's namespace.
 func (st *stage) route(s *Sink, rec *cdc.Record) (target, error) {
-	if t, ok := st.routes[rec.Namespace]; ok {
+	key := rec.Namespace
+	if rec.Route != "" {
+		key += "\x00" + rec.Route // a route transform's {route}
+	}
+	if t, ok := st.routes[key]; ok {
 		return t, nil
 	}
-	t, err := s.render(rec.Namespace, rec.Pos)
+	t, err := s.renderRoute(rec.Namespace, rec.Route, rec.Pos)
 	if err != nil {
 		return target{}, err
 	}
 	if st.routes == nil {
 		st.routes = map[string]target{}
 	}
-	st.routes[rec.Namespace] = t
+	st.routes[key] = t
 	return t, nil
 }
 
 // render fills the database and collection templates with namespace ns.
-func (s *Sink) render(ns string, pos cdc.Position) (target, error) {
+func (s *Sink) render(ns string, pos cdc.Position) (target, error) { return s.renderRoute(ns, "", pos) }
+
+// renderRoute is render with route, a route transform's, for {route}.
+func (s *Sink) renderRoute(ns, route string, pos cdc.Position) (target, error) {
 	db, coll, _ := strings.Cut(ns, ".")
 	fill := func(what, tmpl string) (string, error) {
-		for _, p := range []struct{ placeholder, value, what string }{{"{db}", db, "database"}, {"{coll}", coll, "collection"}} {
+		for _, p := range []struct{ placeholder, value, what string }{{"{db}", db, "database"}, {"{coll}", coll, "collection"}, {"{route}", route, "route (a route transform sets it)"}} {
 			if strings.Contains(tmpl, p.placeholder) && p.value == "" {
 				return "", fmt.Errorf("namespace %q has no %s name to fill %s", ns, p.what, p.placeholder)
 			}
 		}
-		name := strings.NewReplacer("{db}", db, "{coll}", coll).Replace(tmpl)
+		name := strings.NewReplacer("{db}", db, "{coll}", coll, "{route}", route).Replace(tmpl)
 		if err := checkName(what, name); err != nil {
 			return "", fmt.Errorf("namespace %q makes %w", ns, err)
 		}

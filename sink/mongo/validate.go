@@ -45,7 +45,7 @@ func (c Config) Validate() error {
 			continue
 		}
 		// A template is checked when it is filled; a fixed name now.
-		probe := strings.NewReplacer("{db}", "d", "{coll}", "c").Replace(t.value)
+		probe := strings.NewReplacer("{db}", "d", "{coll}", "c", "{route}", "r").Replace(t.value)
 		if err := checkName(t.what, probe); err != nil {
 			bad(t.key, "%q makes %v", t.value, err)
 		}
