@@ -7,6 +7,7 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/deadletter"
+	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/transform"
 )
 
@@ -70,7 +71,8 @@ func (s *Spec) deadLetterNATS(env *Env) deadletter.NATSConfig {
 }
 
 // DeadLetters returns the letters in the pipeline's dead-letter store
-// (dead_letter: file or nats), oldest first.
+// (dead_letter: file or nats, or the sink's own table where its Config
+// can read it: the PostgreSQL sink's tide_dead_letters), oldest first.
 func (s *Spec) DeadLetters(ctx context.Context) ([]deadletter.Letter, error) {
 	dl := s.cfg.DeadLetter
 	switch {
@@ -79,7 +81,29 @@ func (s *Spec) DeadLetters(ctx context.Context) ([]deadletter.Letter, error) {
 	case dl.NATS != nil:
 		return deadletter.ReadNATS(ctx, s.deadLetterNATS(nil))
 	}
-	return nil, errors.New("the pipeline file sets no dead_letter store (file or nats) to read")
+	if r, ok := s.Sink.Config.(DeadLetterReader); ok {
+		ds, err := r.ReadDeadLetters(ctx, s.Name)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]deadletter.Letter, 0, len(ds))
+		for _, d := range ds {
+			l, err := deadletter.New(s.Name, d)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, l)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("the pipeline file sets no dead_letter store (file or nats) to read, and sink.%s cannot list its own", s.Sink.Key)
+}
+
+// A DeadLetterReader is a sink's Config that reads the dead letters its
+// sink keeps (the PostgreSQL sink's tide_dead_letters), for `tide
+// dead-letters`.
+type DeadLetterReader interface {
+	ReadDeadLetters(ctx context.Context, pipeline string) ([]cdc.DeadLetter, error)
 }
 
 // BuildReplay builds a pipeline that sends letters (from DeadLetters)
@@ -147,3 +171,24 @@ func (r *replaySource) Identity() map[string]string {
 }
 
 func (r *replaySource) Close() error { return nil }
+
+// replayTransform runs chain on the replayed changes, but for those a
+// sink refused: they were transformed already.
+func replayTransform(chain *transform.Chain, letters []deadletter.Letter) pipeline.Transformer {
+	done := map[string]bool{}
+	for _, l := range letters {
+		if l.Stage == "sink" {
+			done[string(l.Position)] = true
+		}
+	}
+	return transformerFunc(func(ev *cdc.Event) (bool, error) {
+		if done[string(ev.Pos)] {
+			return true, nil
+		}
+		return chain.Apply(ev)
+	})
+}
+
+type transformerFunc func(ev *cdc.Event) (bool, error)
+
+func (f transformerFunc) Apply(ev *cdc.Event) (bool, error) { return f(ev) }

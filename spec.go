@@ -365,6 +365,9 @@ func (s *Spec) build(ctx context.Context, owner string, replay []deadletter.Lett
 	}
 	if chain != nil {
 		pcfg.Transform = chain
+		if replay != nil {
+			pcfg.Transform = replayTransform(chain, replay)
+		}
 	}
 	if replay != nil { // one batch: the checkpoint moves only past it, to where it was
 		pcfg.MaxRecords, pcfg.MaxBytes, pcfg.CommitInterval = len(replay)+1, 1<<62, 24*time.Hour

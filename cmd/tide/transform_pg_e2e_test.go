@@ -153,7 +153,12 @@ on_error: dead_letter
 	if err := last.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { last.Process.Signal(syscall.SIGTERM); last.Wait() }()
+	defer func() {
+		if last.ProcessState == nil {
+			last.Process.Signal(syscall.SIGTERM)
+			last.Wait()
+		}
+	}()
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		var rows, letters int
 		pg.QueryRow(t.Context(), `SELECT count(*) FROM orders_shaped`).Scan(&rows)
@@ -212,6 +217,30 @@ on_error: dead_letter
 	}
 	if !reflect.DeepEqual(ids, refused) {
 		t.Fatalf("dead letters of %v, want %v", ids, refused)
+	}
+
+	// list reads them from the table; after the fix (no constraint), a
+	// replay writes them, as transformed when they were refused.
+	last.Process.Signal(syscall.SIGTERM)
+	last.Wait()
+	out, err := runTide(t, dir, "dead-letters", "list", "-f", cfg)
+	if err != nil || bytes.Count([]byte(out), []byte("qty_not_negative")) != len(refused) {
+		t.Fatalf("dead-letters list: %v, want %d letters\n%s", err, len(refused), out)
+	}
+	if _, err := pg.Exec(t.Context(), `ALTER TABLE orders_shaped DROP CONSTRAINT qty_not_negative`); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runTide(t, dir, "dead-letters", "replay", "-f", cfg); err != nil {
+		t.Fatalf("dead-letters replay: %v\n%s", err, out)
+	}
+	var text string
+	if err := pg.QueryRow(t.Context(), `SELECT doc::text FROM orders_shaped WHERE (doc->>'_id')::int = $1`, refused[0]).Scan(&text); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	json.Unmarshal([]byte(text), &doc)
+	if doc["email"] != mac(fmt.Sprintf("user%d@example.com", refused[0])) || doc["qty"] != float64(-1) || doc["secret"] != nil {
+		t.Fatalf("replayed row = %s", text)
 	}
 }
 

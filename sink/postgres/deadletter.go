@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/encode"
@@ -133,4 +134,78 @@ func (e *batchError) Is(target error) bool {
 	}
 	var pe *pgconn.PgError
 	return errors.As(e.err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23"))
+}
+
+// ReadDeadLetters returns the dead letters of pipeline in
+// tide_dead_letters, oldest first: `tide dead-letters list` and `replay`
+// read them through this ability of the Config.
+func (c *Config) ReadDeadLetters(ctx context.Context, pipeline string) ([]cdc.DeadLetter, error) {
+	conn, err := pgx.Connect(ctx, c.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	schema := c.Schema
+	if schema == "" {
+		schema = "public"
+	}
+	tbl := pgx.Identifier{schema, DeadLetterTable}.Sanitize()
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tbl).Scan(&exists); err != nil || !exists {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, `SELECT position::text, stage, error, namespace, at, change::text FROM `+tbl+` WHERE pipeline = $1 ORDER BY at, position::text`, pipeline)
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: read %s: %w", tbl, err)
+	}
+	defer rows.Close()
+	var out []cdc.DeadLetter
+	for rows.Next() {
+		var d cdc.DeadLetter
+		var pos, change string
+		if err := rows.Scan(&pos, &d.Stage, &d.Err, &d.Event.Namespace, &d.Time, &change); err != nil {
+			return nil, fmt.Errorf("postgres sink: read %s: %w", tbl, err)
+		}
+		d.Event.Pos = cdc.Position(pos)
+		if err := parseLetterChange([]byte(change), &d.Event); err != nil {
+			return nil, fmt.Errorf("postgres sink: dead letter at %s: %w", pos, err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// parseLetterChange reads what letterChange wrote into ev.
+func parseLetterChange(text []byte, ev *cdc.Event) error {
+	var c struct {
+		Op          string `json:"op"`
+		ClusterTime struct {
+			T uint32 `json:"t"`
+			I uint32 `json:"i"`
+		} `json:"cluster_time"`
+		WallTimeMS   int64           `json:"wall_time_ms"`
+		DocumentKey  json.RawMessage `json:"document_key"`
+		FullDocument json.RawMessage `json:"full_document"`
+		Before       json.RawMessage `json:"before"`
+		UpdateDesc   json.RawMessage `json:"update_description"`
+		Payload      []byte          `json:"payload"`
+	}
+	if err := json.Unmarshal(text, &c); err != nil {
+		return err
+	}
+	ev.Op, ev.ClusterTime, ev.WallTimeMS, ev.Payload = cdc.Op(c.Op), cdc.Timestamp{T: c.ClusterTime.T, I: c.ClusterTime.I}, c.WallTimeMS, c.Payload
+	for _, f := range []struct {
+		dst *[]byte
+		doc json.RawMessage
+	}{{&ev.DocumentKey, c.DocumentKey}, {&ev.FullDocument, c.FullDocument}, {&ev.PreImage, c.Before}, {&ev.UpdateDesc, c.UpdateDesc}} {
+		if len(f.doc) == 0 {
+			continue
+		}
+		var doc bson.Raw
+		if err := bson.UnmarshalExtJSON(f.doc, true, &doc); err != nil {
+			return err
+		}
+		*f.dst = doc
+	}
+	return nil
 }
