@@ -94,9 +94,9 @@ func TestQueueFullReusesArray(t *testing.T) {
 		switch c := cap(q.events); {
 		case c > 4*budget:
 			t.Fatalf("round %d: array of %d events for %d queued", round, c, len(q.events)-q.head)
-		case round == 100:
+		case round == 200: // append's growth steps depend on cdc.Event's size: settled by now
 			grown = c
-		case round > 100 && c != grown:
+		case round > 200 && c != grown:
 			t.Fatalf("round %d: array reallocated from %d to %d events", round, grown, c)
 		}
 	}
