@@ -28,7 +28,7 @@ type table struct {
 
 // isTemplate reports whether a table name holds {db} or {coll}.
 func isTemplate(name string) bool {
-	return strings.Contains(name, "{db}") || strings.Contains(name, "{coll}")
+	return strings.Contains(name, "{db}") || strings.Contains(name, "{coll}") || strings.Contains(name, "{route}")
 }
 
 // renderTable fills the table template with namespace ns ("db.coll"). A
@@ -71,6 +71,9 @@ func shorten(name string) string {
 // namespace's first record. It does no I/O: Commit creates or checks new
 // tables.
 func (s *Sink) tableOf(rec *cdc.Record) (int, error) {
+	if s.templated && strings.Contains(s.cfg.Table, "{route}") {
+		return s.tableOfRoute(rec) // routetable.go
+	}
 	return s.tableOfNS(rec.Namespace, rec.Pos, false)
 }
 
