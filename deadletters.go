@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/deadletter"
@@ -81,10 +82,20 @@ func (s *Spec) DeadLetters(ctx context.Context) ([]deadletter.Letter, error) {
 	case dl.NATS != nil:
 		return deadletter.ReadNATS(ctx, s.deadLetterNATS(nil))
 	}
-	if r, ok := s.Sink.Config.(DeadLetterReader); ok {
-		ds, err := r.ReadDeadLetters(ctx, s.Name)
+	if _, ok := s.Sink.Config.(DeadLetterReader); ok {
+		// A copy: preparing it (uri: embedded starts the server) must
+		// not change the Spec's.
+		cfg := cloneConfig(s.Sink.Config)
+		env := &Env{Pipeline: s.Name, DataDir: s.DataDir, Logger: slog.New(slog.DiscardHandler)}
+		defer env.close()
+		if c := lookup(registry.sinks, s.Sink.Key); c.prepare != nil {
+			if err := c.prepare(ctx, cfg, env); err != nil {
+				return nil, s.secrets.Error(err)
+			}
+		}
+		ds, err := cfg.(DeadLetterReader).ReadDeadLetters(ctx, s.Name)
 		if err != nil {
-			return nil, err
+			return nil, s.secrets.Error(err)
 		}
 		out := make([]deadletter.Letter, 0, len(ds))
 		for _, d := range ds {

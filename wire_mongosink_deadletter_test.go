@@ -3,6 +3,7 @@ package tide_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,9 +32,10 @@ transforms:
   - drop_fields: [payload]
 on_error: dead_letter
 `)
+	var spec *tide.Spec
 	for range 2 {
-		spec, err := tide.Parse(yaml, tide.Options{})
-		if err != nil {
+		var err error
+		if spec, err = tide.Parse(yaml, tide.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		p, err := spec.Build(t.Context())
@@ -46,6 +48,14 @@ on_error: dead_letter
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
+	}
+	// tide dead-letters reads them from the sink's collection.
+	letters, err := spec.DeadLetters(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(letters) != 30 || letters[0].Stage != "transform" || !strings.Contains(string(letters[0].Change.FullDocument), `"payload":"xxxx"`) {
+		t.Fatalf("%d letters, first %+v", len(letters), letters[0])
 	}
 	srv := testenv.MongoWire(t, func(c *mongowire.Config) { c.DataDir = filepath.Join(dir, "data", "embedded-sink") })
 	c := testenv.MongoClient(t, srv.URI())

@@ -3,9 +3,11 @@ package mongo
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/tide-cdc/tide/cdc"
 )
@@ -74,3 +76,59 @@ func (s *Sink) writePipelineLetters(ctx context.Context) error {
 // collection (on_write_error: dead_letter, its older name), as the
 // pipeline's own dead letters do.
 func (c *Config) KeepDeadLetters() { c.OnWriteError = OnWriteErrorDeadLetter }
+
+// ReadDeadLetters returns the dead letters of pipeline in the dead-letter
+// collection, oldest first: `tide dead-letters list` and `replay` read
+// them through this ability of the Config. A document the target
+// refused is one of stage "sink".
+func (c *Config) ReadDeadLetters(ctx context.Context, pipeline string) ([]cdc.DeadLetter, error) {
+	client, err := mongo.Connect(options.Client().ApplyURI(c.URI).SetTimeout(30 * time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("mongo sink: connect: %w", err)
+	}
+	defer client.Disconnect(context.WithoutCancel(ctx))
+	db, coll := c.CheckpointDatabase, c.DeadLetter
+	if db == "" {
+		db = DefaultCheckpointDatabase
+	}
+	if coll == "" {
+		coll = DefaultDeadLetter
+	}
+	if d, cl, ok := cutNamespace(c.DeadLetter); ok {
+		db, coll = d, cl
+	}
+	cur, err := client.Database(db).Collection(coll).Find(ctx, bson.D{{Key: "pipeline", Value: pipeline}},
+		options.Find().SetSort(bson.D{{Key: "at", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("mongo sink: read %s.%s: %w", db, coll, err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var out []cdc.DeadLetter
+	for cur.Next(ctx) {
+		var l struct {
+			Namespace  string        `bson:"namespace"`
+			Op         string        `bson:"op"`
+			Position   string        `bson:"position"`
+			Key        bson.Raw      `bson:"document_key"`
+			Document   bson.Raw      `bson:"document"`
+			Before     bson.Raw      `bson:"before"`
+			UpdateDesc bson.Raw      `bson:"update_description"`
+			Payload    []byte        `bson:"payload"`
+			Stage      string        `bson:"stage"`
+			Error      string        `bson:"error"`
+			At         bson.DateTime `bson:"at"`
+		}
+		if err := cur.Decode(&l); err != nil {
+			return nil, fmt.Errorf("mongo sink: read %s.%s: %w", db, coll, err)
+		}
+		if l.Stage == "" {
+			l.Stage = "sink"
+		}
+		out = append(out, cdc.DeadLetter{
+			Event: cdc.Event{Pos: cdc.Position(l.Position), Op: cdc.Op(l.Op), Namespace: l.Namespace, DocumentKey: l.Key,
+				FullDocument: l.Document, PreImage: l.Before, UpdateDesc: l.UpdateDesc, Payload: l.Payload},
+			Stage: l.Stage, Err: l.Error, Time: l.At.Time(),
+		})
+	}
+	return out, cur.Err()
+}
