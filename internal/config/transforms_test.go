@@ -69,6 +69,8 @@ func TestTransformsErrors(t *testing.T) {
 		{"dead_letter two", "on_error: dead_letter\ndead_letter: {file: {path: d}, nats: {servers: [nats://x], subject: s}}\n", "line 5: dead_letter: file and nats are set"},
 		{"dead_letter nats wildcard", "on_error: dead_letter\ndead_letter: {nats: {servers: [nats://x], subject: 'a.>'}}\n", `line 5: dead_letter.nats.subject: "a.>" is not a subject`},
 		{"dead_letter needed", "on_error: dead_letter\n", "line 4: on_error: dead_letter: sink.out keeps no dead letters itself: set dead_letter"},
+		{"wrong result type", "transforms:\n  - filter: {where: 'doc.a + 1'}\n", "line 5: transforms[0].filter.where: column 1: the expression gives int; want bool"},
+		{"wrong operand types", "transforms:\n  - set: {x: '1 + \"a\"'}\n", "line 5: transforms[0].set.x: column 3: found no matching overload for '_+_'"},
 		{"set a list", "transforms:\n  - set: {a: [1]}\n", "line 5: transforms[0].set: a: expected a string"},
 	}
 	for _, tt := range tests {
