@@ -88,6 +88,11 @@ func (f *fields) apply(doc []byte) ([]byte, error) {
 	if len(doc) < 5 {
 		return doc, nil
 	}
+	if n := int(binary.LittleEndian.Uint32(doc)); n >= 5 && n < len(doc) {
+		// Its own length says less: another field of the change shared
+		// these bytes, and a drop in place shortened them.
+		doc = doc[:n:n]
+	}
 	body := doc[4 : len(doc)-1]
 	first := -1 // offset in body of the first element the transform changes
 	// The fields to drop, when every change is the drop of a whole

@@ -280,3 +280,23 @@ func TestSetNeverWritesPastTheDocument(t *testing.T) {
 		t.Fatalf("doc = %s", got)
 	}
 }
+
+// TestDropWhereDocumentAndBeforeShareBytes: a source may hand out one
+// buffer as both the document and the before-image; a drop in place of
+// the one must leave the other readable.
+func TestDropWhereDocumentAndBeforeShareBytes(t *testing.T) {
+	c, err := Compile([]Step{{DropFields: []string{"a"}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := raw(t, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: "x"}, {Key: "b", Value: 2}})
+	ev := cdc.Event{Op: cdc.OpReplace, FullDocument: doc, PreImage: doc}
+	if _, err := c.Apply(&ev); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range [][]byte{ev.FullDocument, ev.PreImage} {
+		if got := js(t, d); got != `{"_id":1,"b":2}` {
+			t.Fatalf("doc = %s", got)
+		}
+	}
+}
