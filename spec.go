@@ -89,6 +89,9 @@ type Spec struct {
 	// Checkpoint is where the checkpoint lives: "file" (the data
 	// directory), "sink" (the sink's own transactions) or "nats_kv".
 	Checkpoint string
+	// Retry is how the source and the sink retry transient errors
+	// (retry: in a file).
+	Retry cdc.RetryPolicy
 
 	cfg     *config.Pipeline
 	opts    Options
@@ -137,6 +140,7 @@ func Parse(yamlText []byte, opts Options) (*Spec, error) {
 		Batch:      Batch{cfg.Batch.MaxRecords, cfg.Batch.MaxBytes, cfg.Batch.CommitInterval},
 		Encode:     Encode{cfg.Encode.Workers, cfg.Encode.Format},
 		Checkpoint: cfg.Checkpoint,
+		Retry:      cdc.RetryPolicy{Initial: cfg.Retry.Initial, Max: cfg.Retry.Max, MaxElapsed: cfg.Retry.MaxElapsed},
 		cfg:        cfg,
 		opts:       opts,
 		secrets:    &redact.Set{},
@@ -302,8 +306,9 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 	}
 
 	obs := s.opts.Observer
+	var m *metrics.Pipeline
 	if reg := s.opts.Metrics; reg != nil {
-		m := metrics.New(reg, s.Name)
+		m = metrics.New(reg, s.Name)
 		if obs == nil {
 			obs = m
 		} else {
@@ -328,7 +333,11 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 		Workers:        s.Encode.Workers,
 		Logger:         log,
 		Observer:       obs,
+		Retry:          s.Retry,
 	}, src, enc, sink, store)
+	if m != nil {
+		m.Watch(p)
+	}
 	return &Pipeline{
 		Pipeline:     p,
 		Name:         s.Name,

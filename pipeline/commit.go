@@ -86,6 +86,8 @@ func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *chunk, jobs chan
 		}
 		p.closed.Add(-1)
 		b := c.batch
+		p.committedHealth(b)
+		b.pending = time.Time{}
 		for _, c := range chunks {
 			p.putChunk(c)
 		}

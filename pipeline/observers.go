@@ -37,3 +37,11 @@ func (o Observers) Failed(stage string, err error) {
 		x.Failed(stage, err)
 	}
 }
+
+func (o Observers) Retrying(component string, attempt int, err error) {
+	for _, x := range o {
+		if r, ok := x.(RetryObserver); ok {
+			r.Retrying(component, attempt, err)
+		}
+	}
+}

@@ -63,6 +63,10 @@ type Config struct {
 	Workers        int           // encode workers; <= 0 means GOMAXPROCS
 	Logger         *slog.Logger  // nil = discard
 	Observer       Observer      // nil = none
+	// Retry is the policy given to a source or sink that retries
+	// transient errors itself (cdc.Retrier); its zero value retries
+	// forever, from 100 ms up to 30 s apart.
+	Retry cdc.RetryPolicy
 }
 
 // Defaults applied by New.
@@ -86,6 +90,10 @@ const (
 	Draining
 	Stopped // Run returned nil
 	Failed  // Run returned an error
+	// Degraded is Starting or Running with the source or the sink
+	// retrying (cdc.Retrier): it returns to Running by itself once the
+	// end reports a success or a batch commits.
+	Degraded
 )
 
 func (s State) String() string {
@@ -102,6 +110,8 @@ func (s State) String() string {
 		return "stopped"
 	case Failed:
 		return "failed"
+	case Degraded:
+		return "degraded"
 	}
 	return fmt.Sprintf("state(%d)", int32(s))
 }
@@ -118,6 +128,26 @@ type Stats struct {
 	// that had one (cdc.Event.WallTimeMS): with millisecond precision,
 	// where a cluster time has whole seconds. Zero before the first.
 	LastWallTime time.Time
+	// Pending is the time of the oldest change read from the source and
+	// not yet committed: its wall time (cdc.Event.WallTimeMS), or when it
+	// was read. Zero when none is: the lag is then 0 if CaughtUp, and
+	// unknown otherwise (the source is not open yet, or is retrying).
+	Pending  time.Time
+	CaughtUp bool
+}
+
+// Lag is the age of the oldest change not yet committed at now: 0 when
+// the source is caught up and nothing is pending; known is false when
+// the pipeline cannot tell (before the source is open, or while it
+// retries).
+func (st Stats) Lag(now time.Time) (lag time.Duration, known bool) {
+	switch {
+	case !st.Pending.IsZero():
+		return max(0, now.Sub(st.Pending)), true
+	case st.CaughtUp:
+		return 0, true
+	}
+	return 0, false
 }
 
 // Pipeline moves events from one source to one sink. Create it with New;
@@ -151,6 +181,8 @@ type Pipeline struct {
 
 	statsMu sync.Mutex // guards stats
 	stats   Stats
+
+	health health // the ends' retries and the changes pending
 }
 
 // pause is one Pause request. Its reached channel is closed once the
@@ -176,6 +208,7 @@ func (pr *pause) releaseLocked() {
 type batchBuf struct {
 	events  []cdc.Event
 	records []cdc.Record
+	pending time.Time // the time of its oldest change; zero if it has none (yet)
 }
 
 // recordsFor returns the room for the records of events[a:b]. When records
@@ -228,6 +261,12 @@ func New(cfg Config, src cdc.Source, enc EncodeFunc, sink cdc.Sink, store Checkp
 	for range batchesInFlight {
 		p.free <- &batchBuf{}
 	}
+	if r, ok := src.(cdc.Retrier); ok {
+		r.SetRetry(cfg.Retry, p.reportRetry("source"))
+	}
+	if r, ok := sink.(cdc.Retrier); ok {
+		r.SetRetry(cfg.Retry, p.reportRetry("sink"))
+	}
 	return p
 }
 
@@ -249,6 +288,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	defer func() { p.finish(err) }()
 	defer func() { err = errors.Join(err, p.closeEnds()) }()
 
+	p.startedHealth()
 	restored, err := p.load(ctx)
 	if err != nil {
 		return err
@@ -259,6 +299,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	if err := p.src.Open(ctx, restored); err != nil {
 		return fmt.Errorf("open source: %w", err)
 	}
+	p.sourceOpened()
 	p.setRunning(restored)
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -96,6 +96,7 @@ func (r *reader) run(ctx context.Context) error {
 		if len(r.carry) > 0 {
 			k := min(room, len(r.carry))
 			r.cur.events = append(r.cur.events, r.carry[:k]...)
+			p.notePolled(r.cur, r.cur.events[before:])
 			clear(r.carry[:k])
 			r.carry = r.carry[k:]
 			caughtUp = r.ended && len(r.carry) == 0
@@ -116,6 +117,9 @@ func (r *reader) run(ctx context.Context) error {
 			}
 			added := len(evs) - before
 			r.polled(evs[before:])
+			if added > 0 || before == 0 && !end {
+				p.notePolled(r.cur, evs[before:])
+			}
 			if added == 0 && !end {
 				if before > 0 {
 					if err := r.caughtUp(ctx, changed); err != nil {

@@ -110,6 +110,7 @@ func (p *Pipeline) Validate() error {
 		}
 	}
 	errs = append(errs, p.checkpointErrors()...)
+	errs = append(errs, p.opsErrors()...)
 	errs = append(errs, p.late...)
 	return p.withLines(errs)
 }

@@ -172,6 +172,18 @@ type Status struct {
 	Errors          map[string]StageErrors `json:"errors"`      // by stage: poll, encode, put, commit, save, ack, close
 	Source          map[string]any         `json:"source"`      // a cdc.StatusDetailer's details, or null
 	History         *History               `json:"history,omitempty"`
+	// Degraded says which end is retrying, while one is; null otherwise.
+	Degraded *Degraded `json:"degraded"`
+}
+
+// Degraded is the retrying end of a degraded pipeline: the component
+// (source or sink), its last error, its consecutive failed attempts, and
+// the seconds since the last success (the last commit, or the start).
+type Degraded struct {
+	Component               string  `json:"component"`
+	Error                   string  `json:"error"`
+	Attempts                int     `json:"attempts"`
+	SecondsSinceLastSuccess float64 `json:"seconds_since_last_success"`
 }
 
 // Checkpoint is the last saved checkpoint, as people read it.
@@ -231,6 +243,18 @@ func (t *Tracker) Status(now time.Time, withHistory bool, since float64) Status 
 	s.State = state.String()
 	if err := t.p.Err(); err != nil {
 		s.Error = t.redactLocked(err.Error())
+	}
+	if hr, ok := t.p.(healthReporter); ok && state == pipeline.Degraded {
+		if h := hr.Health(); h.Degraded {
+			d := &Degraded{Component: h.Component, Attempts: h.Attempts}
+			if h.Err != nil {
+				d.Error = t.redactLocked(h.Err.Error())
+			}
+			if !h.LastSuccess.IsZero() {
+				d.SecondsSinceLastSuccess = round(now.Sub(h.LastSuccess).Seconds())
+			}
+			s.Degraded = d
+		}
 	}
 	st := t.p.Stats()
 	s.EventsIn, s.EventsOut, s.BytesOut, s.Batches = st.EventsIn, st.EventsOut, st.BytesOut, st.Batches

@@ -66,6 +66,7 @@
     const state = el("span", "state", "");
     h.append(title, state);
     const error = el("div", "error"); error.hidden = true;
+    const degraded = el("div", "degraded"); degraded.hidden = true;
     const warning = el("div", "warning"); warning.hidden = true;
     const numbers = el("div", "numbers");
     const cp = el("div", "checkpoint");
@@ -77,12 +78,12 @@
     plots.append(p1, p2);
     const source = el("dl", "source"); source.hidden = true;
     const errors = el("table", "errors"); errors.hidden = true;
-    card.append(h, error, warning, numbers, cp, plots, source, errors);
+    card.append(h, error, degraded, warning, numbers, cp, plots, source, errors);
     document.getElementById("none")?.remove();
     root.append(card);
     const w = plotWidth();
     const v = {
-      card, state, error, warning, numbers, cp, source, errors, lagNote,
+      card, state, error, degraded, warning, numbers, cp, source, errors, lagNote,
       data: { t: [], eps: [], lag: [] },
       throughput: chart(p1, "events/s", "#0969da", w),
       lag: chart(p2, "lag s", "#bf3989", w),
@@ -151,6 +152,18 @@
     v.errors.replaceChildren(...rows);
   }
 
+  // setDegraded shows which end is retrying, and since when it has not
+  // succeeded, while the pipeline is degraded.
+  function setDegraded(v, d) {
+    v.degraded.hidden = !d;
+    if (!d) { v.degraded.replaceChildren(); return; }
+    v.degraded.replaceChildren(
+      el("strong", "", "DEGRADED"),
+      document.createTextNode(": the " + d.component + " is retrying (attempt " + d.attempts +
+        ", last success " + fmtAge(d.seconds_since_last_success) + " ago): "),
+      el("span", "msg", d.error));
+  }
+
   function appendHistory(v, h) {
     if (!h) return;
     const d = v.data;
@@ -174,6 +187,7 @@
       v.card.dataset.state = p.state;
       v.error.hidden = !p.error;
       v.error.textContent = p.error ? "Failed: " + p.error : "";
+      setDegraded(v, p.degraded);
       setNumbers(v, p);
       v.cp.textContent = describeCheckpoint(p.checkpoint);
       setSource(v, p.source);
