@@ -41,7 +41,7 @@ func (s *Source) backoff() *retry.Backoff {
 // reachTimeout bounds one attempt at reaching the server, so that a
 // server that is not there is said to be missing within seconds, not
 // after the driver's whole server selection timeout.
-const reachTimeout = 3 * time.Second
+const reachTimeout = 2 * time.Second
 
 // reach waits until the server answers hello, saying in plain words
 // every so often what it waits for ("waiting for MongoDB at
