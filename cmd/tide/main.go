@@ -96,6 +96,7 @@ Sinks: ` + strings.Join(tide.Sinks(), ", ") + `.`,
 		newWorkerCmd(secrets),
 		newClusterCmd(),
 		newPipelineCmd(secrets),
+		newConfigCmd(),
 	)
 	return root
 }

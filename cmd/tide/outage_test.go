@@ -11,11 +11,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/internal/testenv"
 )
@@ -76,8 +78,8 @@ func metricLag(t *testing.T, base string) float64 {
 	return v
 }
 
-// TestPostgresOutage runs tide run, a generator writing 50 changes a
-// second into PostgreSQL, and takes PostgreSQL away for 75 s. Within 10 s
+// TestPostgresOutage runs tide run from a MongoDB collection, written 50
+// times a second, into PostgreSQL, and takes PostgreSQL away for 75 s. Within 10 s
 // the pipeline is degraded, on /api/status and on the page in Chromium,
 // with the error; /readyz says 503 and /healthz 200; the lag grows past
 // 25 s, on /api/status and in /metrics. Tide stays alive through the
@@ -97,16 +99,53 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	proxy := testenv.StartProxy(t, u.Host)
 	u.Host = proxy.Addr()
+	srv := testenv.MongoWire(t)
+	client := testenv.MongoClient(t, srv.URI())
+	coll := client.Database("shop").Collection("orders")
+	if err := client.Database("shop").CreateCollection(t.Context(), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	// The writer inserts 50 documents a second until stopped; inserted
+	// is how many it did.
+	var inserted atomic.Int64
+	stopWriter := make(chan struct{})
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopWriter:
+				return
+			case <-tick.C:
+			}
+			n := inserted.Load() + 1
+			if _, err := coll.InsertOne(context.Background(), bson.D{{Key: "_id", Value: n}, {Key: "n", Value: n}}); err != nil {
+				t.Errorf("insert %d: %v", n, err)
+				return
+			}
+			inserted.Store(n)
+		}
+	}()
+	defer func() {
+		select {
+		case <-stopWriter:
+		default:
+			close(stopWriter)
+		}
+		<-writerDone
+	}()
 	dir := t.TempDir()
 	cfg := writePipeline(t, dir, fmt.Sprintf(`
 name: outage
 source:
-  generate: {count: 0, rate: 50}
+  mongo: {uri: %q, database: shop, collection: orders, snapshot: never, max_await: 200ms}
 sink:
-  postgres: {dsn: %q, table: outage_events}
+  postgres: {dsn: %q, table: outage_orders}
 batch: {commit_interval: 100ms}
 retry: {initial: 100ms, max: 2s}
-`, u.String()))
+`, srv.URI(), u.String()))
 	cmd, logs := startTide(t, dir, "serving metrics", "run", "-f", cfg, "--http-addr", "127.0.0.1:0")
 	defer func() {
 		if cmd.ProcessState == nil {
@@ -165,7 +204,7 @@ retry: {initial: 100ms, max: 2s}
 		t.Fatalf("the page did not show DEGRADED within 10 s: %v", err)
 	}
 	t.Logf("degraded on the page after %s", time.Since(down).Round(time.Millisecond))
-	banner := page(`section[data-pipeline="outage"] .degraded`)
+	banner := page(`section[data-pipeline="outage"] div.degraded`)
 	if !strings.HasPrefix(banner, "DEGRADED") || !strings.Contains(banner, "sink") || !strings.Contains(banner, st.Degraded.Error[:min(20, len(st.Degraded.Error))]) {
 		t.Errorf("banner %q, want DEGRADED, the sink and its error %q", banner, st.Degraded.Error)
 	}
@@ -200,6 +239,10 @@ retry: {initial: 100ms, max: 2s}
 	if st.EventsOut < before+75*40 {
 		t.Errorf("%d changes committed after the outage, %d before: want the backlog of 75 s at 50/s", st.EventsOut, before)
 	}
+	close(stopWriter)
+	<-writerDone
+	total := inserted.Load()
+	waitUntil("every insert committed", 30*time.Second, func() bool { return apiStatus(t, base).EventsOut == total })
 	if got := page(`section[data-pipeline="outage"] .state`); got != "running" {
 		// The page polls every second.
 		time.Sleep(2 * time.Second)
@@ -226,8 +269,8 @@ retry: {initial: 100ms, max: 2s}
 	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM outage_events`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	if rows != out {
-		t.Errorf("%d rows in the table, %d events committed: want each change once", rows, out)
+	if rows != total || out != total {
+		t.Errorf("%d rows in the table, %d events committed, %d inserted: want each change once", rows, out, total)
 	}
 }
 

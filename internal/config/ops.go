@@ -59,3 +59,11 @@ func (p *Pipeline) opsErrors() []error {
 	}
 	return errs
 }
+
+// Defaults returns a pipeline file's top level with its defaults, for the
+// configuration reference.
+func Defaults() *Pipeline {
+	p := &Pipeline{}
+	p.setDefaults()
+	return p
+}
