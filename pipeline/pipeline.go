@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -63,6 +64,9 @@ type Config struct {
 	Workers        int           // encode workers; <= 0 means GOMAXPROCS
 	Logger         *slog.Logger  // nil = discard
 	Observer       Observer      // nil = none
+	// Tracer, if set, traces every batch (tide.batch, with its stages as
+	// children); nil traces nothing, at no cost.
+	Tracer trace.Tracer
 	// Retry is the policy given to a source or sink that retries
 	// transient errors itself (cdc.Retrier); its zero value retries
 	// forever, from 100 ms up to 30 s apart.
@@ -208,7 +212,8 @@ func (pr *pause) releaseLocked() {
 type batchBuf struct {
 	events  []cdc.Event
 	records []cdc.Record
-	pending time.Time // the time of its oldest change; zero if it has none (yet)
+	pending time.Time   // the time of its oldest change; zero if it has none (yet)
+	trace   *batchTrace // with a tracer: the stages' times
 }
 
 // recordsFor returns the room for the records of events[a:b]. When records

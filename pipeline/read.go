@@ -299,6 +299,7 @@ func (r *reader) accept(ctx context.Context, from int) (full bool, err error) {
 		}
 		b := min(a+size, end)
 		c := r.p.getChunk()
+		c.timed = r.p.cfg.Tracer != nil
 		c.Events = evs[a:b:b]
 		c.off = a
 		c.Records = r.cur.recordsFor(a, b)
@@ -317,9 +318,16 @@ func (r *reader) closeBatch(ctx context.Context) error {
 	r.tail = nil
 	if c == nil {
 		c = r.p.getChunk()
+		c.timed = r.p.cfg.Tracer != nil
 	}
 	c.last = true
 	c.batch = r.cur
+	if r.p.cfg.Tracer != nil {
+		if r.cur.trace == nil {
+			r.cur.trace = &batchTrace{}
+		}
+		*r.cur.trace = batchTrace{readStart: r.first, readEnd: time.Now()}
+	}
 	r.cur = nil
 	r.lingerUntil = time.Time{}
 	r.p.closed.Add(1)

@@ -140,7 +140,7 @@ func TestPostgresOutage(t *testing.T) {
 	cfg := writePipeline(t, dir, fmt.Sprintf(`
 name: outage
 source:
-  mongo: {uri: %q, database: shop, collection: orders, snapshot: never, max_await: 200ms}
+  mongo: {uri: %q, database: shop, collection: orders, snapshot: never, max_await: 200ms, full_document: update_lookup}
 sink:
   postgres: {dsn: %q, table: outage_orders}
 batch: {commit_interval: 100ms}
