@@ -92,6 +92,9 @@ type Spec struct {
 	// Retry is how the source and the sink retry transient errors
 	// (retry: in a file).
 	Retry cdc.RetryPolicy
+	// Telemetry is the pipeline's tracing (telemetry: in a file); off
+	// unless an endpoint is set there or in OTEL_EXPORTER_OTLP_ENDPOINT.
+	Telemetry Telemetry
 
 	cfg     *config.Pipeline
 	opts    Options
@@ -118,6 +121,9 @@ type Encode struct {
 	Format  string // json | canonical | debezium
 }
 
+// lookupEnv is os.Getenv, for the OTEL_* variables.
+func lookupEnv(k string) string { return os.Getenv(k) }
+
 // Parse reads a pipeline file's text: every problem is reported, each
 // with its key and line, joined in one error. ${VAR} references are
 // expanded with opts.Getenv; the values of secret keys are kept out of
@@ -141,6 +147,7 @@ func Parse(yamlText []byte, opts Options) (*Spec, error) {
 		Encode:     Encode{cfg.Encode.Workers, cfg.Encode.Format},
 		Checkpoint: cfg.Checkpoint,
 		Retry:      cdc.RetryPolicy{Initial: cfg.Retry.Initial, Max: cfg.Retry.Max, MaxElapsed: cfg.Retry.MaxElapsed},
+		Telemetry:  Telemetry{OTLPEndpoint: cfg.Telemetry.OTLPEndpoint, SampleRatio: cfg.Telemetry.SampleRatio},
 		cfg:        cfg,
 		opts:       opts,
 		secrets:    &redact.Set{},
@@ -324,6 +331,10 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 	if err != nil {
 		return nil, err
 	}
+	tracer, err := s.tracer(ctx, env)
+	if err != nil {
+		return nil, err
+	}
 
 	p := pipeline.New(pipeline.Config{
 		Name:           s.Name,
@@ -334,6 +345,7 @@ func (s *Spec) build(ctx context.Context, owner string) (_ *Pipeline, err error)
 		Logger:         log,
 		Observer:       obs,
 		Retry:          s.Retry,
+		Tracer:         tracer,
 	}, src, enc, sink, store)
 	if m != nil {
 		m.Watch(p)
