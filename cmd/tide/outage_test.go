@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,9 @@ import (
 
 	"github.com/tide-cdc/tide/internal/testenv"
 )
+
+// outageDown is how long TestPostgresOutage keeps PostgreSQL away.
+var outageDown = flag.Duration("outage.down", 75*time.Second, "how long TestPostgresOutage keeps PostgreSQL down (at least 31s)")
 
 // apiPipeline is what the outage test reads of /api/status.
 type apiPipeline struct {
@@ -105,8 +109,38 @@ func TestPostgresOutage(t *testing.T) {
 	if err := client.Database("shop").CreateCollection(t.Context(), "orders"); err != nil {
 		t.Fatal(err)
 	}
-	// The writer inserts 50 documents a second until stopped; inserted
-	// is how many it did.
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, fmt.Sprintf(`
+name: outage
+source:
+  mongo: {uri: %q, database: shop, collection: orders, snapshot: never, max_await: 200ms, full_document: update_lookup}
+sink:
+  postgres: {dsn: %q, table: outage_orders}
+batch: {commit_interval: 100ms}
+retry: {initial: 100ms, max: 2s}
+`, srv.URI(), u.String()))
+	cmd, logs := startTide(t, dir, "serving metrics", "run", "-f", cfg, "--http-addr", "127.0.0.1:0")
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+	base := logField(t, logs.String(), "serving metrics", "page")
+
+	waitUntil := func(what string, within time.Duration, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(within); !ok(); time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				_, raw := getText(t, base+"api/status")
+				_, metrics := getText(t, base+"metrics")
+				t.Fatalf("not within %s: %s\nstatus: %s\nmetrics:\n%s\nlogs:\n%s", within, what, raw, grepLines(metrics, "tide_"), logs.String())
+			}
+		}
+	}
+	waitUntil("running", 30*time.Second, func() bool { return apiStatus(t, base).State == "running" })
+	// The writer inserts 50 documents a second until stopped, from when
+	// the change stream is open; inserted is how many it did.
 	var inserted atomic.Int64
 	stopWriter := make(chan struct{})
 	writerDone := make(chan struct{})
@@ -136,33 +170,6 @@ func TestPostgresOutage(t *testing.T) {
 		}
 		<-writerDone
 	}()
-	dir := t.TempDir()
-	cfg := writePipeline(t, dir, fmt.Sprintf(`
-name: outage
-source:
-  mongo: {uri: %q, database: shop, collection: orders, snapshot: never, max_await: 200ms, full_document: update_lookup}
-sink:
-  postgres: {dsn: %q, table: outage_orders}
-batch: {commit_interval: 100ms}
-retry: {initial: 100ms, max: 2s}
-`, srv.URI(), u.String()))
-	cmd, logs := startTide(t, dir, "serving metrics", "run", "-f", cfg, "--http-addr", "127.0.0.1:0")
-	defer func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
-	base := logField(t, logs.String(), "serving metrics", "page")
-
-	waitUntil := func(what string, within time.Duration, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(within); !ok(); time.Sleep(200 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("not within %s: %s (status %+v)\nlogs:\n%s", within, what, apiStatus(t, base), logs.String())
-			}
-		}
-	}
 	waitUntil("running with changes committed", 30*time.Second, func() bool {
 		st := apiStatus(t, base)
 		return st.State == "running" && st.EventsOut > 50
@@ -225,7 +232,7 @@ retry: {initial: 100ms, max: 2s}
 		t.Errorf("degraded %+v after 30 s, want 25 s and more since the last success", st.Degraded)
 	}
 
-	time.Sleep(time.Until(down.Add(75 * time.Second)))
+	time.Sleep(time.Until(down.Add(*outageDown)))
 	if cmd.ProcessState != nil || httpCode(t, base+"healthz") != 200 {
 		t.Fatalf("tide did not live through 75 s without PostgreSQL:\n%s", logs.String())
 	}
@@ -237,7 +244,7 @@ retry: {initial: 100ms, max: 2s}
 		return st.State == "running" && st.LagSeconds != nil && *st.LagSeconds < 2
 	})
 	t.Logf("caught up %s after PostgreSQL returned", time.Since(up).Round(time.Millisecond))
-	if st.EventsOut < before+75*40 {
+	if st.EventsOut < before+int64(outageDown.Seconds())*40 {
 		t.Errorf("%d changes committed after the outage, %d before: want the backlog of 75 s at 50/s", st.EventsOut, before)
 	}
 	close(stopWriter)
@@ -289,4 +296,25 @@ func apiOut(t *testing.T, logs string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+func getText(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func grepLines(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -128,6 +128,7 @@ func TestProbesAndDegraded(t *testing.T) {
 		}
 	}
 	waitFor("/readyz 200 while running", func() bool { return probe(t, base+"/readyz").code == 200 })
+	waitFor("a commit", func() bool { return p.Stats().EventsOut > 0 })
 
 	sink.down.Store(true)
 	var r probeReply
@@ -152,6 +153,9 @@ func TestProbesAndDegraded(t *testing.T) {
 	if st.State != "degraded" || d == nil || d.Component != "sink" || d.Attempts < 2 ||
 		!strings.Contains(d.Error, "connection refused") || strings.Contains(d.Error, "hunter2") || d.SecondsSinceLastSuccess < 1 {
 		t.Errorf("/api/status: state %q, degraded %+v; want the sink's redacted error, attempts, a second since success", st.State, d)
+	}
+	if len(st.Namespaces) != 1 || st.Namespaces[0].Namespace != "gen.events" || st.Namespaces[0].Events <= 0 || st.Namespaces[0].LastChange.IsZero() {
+		t.Errorf("/api/status namespaces %+v, want gen.events with its committed events", st.Namespaces)
 	}
 	if st.LagSeconds == nil || *st.LagSeconds < 1 {
 		t.Errorf("/api/status lag while the sink is down = %v, want over a second and growing", st.LagSeconds)

@@ -44,6 +44,7 @@ type Tracker struct {
 	next   int
 	prev   pipeline.Stats // at the last sample, for the rates
 	prevAt time.Time
+	ns     map[string]*nsCount // records committed by namespace
 }
 
 // stageErrors is what a stage's errors left: how many, and the last few.
@@ -174,6 +175,8 @@ type Status struct {
 	History         *History               `json:"history,omitempty"`
 	// Degraded says which end is retrying, while one is; null otherwise.
 	Degraded *Degraded `json:"degraded"`
+	// Namespaces are the records committed by namespace, in name order.
+	Namespaces []NamespaceStatus `json:"namespaces"`
 }
 
 // Degraded is the retrying end of a degraded pipeline: the component
@@ -222,7 +225,7 @@ type History struct {
 func (t *Tracker) Status(now time.Time, withHistory bool, since float64) Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := Status{Name: t.name, State: pipeline.Starting.String(), Errors: map[string]StageErrors{}}
+	s := Status{Name: t.name, State: pipeline.Starting.String(), Errors: map[string]StageErrors{}, Namespaces: t.namespacesLocked()}
 	for stage, se := range t.errs {
 		s.Errors[stage] = StageErrors{Count: se.count, Last: append([]StageError(nil), se.last...)}
 	}

@@ -78,12 +78,13 @@
     plots.append(p1, p2);
     const source = el("dl", "source"); source.hidden = true;
     const errors = el("table", "errors"); errors.hidden = true;
-    card.append(h, error, degraded, warning, numbers, cp, plots, source, errors);
+    const namespaces = el("table", "namespaces"); namespaces.hidden = true;
+    card.append(h, error, degraded, warning, numbers, cp, plots, namespaces, source, errors);
     document.getElementById("none")?.remove();
     root.append(card);
     const w = plotWidth();
     const v = {
-      card, state, error, degraded, warning, numbers, cp, source, errors, lagNote,
+      card, state, error, degraded, warning, numbers, namespaces, cp, source, errors, lagNote,
       data: { t: [], eps: [], lag: [] },
       throughput: chart(p1, "events/s", "#0969da", w),
       lag: chart(p2, "lag s", "#bf3989", w),
@@ -164,6 +165,24 @@
       el("span", "msg", d.error));
   }
 
+  // setNamespaces fills the table of changes committed by namespace.
+  function setNamespaces(v, ns, now) {
+    if (!ns || ns.length === 0) { v.namespaces.hidden = true; return; }
+    v.namespaces.hidden = false;
+    const head = el("tr");
+    head.append(el("th", "", "namespace"), el("th", "num", "events"), el("th", "", "last change"));
+    const rows = [head];
+    const t = Date.parse(now);
+    for (const n of ns) {
+      const tr = el("tr");
+      tr.dataset.namespace = n.namespace;
+      tr.append(el("td", "ns", n.namespace), el("td", "num", fmtNum(n.events, 0)),
+        el("td", "", fmtAge(Math.max(0, (t - Date.parse(n.last_change)) / 1000)) + " ago"));
+      rows.push(tr);
+    }
+    v.namespaces.replaceChildren(...rows);
+  }
+
   function appendHistory(v, h) {
     if (!h) return;
     const d = v.data;
@@ -192,6 +211,7 @@
       v.cp.textContent = describeCheckpoint(p.checkpoint);
       setSource(v, p.source);
       setErrors(v, p.errors);
+      setNamespaces(v, p.namespaces, rep.time);
       appendHistory(v, p.history);
       if (p.history && p.history.t.length) since = Math.max(since, p.history.t[p.history.t.length - 1]);
     }
