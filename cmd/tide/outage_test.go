@@ -280,7 +280,7 @@ retry: {initial: 100ms, max: 2s}
 	}
 	defer conn.Close(context.Background())
 	var rows int64
-	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM outage_events`).Scan(&rows); err != nil {
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM outage_orders`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
 	if rows != total || out != total {
