@@ -108,15 +108,15 @@ type Stats struct {
 // Sink writes records to MongoDB. It implements cdc.Sink. Open, Put,
 // Commit and Close are called from one goroutine.
 type Sink struct {
-	cfg     Config
+	cfg Config
 	// retryTimeoutSet says that Config.RetryTimeout was given, which
 	// then overrides the pipeline's retry.max_elapsed (SetRetry).
 	retryTimeoutSet bool
 	report          cdc.RetryFunc // SetRetry's; nil outside a pipeline
 	ordered         bool
-	wc      *writeconcern.WriteConcern
-	log     *slog.Logger
-	ckpts   *Checkpoints // nil unless the sink keeps the checkpoint
+	wc              *writeconcern.WriteConcern
+	log             *slog.Logger
+	ckpts           *Checkpoints // nil unless the sink keeps the checkpoint
 
 	client *mongo.Client
 	sess   *mongo.Session // the session of the sink's transactions (checkpoint: sink)
