@@ -50,3 +50,12 @@ type RetryFunc func(attempt int, err error)
 type Retrier interface {
 	SetRetry(policy RetryPolicy, report RetryFunc)
 }
+
+// A PositionTimer is a source that can tell when the change at one of
+// its positions was made (a MongoDB resume token's cluster time). At a
+// restart, the runtime asks it about the checkpoint's position, so that
+// the lag is known at once, before the source is open or the sink has
+// committed, and grows while the sink cannot be reached.
+type PositionTimer interface {
+	PositionTime(pos Position) (t time.Time, ok bool)
+}

@@ -42,6 +42,9 @@ type health struct {
 	pending  []pendingBatch
 	caughtUp bool // the source's last poll found nothing new
 	opened   bool // the source is open
+	// restored is the time of the checkpoint's change (cdc.PositionTimer),
+	// the lag's start until the source is first polled; zero if unknown.
+	restored time.Time
 }
 
 type retrying struct {
@@ -166,6 +169,7 @@ func (p *Pipeline) notePolled(b *batchBuf, evs []cdc.Event) {
 	if len(evs) == 0 {
 		h.mu.Lock()
 		h.caughtUp = true
+		h.restored = time.Time{}
 		h.mu.Unlock()
 		return
 	}
@@ -185,6 +189,7 @@ func (p *Pipeline) notePolled(b *batchBuf, evs []cdc.Event) {
 	}
 	h.mu.Lock()
 	h.caughtUp = false
+	h.restored = time.Time{}
 	if !t.IsZero() {
 		b.pending = t
 		h.pending = append(h.pending, pendingBatch{b, t})
@@ -203,6 +208,26 @@ func (p *Pipeline) lag(st *Stats) {
 		st.Pending = h.pending[0].t
 		return
 	}
+	if !h.restored.IsZero() {
+		// Restarted, and nothing polled yet: the changes after the
+		// checkpoint, if any, wait since its time at the latest.
+		st.Pending = h.restored
+		return
+	}
 	_, sourceRetrying := h.retrying["source"]
 	st.CaughtUp = h.opened && h.caughtUp && !sourceRetrying
+}
+
+// restoredHealth notes the time of the restored checkpoint's change, when
+// the source can tell it.
+func (p *Pipeline) restoredHealth(cp *cdc.Checkpoint) {
+	pt, ok := p.src.(cdc.PositionTimer)
+	if !ok || cp == nil || len(cp.Source) == 0 {
+		return
+	}
+	if t, ok := pt.PositionTime(cp.Source); ok {
+		p.health.mu.Lock()
+		p.health.restored = t
+		p.health.mu.Unlock()
+	}
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -196,4 +197,74 @@ func TestNotReadyBeforeOpen(t *testing.T) {
 	if got := Degraded.String(); got != "degraded" {
 		t.Errorf("Degraded.String() = %q", got)
 	}
+}
+
+// timedSource is a sliceSource whose positions tell their time: event i
+// was made at epoch + i seconds.
+type timedSource struct {
+	*sliceSource
+	epoch time.Time
+}
+
+func (s *timedSource) PositionTime(p cdc.Position) (time.Time, bool) {
+	var i int
+	if _, err := fmt.Sscan(string(p), &i); err != nil {
+		return time.Time{}, false
+	}
+	return s.epoch.Add(time.Duration(i) * time.Second), true
+}
+
+// openGateSink is a memSink whose Open waits for its gate, as a sink
+// whose database is down at start.
+type openGateSink struct {
+	*memSink
+	gate chan struct{}
+}
+
+func (s *openGateSink) Open(ctx context.Context, cp *cdc.Checkpoint) error {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.memSink.Open(ctx, cp)
+}
+
+// After a restart, before anything is polled or committed, the lag is
+// known from the checkpoint's time (cdc.PositionTimer), and grows while
+// the sink cannot open; once the source is caught up it is 0.
+func TestLagKnownAtRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		store := newStore(log)
+		epoch := time.Now().Add(-time.Hour)
+		first := &timedSource{sliceSource: newSource(log, events(0, 10)), epoch: epoch}
+		first.end = true
+		if err := New(Config{Name: "p", Logger: discard()}, first, testEncode, newSink(log), store).Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// Checkpoint at event 9, made at epoch+9s.
+		src := &timedSource{sliceSource: newSource(log, events(0, 10)), epoch: epoch}
+		sink := &openGateSink{memSink: newSink(log), gate: make(chan struct{})}
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, sink, store)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		errc := run(ctx, p)
+		synctest.Wait()
+		want := time.Since(epoch.Add(9 * time.Second))
+		if lag, known := p.Stats().Lag(time.Now()); !known || lag != want {
+			t.Fatalf("lag at restart with the sink not open = %s (known %v), want %s: since the checkpoint's change", lag, known, want)
+		}
+		time.Sleep(30 * time.Second)
+		if lag, _ := p.Stats().Lag(time.Now()); lag != want+30*time.Second {
+			t.Errorf("lag 30 s later = %s, want %s: it grows", lag, want+30*time.Second)
+		}
+		close(sink.gate)
+		synctest.Wait()
+		if lag, known := p.Stats().Lag(time.Now()); !known || lag != 0 {
+			t.Errorf("lag once open and caught up = %s (known %v), want 0", lag, known)
+		}
+		cancel()
+		<-errc
+	})
 }

@@ -298,6 +298,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	p.restoredHealth(restored)
 	if err := p.sink.Open(ctx, restored); err != nil {
 		return fmt.Errorf("open sink: %w", err)
 	}

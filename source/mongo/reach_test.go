@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -118,5 +119,40 @@ func TestWaitForServerCancelled(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Open took %s after its context ended", took)
+	}
+}
+
+// PositionTime reads a position's cluster time without a connection: a
+// restarted pipeline knows its lag from its checkpoint at once.
+func TestPositionTime(t *testing.T) {
+	e := newEnv(t)
+	src := openSource(t, e.config(t), nil)
+	before := time.Now().Add(-time.Second)
+	if _, err := e.coll.InsertOne(t.Context(), bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := pollUntil(t, src, func(evs []cdc.Event) bool {
+		for _, ev := range evs {
+			if ev.Op == cdc.OpInsert {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pos cdc.Position
+	for _, ev := range evs {
+		if ev.Op == cdc.OpInsert {
+			pos = ev.Pos
+		}
+	}
+	got, ok := New(Config{}).PositionTime(pos)
+	if !ok || got.Before(before.Truncate(time.Second)) || got.After(time.Now()) {
+		t.Errorf("PositionTime(%s) = %v, %v; want the insert's cluster time, about now", pos, got, ok)
+	}
+	if _, ok := New(Config{}).PositionTime(cdc.Position(`{"seq": 1}`)); ok {
+		t.Error("PositionTime of another source's position is ok")
 	}
 }
