@@ -121,9 +121,6 @@ type Encode struct {
 	Format  string // json | canonical | debezium
 }
 
-// lookupEnv is os.Getenv, for the OTEL_* variables.
-func lookupEnv(k string) string { return os.Getenv(k) }
-
 // Parse reads a pipeline file's text: every problem is reported, each
 // with its key and line, joined in one error. ${VAR} references are
 // expanded with opts.Getenv; the values of secret keys are kept out of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -34,17 +35,11 @@ type Telemetry struct {
 const TracerName = "github.com/tide-cdc/tide/pipeline"
 
 // tracer returns the tracer of the pipeline's spans, or nil when tracing
-// is off. The provider is shut down, flushing what it holds, when the
+// is off. The OTEL_* variables come from the process's environment, as
+// the exporters read the rest of them from there. The provider is shut down, flushing what it holds, when the
 // pipeline is closed.
 func (s *Spec) tracer(ctx context.Context, env *Env) (trace.Tracer, error) {
-	getenv := func(k string) string {
-		if s.opts.Getenv != nil {
-			v, _ := s.opts.Getenv(k)
-			return v
-		}
-		return lookupEnv(k)
-	}
-	tp, err := NewTracerProvider(ctx, s.Telemetry, getenv, s.Name)
+	tp, err := NewTracerProvider(ctx, s.Telemetry, os.Getenv, s.Name)
 	if err != nil || tp == nil {
 		return nil, err
 	}

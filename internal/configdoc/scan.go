@@ -24,7 +24,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -37,9 +39,9 @@ const Module = "github.com/tide-cdc/tide"
 var scanned = []string{"source", "sink", "internal/config"}
 
 // Scan reads the Go sources under the module root dir and returns the
-// doc comment of every field of every struct type, keyed
-// "importpath.Type.Field", and of every struct type, keyed
-// "importpath.Type". Comments are joined into one line.
+// doc comment of every field with a yaml key, keyed
+// "importpath.Type.Field", and of every struct type that has such
+// fields, keyed "importpath.Type". Comments are joined into one line.
 func Scan(dir string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, top := range scanned {
@@ -93,14 +95,12 @@ func scanDir(dir, importPath string, out map[string]string) error {
 				if !ok || !ts.Name.IsExported() {
 					continue
 				}
-				doc := ts.Doc
-				if doc == nil && len(gd.Specs) == 1 {
-					doc = gd.Doc
-				}
-				if text := oneLine(doc); text != "" {
-					out[importPath+"."+ts.Name.Name] = text
-				}
+				keyed := false
 				for _, field := range st.Fields.List {
+					if !yamlKey(field) {
+						continue
+					}
+					keyed = true
 					text := oneLine(field.Doc)
 					if c := oneLine(field.Comment); c != "" {
 						text = strings.TrimSpace(text + " " + c)
@@ -112,10 +112,34 @@ func scanDir(dir, importPath string, out map[string]string) error {
 						out[importPath+"."+ts.Name.Name+"."+n.Name] = text
 					}
 				}
+				// A struct with keys, or a connector's Config, is a section
+				// of a pipeline file: its doc comment introduces it.
+				doc := ts.Doc
+				if doc == nil && len(gd.Specs) == 1 {
+					doc = gd.Doc
+				}
+				if text := oneLine(doc); (keyed || ts.Name.Name == "Config") && text != "" {
+					out[importPath+"."+ts.Name.Name] = text
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// yamlKey reports whether field is a key of a pipeline file: it has a
+// yaml tag that does not hide it. Other fields (and structs without
+// keys) are not documented, so their comments change nothing here.
+func yamlKey(field *ast.Field) bool {
+	if field.Tag == nil {
+		return false
+	}
+	tag, err := strconv.Unquote(field.Tag.Value)
+	if err != nil {
+		return false
+	}
+	name, ok := reflect.StructTag(tag).Lookup("yaml")
+	return ok && name != "-" && !strings.HasPrefix(name, "-,")
 }
 
 // oneLine is a comment group's text as one line.
