@@ -3,7 +3,6 @@ package status
 import (
 	"encoding/json"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/tide-cdc/tide/pipeline"
@@ -117,6 +116,3 @@ func (t *Tracker) ready() (ok bool, state, reason string) {
 type healthReporter interface {
 	Health() pipeline.Health
 }
-
-// ticker records the loop's ticks for /healthz.
-type ticker = atomic.Int64

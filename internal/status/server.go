@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,7 +62,7 @@ type Server struct {
 
 	page  bool                            // it serves pipelines (not MetricsOnly)
 	ready func() (ok bool, reason string) // Config.Ready
-	tick  ticker                          // Unix nanoseconds of the loop's last tick, for /healthz
+	tick  atomic.Int64                    // Unix nanoseconds of the loop's last tick, for /healthz
 
 	mu       sync.Mutex // guards trackers
 	trackers []*Tracker
