@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/pipeline"
 )
 
@@ -24,9 +25,19 @@ type nsCount struct {
 // NamespaceStatus is one namespace in /api/status: the records committed
 // and when the last of them was.
 type NamespaceStatus struct {
-	Namespace  string    `json:"namespace"`
-	Events     int64     `json:"events"`
-	LastChange time.Time `json:"last_change"`
+	Namespace  string     `json:"namespace"`
+	Events     int64      `json:"events"`
+	LastChange *time.Time `json:"last_change"` // null before its first
+	// Snapshot is the namespace's initial copy (cdc.SnapshotReporter),
+	// while the source reports one.
+	Snapshot *NamespaceSnapshot `json:"snapshot,omitempty"`
+}
+
+// NamespaceSnapshot is how far a namespace's snapshot is: documents
+// copied and the estimated total.
+type NamespaceSnapshot struct {
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
 }
 
 // CommittedNamespaces implements pipeline.NamespaceObserver: the status
@@ -55,11 +66,23 @@ func (t *Tracker) CommittedNamespaces(counts []pipeline.NamespaceCount) {
 	}
 }
 
-// namespacesLocked returns the namespaces in name order.
-func (t *Tracker) namespacesLocked() []NamespaceStatus {
+// namespacesLocked returns the namespaces in name order, with the
+// snapshot progress of each collection the source copies.
+func (t *Tracker) namespacesLocked(snap []cdc.NamespaceProgress) []NamespaceStatus {
 	out := make([]NamespaceStatus, 0, len(t.ns))
+	index := make(map[string]int, len(t.ns))
 	for name, n := range t.ns {
-		out = append(out, NamespaceStatus{Namespace: name, Events: n.events, LastChange: n.last})
+		last := n.last
+		index[name] = len(out)
+		out = append(out, NamespaceStatus{Namespace: name, Events: n.events, LastChange: &last})
+	}
+	for _, c := range snap {
+		i, ok := index[c.Namespace]
+		if !ok {
+			i = len(out)
+			out = append(out, NamespaceStatus{Namespace: c.Namespace})
+		}
+		out[i].Snapshot = &NamespaceSnapshot{Done: c.Done, Total: c.Total}
 	}
 	slices.SortFunc(out, func(a, b NamespaceStatus) int { return strings.Compare(a.Namespace, b.Namespace) })
 	return out

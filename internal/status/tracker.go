@@ -225,7 +225,7 @@ type History struct {
 func (t *Tracker) Status(now time.Time, withHistory bool, since float64) Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := Status{Name: t.name, State: pipeline.Starting.String(), Errors: map[string]StageErrors{}, Namespaces: t.namespacesLocked()}
+	s := Status{Name: t.name, State: pipeline.Starting.String(), Errors: map[string]StageErrors{}, Namespaces: t.namespacesLocked(nil)}
 	for stage, se := range t.errs {
 		s.Errors[stage] = StageErrors{Count: se.count, Last: append([]StageError(nil), se.last...)}
 	}
@@ -266,6 +266,9 @@ func (t *Tracker) Status(now time.Time, withHistory bool, since float64) Status 
 		s.EventsPerSecond, s.BytesPerSecond = round(last.EventsPerSec), round(last.BytesPerSec)
 	}
 	v := ViewSource(t.src, st, now)
+	if v.Snapshots && len(v.Snapshot.Collections) > 0 {
+		s.Namespaces = t.namespacesLocked(v.Snapshot.Collections)
+	}
 	if v.Lag.TimeKnown {
 		secs := round(v.Lag.Time.Seconds())
 		s.LagSeconds = &secs

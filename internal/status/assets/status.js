@@ -170,14 +170,25 @@
     if (!ns || ns.length === 0) { v.namespaces.hidden = true; return; }
     v.namespaces.hidden = false;
     const head = el("tr");
+    const snapshots = ns.some(n => n.snapshot);
     head.append(el("th", "", "namespace"), el("th", "num", "events"), el("th", "", "last change"));
+    if (snapshots) head.append(el("th", "", "snapshot"));
     const rows = [head];
     const t = Date.parse(now);
     for (const n of ns) {
       const tr = el("tr");
       tr.dataset.namespace = n.namespace;
-      tr.append(el("td", "ns", n.namespace), el("td", "num", fmtNum(n.events, 0)),
-        el("td", "", fmtAge(Math.max(0, (t - Date.parse(n.last_change)) / 1000)) + " ago"));
+      const last = n.last_change ? fmtAge(Math.max(0, (t - Date.parse(n.last_change)) / 1000)) + " ago" : "—";
+      tr.append(el("td", "ns", n.namespace), el("td", "num", fmtNum(n.events, 0)), el("td", "", last));
+      if (snapshots) {
+        const s = n.snapshot;
+        let text = "";
+        if (s) {
+          text = fmtNum(s.done, 0) + " / " + fmtNum(s.total, 0);
+          if (s.total > 0) text += " (" + Math.min(100, Math.floor(100 * s.done / s.total)) + "%)";
+        }
+        tr.append(el("td", "num snapshot", text));
+      }
       rows.push(tr);
     }
     v.namespaces.replaceChildren(...rows);
