@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -156,5 +158,51 @@ func TestTracingBadConfig(t *testing.T) {
 	}
 	if _, err := s.Build(t.Context()); err == nil || !strings.Contains(err.Error(), "telemetry.otlp_endpoint") {
 		t.Errorf("ftp endpoint: %v", err)
+	}
+}
+
+// grpcReceiver is an OTLP/gRPC trace receiver.
+type grpcReceiver struct {
+	coltrace.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *grpcReceiver) Export(_ context.Context, req *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				r.names = append(r.names, s.Name)
+			}
+		}
+	}
+	return &coltrace.ExportTraceServiceResponse{}, nil
+}
+
+// With a grpc:// endpoint the spans go over OTLP/gRPC.
+func TestTracingOTLPgRPC(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &grpcReceiver{}
+	srv := grpc.NewServer()
+	coltrace.RegisterTraceServiceServer(srv, r)
+	go srv.Serve(ln) // ends with GracefulStop
+	defer srv.GracefulStop()
+	runTraced(t, "grpc://"+ln.Addr().String(), "")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	batches := 0
+	for _, n := range r.names {
+		if n == "tide.batch" {
+			batches++
+		}
+	}
+	if batches < 3 {
+		t.Errorf("%d tide.batch spans over gRPC (%d spans in all), want at least 3", batches, len(r.names))
 	}
 }
