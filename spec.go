@@ -220,6 +220,14 @@ func (p *Pipeline) Drain(ctx context.Context) error { return p.secrets.Error(p.P
 // Err is pipeline.Pipeline's Err, with the secrets hidden in the error.
 func (p *Pipeline) Err() error { return p.secrets.Error(p.Pipeline.Err()) }
 
+// Health is pipeline.Pipeline's Health, with the secrets hidden in the
+// retrying end's error.
+func (p *Pipeline) Health() pipeline.Health {
+	h := p.Pipeline.Health()
+	h.Err = p.secrets.Error(h.Err)
+	return h
+}
+
 // Redact hides the pipeline's secrets in text meant for people.
 func (p *Pipeline) Redact(text string) string { return p.secrets.String(text) }
 
