@@ -161,9 +161,9 @@ func (p *Pipeline) sourceOpened() {
 	p.health.mu.Unlock()
 }
 
-// notePolled records what a poll found: nothing (the source is caught
-// up), or events of the open batch b, whose first change, if b has none
-// yet, is the oldest change of b.
+// notePolled records what a poll found: nothing or markers only (the
+// source is caught up), or events of the open batch b, whose first
+// change, if b has none yet, is the oldest change of b.
 func (p *Pipeline) notePolled(b *batchBuf, evs []cdc.Event) {
 	h := &p.health
 	if len(evs) == 0 {
@@ -174,21 +174,25 @@ func (p *Pipeline) notePolled(b *batchBuf, evs []cdc.Event) {
 		return
 	}
 	var t time.Time
-	if b.pending.IsZero() {
-		for i := range evs {
-			if evs[i].Op == cdc.OpMarker {
-				continue
-			}
+	changes := false
+	for i := range evs {
+		if evs[i].Op == cdc.OpMarker {
+			continue
+		}
+		changes = true
+		if b.pending.IsZero() {
 			if ms := evs[i].WallTimeMS; ms != 0 {
 				t = time.UnixMilli(ms)
 			} else {
 				t = time.Now()
 			}
-			break
 		}
+		break
 	}
 	h.mu.Lock()
-	h.caughtUp = false
+	// Markers alone (a change stream's post-batch token after an empty
+	// batch) say that the source is at its head.
+	h.caughtUp = !changes
 	h.restored = time.Time{}
 	if !t.IsZero() {
 		b.pending = t

@@ -268,3 +268,27 @@ func TestLagKnownAtRestart(t *testing.T) {
 		<-errc
 	})
 }
+
+// A poll of markers alone (an idle change stream's post-batch token) is
+// a source at its head: the lag is 0, however old the markers' positions.
+func TestMarkersAloneAreCaughtUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := newSource(log, nil)
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, newSink(log), newStore(log))
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		errc := run(ctx, p)
+		synctest.Wait()
+		for i := range 5 {
+			time.Sleep(10 * time.Second)
+			src.add(marker(i))
+			synctest.Wait()
+			if lag, known := p.Stats().Lag(time.Now()); !known || lag != 0 {
+				t.Fatalf("after marker %d: lag %s (known %v), want 0", i, lag, known)
+			}
+		}
+		cancel()
+		<-errc
+	})
+}
