@@ -97,6 +97,12 @@ type Spec struct {
 	// OnError is what becomes of a change that fails: "fail", "skip" or
 	// "dead_letter".
 	OnError string
+	// Retry is how the source and the sink retry transient errors
+	// (retry: in a file).
+	Retry cdc.RetryPolicy
+	// Telemetry is the pipeline's tracing (telemetry: in a file); off
+	// unless an endpoint is set there or in OTEL_EXPORTER_OTLP_ENDPOINT.
+	Telemetry Telemetry
 
 	cfg     *config.Pipeline
 	opts    Options
@@ -146,6 +152,8 @@ func Parse(yamlText []byte, opts Options) (*Spec, error) {
 		Encode:     Encode{cfg.Encode.Workers, cfg.Encode.Format},
 		Checkpoint: cfg.Checkpoint,
 		OnError:    cfg.OnErrorOrDefault(),
+		Retry:      cdc.RetryPolicy{Initial: cfg.Retry.Initial, Max: cfg.Retry.Max, MaxElapsed: cfg.Retry.MaxElapsed},
+		Telemetry:  Telemetry{OTLPEndpoint: cfg.Telemetry.OTLPEndpoint, SampleRatio: cfg.Telemetry.SampleRatio},
 		cfg:        cfg,
 		opts:       opts,
 		secrets:    &redact.Set{},
@@ -220,6 +228,14 @@ func (p *Pipeline) Drain(ctx context.Context) error { return p.secrets.Error(p.P
 
 // Err is pipeline.Pipeline's Err, with the secrets hidden in the error.
 func (p *Pipeline) Err() error { return p.secrets.Error(p.Pipeline.Err()) }
+
+// Health is pipeline.Pipeline's Health, with the secrets hidden in the
+// retrying end's error.
+func (p *Pipeline) Health() pipeline.Health {
+	h := p.Pipeline.Health()
+	h.Err = p.secrets.Error(h.Err)
+	return h
+}
 
 // Redact hides the pipeline's secrets in text meant for people.
 func (p *Pipeline) Redact(text string) string { return p.secrets.String(text) }
@@ -328,8 +344,9 @@ func (s *Spec) build(ctx context.Context, owner string, replay []deadletter.Lett
 	}
 
 	obs := s.opts.Observer
+	var m *metrics.Pipeline
 	if reg := s.opts.Metrics; reg != nil {
-		m := metrics.New(reg, s.Name)
+		m = metrics.New(reg, s.Name)
 		if obs == nil {
 			obs = m
 		} else {
@@ -351,6 +368,10 @@ func (s *Spec) build(ctx context.Context, owner string, replay []deadletter.Lett
 	if err != nil {
 		return nil, err
 	}
+	tracer, err := s.tracer(ctx, env)
+	if err != nil {
+		return nil, err
+	}
 
 	pcfg := pipeline.Config{
 		Name:           s.Name,
@@ -362,6 +383,8 @@ func (s *Spec) build(ctx context.Context, owner string, replay []deadletter.Lett
 		Observer:       obs,
 		OnError:        onError,
 		DeadLetters:    letters,
+		Retry:          s.Retry,
+		Tracer:         tracer,
 	}
 	if chain != nil {
 		pcfg.Transform = chain
@@ -373,6 +396,9 @@ func (s *Spec) build(ctx context.Context, owner string, replay []deadletter.Lett
 		pcfg.MaxRecords, pcfg.MaxBytes, pcfg.CommitInterval = len(replay)+1, 1<<62, 24*time.Hour
 	}
 	p := pipeline.New(pcfg, src, enc, sink, store)
+	if m != nil {
+		m.Watch(p)
+	}
 	return &Pipeline{
 		Pipeline:     p,
 		Name:         s.Name,

@@ -151,7 +151,7 @@ func TestSpecParseBad(t *testing.T) {
 		"unknown key": {"name: p\nsource:\n  generate:\n    cuont: 10\nsink: {stdout: {}}\n",
 			[]string{"line 4: source.generate.cuont: unknown key (did you mean count?)"}},
 		"unknown top-level key":     {base + "bacth: {}\n", []string{"line 4: bacth: unknown key (did you mean batch?)"}},
-		"unknown key far from any":  {base + "zzzzzzzz: 1\n", []string{"line 4: zzzzzzzz: unknown key (known keys: batch, checkpoint, data_dir, dead_letter, encode, mask_key, name, on_error, sink, source, transforms)"}},
+		"unknown key far from any":  {base + "zzzzzzzz: 1\n", []string{"line 4: zzzzzzzz: unknown key (known keys: batch, checkpoint, data_dir, dead_letter, encode, mask_key, name, on_error, retry, sink, source, telemetry, transforms)"}},
 		"key in an empty section":   {"name: p\nsource: {generate: {}}\nsink: {stdout: {color: true}}\n", []string{"line 3: sink.stdout.color: unknown key (this section takes no keys)"}},
 		"bad integer":               {"name: p\nsource:\n  generate: {count: lots}\nsink: {stdout: {}}\n", []string{`line 3: source.generate.count: "lots" is not an integer`}},
 		"bad float":                 {"name: p\nsource:\n  generate: {rate: fast}\nsink: {stdout: {}}\n", []string{`line 3: source.generate.rate: "fast" is not a number`}},

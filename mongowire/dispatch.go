@@ -114,7 +114,16 @@ func (s *Server) commandTable() map[string]command {
 
 // dispatch runs one OP_MSG command and returns the reply document. An
 // error return (a fail point's closeConnection) ends the connection.
+// With a tracer, the command is a span.
 func (s *Server) dispatch(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, error) {
+	if s.cfg.Tracer == nil {
+		return s.dispatchCommand(ctx, c, cmd)
+	}
+	return s.tracedDispatch(ctx, c, cmd)
+}
+
+// dispatchCommand is dispatch without the span.
+func (s *Server) dispatchCommand(ctx context.Context, c *conn, cmd bson.Raw) ([]byte, error) {
 	first, err := cmd.IndexErr(0)
 	if err != nil {
 		return s.errorReply(mongoerr.New(mongoerr.FailedToParse, "command document is empty")), nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tide-cdc/tide/internal/faultfs"
 	netconn "github.com/tide-cdc/tide/mongowire/internal/conn" // the package's type conn is a connection's command-layer state
@@ -76,6 +77,10 @@ type Config struct {
 	// after it started (transactionLifetimeLimitSeconds), default 60s.
 	TransactionLifetimeLimit time.Duration
 	// Logger receives the server's logs; nil discards them.
+	// Tracer, if set, traces every command: one span per command, named
+	// after it, with its database; a command that fails is marked so.
+	// Nil traces nothing, at no cost (tide serve --otlp-endpoint).
+	Tracer trace.Tracer
 	Logger *slog.Logger
 
 	// TLS, if set, makes the server TLS-only (tls.go): a connection must

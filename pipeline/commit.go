@@ -48,6 +48,7 @@ type saveJob struct {
 	started time.Time
 	wallMS  int64 // cdc.Event.WallTimeMS of the batch's last change that has one; 0 if none
 	barrier *pause
+	trace   *batchTrace // with a tracer: the batch's times so far
 }
 
 func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *chunk, jobs chan<- saveJob) error {
@@ -87,6 +88,8 @@ func (p *Pipeline) commitChunks(ctx context.Context, in <-chan *chunk, jobs chan
 		}
 		p.closed.Add(-1)
 		b := c.batch
+		p.committedHealth(b)
+		b.pending = time.Time{}
 		for _, c := range chunks {
 			p.putChunk(c)
 		}
@@ -138,6 +141,12 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*chunk) (saveJob, e
 			pos = cp
 		}
 	}
+	var tr *batchTrace
+	if b.trace != nil {
+		tr = new(batchTrace)
+		*tr = *b.trace
+		tr.encodeStart, tr.encodeEnd = encodeTimes(chunks)
+	}
 	start := time.Now()
 	var dead []cdc.DeadLetter
 	for _, c := range chunks {
@@ -151,9 +160,11 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*chunk) (saveJob, e
 	if n > 0 {
 		if err := p.sink.Put(ctx, b.records[:n]); err != nil {
 			p.failed(ctx, "put", err)
+			p.traceFailed(tr, "put", err)
 			return saveJob{}, fmt.Errorf("put %d records: %w", n, err)
 		}
 	}
+	putEnd := time.Now()
 	next := cdc.Checkpoint{Source: pos}
 	if id, ok := p.src.(cdc.Identifier); ok {
 		next.Meta = id.Identity()
@@ -173,15 +184,23 @@ func (p *Pipeline) commitBatch(ctx context.Context, chunks []*chunk) (saveJob, e
 			// splitting the batch (split.go).
 			p.log.Warn("sink refused a record; splitting the batch to find it", "records", n, "err", err)
 			if next, err = p.commitSplit(ctx, b.records[:n], dead, next); err != nil {
+				p.traceFailed(tr, "commit", err)
 				return saveJob{}, err
 			}
 		} else {
 			p.failed(ctx, "commit", err)
+			p.traceFailed(tr, "commit", err)
 			return saveJob{}, fmt.Errorf("commit %d records: %w", n, err)
 		}
 	}
 	p.commitTook.Store(int64(time.Since(start)))
 	j := saveJob{next: next, n: n, nbytes: nbytes, started: start, wallMS: wallMS}
+	if tr != nil {
+		tr.putStart, tr.putEnd, tr.commitEnd = start, putEnd, time.Now()
+		tr.records, tr.bytes, tr.position = n, nbytes, string(pos)
+		tr.namespaces = len(countNamespaces(b.records[:n]))
+		j.trace = tr
+	}
 	if _, ok := p.obs.(NamespaceObserver); ok && n > 0 {
 		j.byNS = countNamespaces(b.records[:n])
 	}
@@ -353,20 +372,39 @@ func (p *Pipeline) saveAndAck(ctx context.Context, group []saveJob) error {
 	// only now is the checkpoint naming pos saved, and only once it is
 	// saved is the source told it may forget those events. A failed save
 	// fails the pipeline with no acknowledgement.
+	tracing := p.cfg.Tracer != nil
+	var saveStart, saveEnd, ackStart, ackEnd time.Time
+	if tracing {
+		saveStart = time.Now()
+	}
 	if p.store != nil {
 		if err := p.store.Save(ctx, p.cfg.Name, j.next); err != nil {
 			p.failed(ctx, "save", err)
+			p.traceFailed(j.trace, "checkpoint save", err)
 			return fmt.Errorf("save checkpoint at %s: %w", pos, err)
 		}
 	}
 	if o, ok := p.sink.(cdc.CheckpointObserver); ok {
 		o.CheckpointSaved(j.next)
 	}
+	if tracing {
+		saveEnd = time.Now()
+	}
 	if a, ok := p.src.(cdc.Acker); ok {
+		if tracing {
+			ackStart = saveEnd
+		}
 		if err := a.Ack(ctx, pos); err != nil {
 			p.failed(ctx, "ack", err)
+			p.traceFailed(j.trace, "ack", err)
 			return fmt.Errorf("acknowledge source up to %s: %w", pos, err)
 		}
+		if tracing {
+			ackEnd = time.Now()
+		}
+	}
+	if tracing {
+		p.traceBatches(group, saveStart, saveEnd, ackStart, ackEnd)
 	}
 
 	now := time.Now()
@@ -419,6 +457,8 @@ func (p *Pipeline) putChunk(c *chunk) {
 	c.barrier = nil
 	clear(c.dead)
 	c.dead = c.dead[:0]
+	c.timed = false
+	c.encStart, c.encEnd = time.Time{}, time.Time{}
 	p.chunks.Put(c)
 }
 

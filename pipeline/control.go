@@ -22,15 +22,21 @@ func (p *Pipeline) broadcastLocked() {
 // State returns where the pipeline is in its life.
 func (p *Pipeline) State() State {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.state
+	s := p.state
+	p.mu.Unlock()
+	if (s == Starting || s == Running) && p.degraded() {
+		return Degraded
+	}
+	return s
 }
 
 // Stats returns a consistent snapshot of the pipeline's progress.
 func (p *Pipeline) Stats() Stats {
 	p.statsMu.Lock()
-	defer p.statsMu.Unlock()
-	return p.stats
+	st := p.stats
+	p.statsMu.Unlock()
+	p.lag(&st)
+	return st
 }
 
 // Pause stops polling once the batch being read is closed, and returns once

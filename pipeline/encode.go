@@ -40,6 +40,9 @@ type chunk struct {
 	batch   *batchBuf // set on the last chunk of a batch
 	last    bool      // the chunk closes its batch
 	barrier *pause    // a pause barrier: reached once everything before it committed
+
+	timed            bool      // with a tracer: the worker notes encStart and encEnd
+	encStart, encEnd time.Time // when the worker encoded the chunk
 }
 
 // lastPos returns the position of the chunk's last event, markers included, or
@@ -146,7 +149,13 @@ func encodeOrdered(ctx context.Context, workers int, enc EncodeFunc, in <-chan *
 				// cancel: its result is then never read, and a worker that
 				// stopped early would turn an earlier chunk's real error
 				// into a cancellation.
-				c.err = c.encode(enc)
+				if c.timed {
+					c.encStart = time.Now()
+					c.err = c.encode(enc)
+					c.encEnd = time.Now()
+				} else {
+					c.err = c.encode(enc)
+				}
 				c.done <- struct{}{} // never blocks: one slot, emptied at dispatch
 			}
 		})

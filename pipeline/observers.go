@@ -45,3 +45,11 @@ func (o Observers) SetAside(stage string, deadLetter bool) {
 		}
 	}
 }
+
+func (o Observers) Retrying(component string, attempt int, err error) {
+	for _, x := range o {
+		if r, ok := x.(RetryObserver); ok {
+			r.Retrying(component, attempt, err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -78,6 +79,13 @@ type Config struct {
 	// cdc.DeadLetterSink; required by OnErrorDeadLetter with such a sink.
 	// The pipeline does not close it.
 	DeadLetters cdc.DeadLetterStore
+	// Tracer, if set, traces every batch (tide.batch, with its stages as
+	// children); nil traces nothing, at no cost.
+	Tracer trace.Tracer
+	// Retry is the policy given to a source or sink that retries
+	// transient errors itself (cdc.Retrier); its zero value retries
+	// forever, from 100 ms up to 30 s apart.
+	Retry cdc.RetryPolicy
 }
 
 // Transformer changes, or drops, a change in place; package transform's
@@ -139,6 +147,10 @@ const (
 	Draining
 	Stopped // Run returned nil
 	Failed  // Run returned an error
+	// Degraded is Starting or Running with the source or the sink
+	// retrying (cdc.Retrier): it returns to Running by itself once the
+	// end reports a success or a batch commits.
+	Degraded
 )
 
 func (s State) String() string {
@@ -155,6 +167,8 @@ func (s State) String() string {
 		return "stopped"
 	case Failed:
 		return "failed"
+	case Degraded:
+		return "degraded"
 	}
 	return fmt.Sprintf("state(%d)", int32(s))
 }
@@ -176,6 +190,26 @@ type Stats struct {
 	DeadLetters int64
 	Skipped     int64
 	LastError   string
+	// Pending is the time of the oldest change read from the source and
+	// not yet committed: its wall time (cdc.Event.WallTimeMS), or when it
+	// was read. Zero when none is: the lag is then 0 if CaughtUp, and
+	// unknown otherwise (the source is not open yet, or is retrying).
+	Pending  time.Time
+	CaughtUp bool
+}
+
+// Lag is the age of the oldest change not yet committed at now: 0 when
+// the source is caught up and nothing is pending; known is false when
+// the pipeline cannot tell (before the source is open, or while it
+// retries).
+func (st Stats) Lag(now time.Time) (lag time.Duration, known bool) {
+	switch {
+	case !st.Pending.IsZero():
+		return max(0, now.Sub(st.Pending)), true
+	case st.CaughtUp:
+		return 0, true
+	}
+	return 0, false
 }
 
 // Pipeline moves events from one source to one sink. Create it with New;
@@ -209,6 +243,8 @@ type Pipeline struct {
 
 	statsMu sync.Mutex // guards stats
 	stats   Stats
+
+	health health // the ends' retries and the changes pending
 }
 
 // pause is one Pause request. Its reached channel is closed once the
@@ -234,6 +270,8 @@ func (pr *pause) releaseLocked() {
 type batchBuf struct {
 	events  []cdc.Event
 	records []cdc.Record
+	pending time.Time   // the time of its oldest change; zero if it has none (yet)
+	trace   *batchTrace // with a tracer: the stages' times
 }
 
 // recordsFor returns the room for the records of events[a:b]. When records
@@ -289,6 +327,12 @@ func New(cfg Config, src cdc.Source, enc EncodeFunc, sink cdc.Sink, store Checkp
 	for range batchesInFlight {
 		p.free <- &batchBuf{}
 	}
+	if r, ok := src.(cdc.Retrier); ok {
+		r.SetRetry(cfg.Retry, p.reportRetry("source"))
+	}
+	if r, ok := sink.(cdc.Retrier); ok {
+		r.SetRetry(cfg.Retry, p.reportRetry("sink"))
+	}
 	return p
 }
 
@@ -310,16 +354,19 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	defer func() { p.finish(err) }()
 	defer func() { err = errors.Join(err, p.closeEnds()) }()
 
+	p.startedHealth()
 	restored, err := p.load(ctx)
 	if err != nil {
 		return err
 	}
+	p.restoredHealth(restored)
 	if err := p.sink.Open(ctx, restored); err != nil {
 		return fmt.Errorf("open sink: %w", err)
 	}
 	if err := p.src.Open(ctx, restored); err != nil {
 		return fmt.Errorf("open source: %w", err)
 	}
+	p.sourceOpened()
 	p.setRunning(restored)
 
 	g, gctx := errgroup.WithContext(ctx)

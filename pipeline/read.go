@@ -96,6 +96,7 @@ func (r *reader) run(ctx context.Context) error {
 		if len(r.carry) > 0 {
 			k := min(room, len(r.carry))
 			r.cur.events = append(r.cur.events, r.carry[:k]...)
+			p.notePolled(r.cur, r.cur.events[before:])
 			clear(r.carry[:k])
 			r.carry = r.carry[k:]
 			caughtUp = r.ended && len(r.carry) == 0
@@ -116,6 +117,9 @@ func (r *reader) run(ctx context.Context) error {
 			}
 			added := len(evs) - before
 			r.polled(evs[before:])
+			if added > 0 || before == 0 && !end {
+				p.notePolled(r.cur, evs[before:])
+			}
 			if added == 0 && !end {
 				if before > 0 {
 					if err := r.caughtUp(ctx, changed); err != nil {
@@ -295,6 +299,7 @@ func (r *reader) accept(ctx context.Context, from int) (full bool, err error) {
 		}
 		b := min(a+size, end)
 		c := r.p.getChunk()
+		c.timed = r.p.cfg.Tracer != nil
 		c.Events = evs[a:b:b]
 		c.off = a
 		c.Records = r.cur.recordsFor(a, b)
@@ -313,9 +318,16 @@ func (r *reader) closeBatch(ctx context.Context) error {
 	r.tail = nil
 	if c == nil {
 		c = r.p.getChunk()
+		c.timed = r.p.cfg.Tracer != nil
 	}
 	c.last = true
 	c.batch = r.cur
+	if r.p.cfg.Tracer != nil {
+		if r.cur.trace == nil {
+			r.cur.trace = &batchTrace{}
+		}
+		*r.cur.trace = batchTrace{readStart: r.first, readEnd: time.Now()}
+	}
 	r.cur = nil
 	r.lingerUntil = time.Time{}
 	r.p.closed.Add(1)

@@ -106,6 +106,19 @@ func TestHTTPBindRule(t *testing.T) {
 						t.Errorf("GET /metrics with Host rebound.example: %s, want 403", resp.Status)
 					}
 				}
+				// The probes answer without credentials, whatever protects
+				// the rest; /readyz once the command's work is ready.
+				base := "http://127.0.0.1:" + port
+				if got := getStatusCode(t, base+"/healthz", "", ""); got != 200 {
+					t.Errorf("%s: GET /healthz without credentials: %d, want 200", cname, got)
+				}
+				ready := 0
+				for deadline := time.Now().Add(20 * time.Second); ready != 200 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+					ready = getStatusCode(t, base+"/readyz", "", "")
+				}
+				if ready != 200 {
+					t.Errorf("%s: GET /readyz without credentials: %d, want 200 within 20 s", cname, ready)
+				}
 				if cc.wantAnon == 401 {
 					if got := getStatusCode(t, url, "ops", "s3cret"); got != 200 {
 						t.Errorf("%s: GET /metrics with the credentials: %d, want 200", cname, got)

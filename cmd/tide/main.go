@@ -97,6 +97,7 @@ Sinks: ` + strings.Join(tide.Sinks(), ", ") + `.`,
 		newClusterCmd(),
 		newPipelineCmd(secrets),
 		newDeadLettersCmd(secrets),
+		newConfigCmd(),
 	)
 	return root
 }

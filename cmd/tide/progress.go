@@ -55,10 +55,12 @@ func progressLoop(ctx context.Context, done <-chan struct{}, w io.Writer, p stat
 // pipeline's counts, read from the source's own statistics each tick.
 type sourceView struct {
 	clusterTime cdc.Timestamp // MongoDB: the cluster time of the committed checkpoint
-	jetStream   bool          // a JetStream consumer: the checkpoint is a stream sequence
-	pending     uint64        // JetStream: the consumer's pending count
-	snapshot    []snapBar     // the snapshot's collections, in name order; nil without one
-	copying     bool          // the snapshot is still running
+	lag         time.Duration // the pipeline's lag (status.ViewSource), when lagKnown
+	lagKnown    bool
+	jetStream   bool      // a JetStream consumer: the checkpoint is a stream sequence
+	pending     uint64    // JetStream: the consumer's pending count
+	snapshot    []snapBar // the snapshot's collections, in name order; nil without one
+	copying     bool      // the snapshot is still running
 }
 
 // snapBar is one collection's snapshot progress.
@@ -72,7 +74,8 @@ type snapBar struct {
 // generator) has nothing to add.
 func viewOf(src cdc.Source, st pipeline.Stats, now time.Time) sourceView {
 	sv := status.ViewSource(src, st, now)
-	v := sourceView{clusterTime: sv.Lag.At, jetStream: sv.Lag.Sequenced && sv.Lag.MessagesKnown, pending: sv.Lag.Messages, copying: sv.Snapshot.Copying}
+	v := sourceView{clusterTime: sv.Lag.At, lag: sv.Lag.Time, lagKnown: sv.Lag.TimeKnown,
+		jetStream: sv.Lag.Sequenced && sv.Lag.MessagesKnown, pending: sv.Lag.Messages, copying: sv.Snapshot.Copying}
 	for _, c := range sv.Snapshot.Collections {
 		v.snapshot = append(v.snapshot, snapBar{c.Namespace, c.Done, c.Total})
 	}
@@ -97,7 +100,13 @@ func describeCheckpoint(st pipeline.Stats, v sourceView, now time.Time) string {
 		if now.Sub(at) > 20*time.Hour {
 			layout = "2006-01-02 15:04:05"
 		}
-		return fmt.Sprintf("at %s, %s behind  (%s)", at.Format(layout), humanDuration(now.Sub(at)), age)
+		// Behind is the lag where it is known (0 for a caught-up
+		// stream, whose position's cluster time may be seconds old).
+		behind := now.Sub(at)
+		if v.lagKnown {
+			behind = v.lag
+		}
+		return fmt.Sprintf("at %s, %s behind  (%s)", at.Format(layout), humanDuration(behind), age)
 	}
 	if v.jetStream {
 		var pos struct {

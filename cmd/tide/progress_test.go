@@ -37,6 +37,8 @@ func TestDescribeCheckpoint(t *testing.T) {
 		"none yet": {pipeline.Stats{}, sourceView{clusterTime: cdc.Timestamp{T: at}}, "checkpoint: none yet"},
 		"cluster time and lag": {committed, sourceView{clusterTime: cdc.Timestamp{T: at, I: 4}},
 			"at 20:38:13, 0.2 s behind  (checkpoint 1.5 s ago)"},
+		"caught up: the lag, not the position's age": {committed, sourceView{clusterTime: cdc.Timestamp{T: at - 12}, lagKnown: true},
+			"at 20:38:01, 0.0 s behind  (checkpoint 1.5 s ago)"},
 		"minutes behind": {committed, sourceView{clusterTime: cdc.Timestamp{T: at - 185}},
 			"at 20:35:08, 3 min 05 s behind  (checkpoint 1.5 s ago)"},
 		"a day behind shows the date": {committed, sourceView{clusterTime: cdc.Timestamp{T: at - 86400}},

@@ -106,6 +106,7 @@ sink:
 source: {generate: {count: 5}}
 sink:
   postgres: {dsn: "postgres://postgres:%s@127.0.0.1:%d/db?sslmode=disable&connect_timeout=1", table: t}
+retry: {max_elapsed: 2s}   # unreachable is transient: retried, logged, then given up
 `, esc, closedPort(t)), "sink.postgres.dsn"},
 		"nats refuses the password in the URL": {fmt.Sprintf(`
 source: {generate: {count: 5}}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tide-cdc/tide"
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/internal/status"
 	"github.com/tide-cdc/tide/mongowire"
@@ -19,14 +21,15 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		cfg       mongowire.Config
-		oplogSize string
-		queryMem  string
-		logLevel  string
-		logFormat string
-		tlsFiles  mongowire.TLSFiles
-		insecure  bool
-		auth      serveAuthFlags
+		cfg          mongowire.Config
+		otlpEndpoint string // --otlp-endpoint
+		oplogSize    string
+		queryMem     string
+		logLevel     string
+		logFormat    string
+		tlsFiles     mongowire.TLSFiles
+		insecure     bool
+		auth         serveAuthFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -60,6 +63,20 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 			if err := auth.apply(&cfg); err != nil {
 				return err
 			}
+			if otlpEndpoint != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
+				tp, err := tide.NewTracerProvider(cmd.Context(), tide.Telemetry{OTLPEndpoint: otlpEndpoint}, os.Getenv, "")
+				if err != nil {
+					return fmt.Errorf("--otlp-endpoint: %w", err)
+				}
+				if tp != nil {
+					defer func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						defer cancel()
+						tp.Shutdown(ctx) // flushes the last spans
+					}()
+					cfg.Tracer = tp.Tracer("github.com/tide-cdc/tide/mongowire")
+				}
+			}
 			srv := mongowire.New(cfg)
 			cfg.AdminPassword = "" // the server holds the only copy, until Start derives the keys
 			if err := srv.Start(); err != nil {
@@ -84,6 +101,7 @@ mongodb://ADDR/?replicaSet=rs0 or mongodb://ADDR/?directConnection=true.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&otlpEndpoint, "otlp-endpoint", "", "trace every command over OTLP: http://host:4318 or grpc://host:4317 (or set OTEL_EXPORTER_OTLP_ENDPOINT); off by default")
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:27017", "listen address")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "keep data in this directory across restarts (default: in memory)")
 	f.StringVar(&cfg.ReplSet, "replset", "rs0", "replica set name")

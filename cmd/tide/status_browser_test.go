@@ -93,6 +93,10 @@ batch: {commit_interval: 20ms}
 	if err != nil || !strings.HasPrefix(cp, `checkpoint: position {"seq":`) || !strings.Contains(cp, "ago") {
 		t.Errorf("checkpoint shown %q (%v), want the generator's position and its age", cp, err)
 	}
+	row, err := chromedp.Run(step, chromedp.TextContent(chromedp.CSS(`section.pipeline[data-pipeline="gen"] table.namespaces tr[data-namespace="gen.events"]`)))
+	if err != nil || !strings.HasPrefix(row, "gen.events") || !strings.HasSuffix(row, "ago") {
+		t.Errorf("namespace row shown %q (%v), want gen.events, its events and when the last was", row, err)
+	}
 	b.CheckRequests(t, server.Host, 5) // the page, two style sheets, two scripts, /api/status
 }
 

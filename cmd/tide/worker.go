@@ -181,7 +181,15 @@ func runWorker(ctx context.Context, f workerFlags, stderr io.Writer, secrets *re
 
 	if f.httpAddr != "" {
 		srv, err := status.Listen(status.Config{Addr: f.httpAddr, AuthFile: f.authFile, Insecure: f.insecure,
-			MetricsOnly: true, Metrics: w.Gatherer(reg), Logger: log})
+			MetricsOnly: true, Metrics: w.Gatherer(reg), Logger: log,
+			// Ready while connected to NATS, where the leases and the
+			// checkpoints are.
+			Ready: func() (bool, string) {
+				if nc.IsConnected() {
+					return true, ""
+				}
+				return false, "not connected to NATS"
+			}})
 		if err != nil {
 			return err
 		}

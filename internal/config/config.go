@@ -46,6 +46,10 @@ type Pipeline struct {
 	DataDir string `yaml:"data_dir"`
 	Batch   Batch  `yaml:"batch"`
 	Encode  Encode `yaml:"encode"`
+	// Retry is how the source and the sink retry transient errors.
+	Retry Retry `yaml:"retry"`
+	// Telemetry configures tracing; off by default.
+	Telemetry Telemetry `yaml:"telemetry"`
 
 	// Checkpoint says where checkpoints are stored: "" or "file" for the
 	// store in DataDir, "sink" for the sink's own transaction, "nats_kv"
@@ -112,6 +116,7 @@ func (p *Pipeline) setDefaults() {
 	p.DataDir = DefaultDataDir
 	p.Batch = Batch{MaxRecords: DefaultMaxRecords, MaxBytes: DefaultMaxBytes, CommitInterval: DefaultCommitInterval}
 	p.Encode = Encode{Format: "json"}
+	p.Retry = Retry{Initial: DefaultRetryInitial, Max: DefaultRetryMax}
 }
 
 // A BatchDefaulter is a sink Config with batch sizes of its own, used

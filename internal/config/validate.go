@@ -111,6 +111,7 @@ func (p *Pipeline) Validate() error {
 	}
 	errs = append(errs, p.checkpointErrors()...)
 	errs = append(errs, p.transformErrors()...)
+	errs = append(errs, p.opsErrors()...)
 	errs = append(errs, p.late...)
 	return p.withLines(errs)
 }

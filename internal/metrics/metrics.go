@@ -28,8 +28,11 @@ type Pipeline struct {
 	batches       prometheus.Counter
 	commitLatency prometheus.Histogram
 	errors        *prometheus.CounterVec
+	retries       *prometheus.CounterVec // by component: source, sink
 
+	created    time.Time
 	lastCommit atomic.Int64 // Unix nanoseconds of the last checkpoint; 0 before the first
+	watched    atomic.Pointer[Watched]
 
 	mu         sync.Mutex                    // guards the field below
 	namespaces map[string]prometheus.Counter // the namespace label values in use, at most MaxNamespaces
@@ -73,18 +76,25 @@ func New(reg prometheus.Registerer, pipeline string) *Pipeline {
 			Help: "Errors by pipeline stage (poll, encode, put, commit, save, ack, close).",
 		}, []string{"stage"}),
 	}
-	reg.MustRegister(m.commitLatency, m.errors, m.eventsOut)
+	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tide", Name: "retries_total", ConstLabels: labels,
+		Help: "Transient errors the source or the sink retried, by component (source, sink).",
+	}, []string{"component"})
+	m.created = time.Now()
+	reg.MustRegister(m.commitLatency, m.errors, m.eventsOut, m.retries, newHealthCollector(m, labels))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "tide", Name: "checkpoint_age_seconds", ConstLabels: labels,
-		Help: "Seconds since the last saved checkpoint (0 before the first).",
+		Help: "Seconds since the last saved checkpoint; before the first, since the pipeline was created.",
 	}, m.checkpointAge))
 	return m
 }
 
+// checkpointAge grows from the pipeline's creation until the first
+// checkpoint: a pipeline that never saves one must not look fresh.
 func (m *Pipeline) checkpointAge() float64 {
 	last := m.lastCommit.Load()
 	if last == 0 {
-		return 0
+		return time.Since(m.created).Seconds()
 	}
 	return time.Since(time.Unix(0, last)).Seconds()
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,9 @@ type Config struct {
 	Metrics prometheus.Gatherer
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Ready, if set, is asked by /readyz besides the pipelines: a
+	// command's own readiness (tide serve: accepting connections).
+	Ready func() (ok bool, reason string)
 }
 
 // Server serves the status page, /api/status and /metrics (or /metrics
@@ -55,6 +59,10 @@ type Server struct {
 	srv *http.Server
 	mux *http.ServeMux // the routes, behind the checks of Listen
 	log *slog.Logger
+
+	page  bool                            // it serves pipelines (not MetricsOnly)
+	ready func() (ok bool, reason string) // Config.Ready
+	tick  atomic.Int64                    // Unix nanoseconds of the loop's last tick, for /healthz
 
 	mu       sync.Mutex // guards trackers
 	trackers []*Tracker
@@ -84,7 +92,7 @@ func Listen(cfg Config) (*Server, error) {
 		log.Warn("serving HTTP without authentication on a non-loopback address (--http-insecure): "+
 			"anyone who reaches it can read /metrics and any status page", "addr", cfg.Addr)
 	}
-	s := &Server{log: log, mux: http.NewServeMux()}
+	s := &Server{log: log, mux: http.NewServeMux(), page: !cfg.MetricsOnly, ready: cfg.Ready}
 	s.routes(cfg.Metrics, !cfg.MetricsOnly)
 	// From the outside in: the security headers, on every answer; on
 	// loopback, the Host check against DNS rebinding; basic auth; the
@@ -97,7 +105,10 @@ func Listen(cfg Config) (*Server, error) {
 	if loop {
 		h = loopbackOnly(h)
 	}
-	h = securityHeaders(h)
+	// The probes come before authentication and the Host check: a
+	// kubelet reaches the pod's address without credentials, and they
+	// reveal nothing but the state.
+	h = securityHeaders(s.probes(h))
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http-addr: %w", err)
@@ -207,11 +218,13 @@ func (s *Server) Run(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	s.sampleAll(time.Now())
+	s.tick.Store(time.Now().UnixNano())
 	for {
 		select {
 		case err := <-errc:
 			return fmt.Errorf("status server: %w", err)
 		case now := <-tick.C:
+			s.tick.Store(now.UnixNano())
 			s.sampleAll(now)
 		case <-ctx.Done():
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -44,6 +44,7 @@ type Tracker struct {
 	next   int
 	prev   pipeline.Stats // at the last sample, for the rates
 	prevAt time.Time
+	ns     map[string]*nsCount // records committed by namespace
 }
 
 // stageErrors is what a stage's errors left: how many, and the last few.
@@ -175,6 +176,20 @@ type Status struct {
 	Skipped         int64                  `json:"skipped"`                     // changes skipped by on_error: skip
 	DeadLetterError string                 `json:"dead_letter_error,omitempty"` // the error of the last change set aside or skipped
 	History         *History               `json:"history,omitempty"`
+	// Degraded says which end is retrying, while one is; null otherwise.
+	Degraded *Degraded `json:"degraded"`
+	// Namespaces are the records committed by namespace, in name order.
+	Namespaces []NamespaceStatus `json:"namespaces"`
+}
+
+// Degraded is the retrying end of a degraded pipeline: the component
+// (source or sink), its last error, its consecutive failed attempts, and
+// the seconds since the last success (the last commit, or the start).
+type Degraded struct {
+	Component               string  `json:"component"`
+	Error                   string  `json:"error"`
+	Attempts                int     `json:"attempts"`
+	SecondsSinceLastSuccess float64 `json:"seconds_since_last_success"`
 }
 
 // Checkpoint is the last saved checkpoint, as people read it.
@@ -213,7 +228,7 @@ type History struct {
 func (t *Tracker) Status(now time.Time, withHistory bool, since float64) Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := Status{Name: t.name, State: pipeline.Starting.String(), Errors: map[string]StageErrors{}}
+	s := Status{Name: t.name, State: pipeline.Starting.String(), Errors: map[string]StageErrors{}, Namespaces: t.namespacesLocked(nil)}
 	for stage, se := range t.errs {
 		s.Errors[stage] = StageErrors{Count: se.count, Last: append([]StageError(nil), se.last...)}
 	}
@@ -235,6 +250,18 @@ func (t *Tracker) Status(now time.Time, withHistory bool, since float64) Status 
 	if err := t.p.Err(); err != nil {
 		s.Error = t.redactLocked(err.Error())
 	}
+	if hr, ok := t.p.(healthReporter); ok && state == pipeline.Degraded {
+		if h := hr.Health(); h.Degraded {
+			d := &Degraded{Component: h.Component, Attempts: h.Attempts}
+			if h.Err != nil {
+				d.Error = t.redactLocked(h.Err.Error())
+			}
+			if !h.LastSuccess.IsZero() {
+				d.SecondsSinceLastSuccess = round(now.Sub(h.LastSuccess).Seconds())
+			}
+			s.Degraded = d
+		}
+	}
 	st := t.p.Stats()
 	s.EventsIn, s.EventsOut, s.BytesOut, s.Batches = st.EventsIn, st.EventsOut, st.BytesOut, st.Batches
 	s.DeadLetters, s.Skipped, s.DeadLetterError = st.DeadLetters, st.Skipped, t.redactLocked(st.LastError)
@@ -243,6 +270,9 @@ func (t *Tracker) Status(now time.Time, withHistory bool, since float64) Status 
 		s.EventsPerSecond, s.BytesPerSecond = round(last.EventsPerSec), round(last.BytesPerSec)
 	}
 	v := ViewSource(t.src, st, now)
+	if v.Snapshots && len(v.Snapshot.Collections) > 0 {
+		s.Namespaces = t.namespacesLocked(v.Snapshot.Collections)
+	}
 	if v.Lag.TimeKnown {
 		secs := round(v.Lag.Time.Seconds())
 		s.LagSeconds = &secs

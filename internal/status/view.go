@@ -25,18 +25,24 @@ type SourceView struct {
 
 // ViewSource reads src's abilities, with st the pipeline's statistics.
 //
-// A change stream's lag is now minus the cluster time of its committed
-// position, which has whole seconds; the wall time of the last committed
-// change has milliseconds. While changes flow, the latter is the closer;
-// on an idle stream, only the position's cluster time advances. So the
-// lag is the smaller of the two.
+// The lag is the pipeline's (pipeline.Stats.Lag) where it knows it: the
+// age of the oldest change not yet committed, to the millisecond, 0 when
+// caught up. Otherwise it is the source's (now minus the cluster time of
+// its committed position, in whole seconds), made closer by the wall
+// time of the last committed change.
 func ViewSource(src cdc.Source, st pipeline.Stats, now time.Time) SourceView {
 	var v SourceView
 	if l, ok := src.(cdc.Lagger); ok {
 		v.Lag = l.Lag(now)
-		if v.Lag.TimeKnown && !st.LastWallTime.IsZero() {
-			v.Lag.Time = min(v.Lag.Time, max(0, now.Sub(st.LastWallTime)))
-		}
+	}
+	// The pipeline's own lag is the honest one: the age of the oldest
+	// change read and not committed, 0 when the source is caught up.
+	// Where it cannot tell (the source is not open yet, or retrying), the
+	// source's own measure stands.
+	if lag, ok := st.Lag(now); ok {
+		v.Lag.Time, v.Lag.TimeKnown = lag, true
+	} else if v.Lag.TimeKnown && !st.LastWallTime.IsZero() {
+		v.Lag.Time = min(v.Lag.Time, max(0, now.Sub(st.LastWallTime)))
 	}
 	if r, ok := src.(cdc.SnapshotReporter); ok {
 		v.Snapshot, v.Snapshots = r.SnapshotProgress(), true

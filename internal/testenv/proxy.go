@@ -27,6 +27,7 @@ type Proxy struct {
 	dropAt   int64         // with dropFor > 0, drop once sent passes it
 	dropFor  time.Duration // how long to drop; 0: no drop to come
 	dropping bool
+	down     bool // Down: every connection is reset as it is accepted
 }
 
 // StartProxy starts a proxy to target, the address of a TCP server.
@@ -62,6 +63,23 @@ func (p *Proxy) Cuts() int {
 	return p.cuts
 }
 
+// Down takes the server away, as a stopped database: every connection
+// is reset, and so is each new one as it is accepted, until Up.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	p.cuts++
+	p.closeConnsLocked(true)
+}
+
+// Up ends Down: connections are forwarded again.
+func (p *Proxy) Up() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
 // DropAfter arms one drop: once clients have sent n more bytes, the proxy
 // discards what they send for d, without an error, then closes every
 // connection. What they sent meanwhile is lost, and they learn of it only
@@ -78,6 +96,16 @@ func (p *Proxy) accept() {
 		client, err := p.ln.Accept()
 		if err != nil {
 			return // closed
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			if tc, ok := client.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
+			client.Close() // as a server that is down: the client retries
+			continue
 		}
 		server, err := net.DialTimeout("tcp", p.target, time.Second)
 		if err != nil {

@@ -180,6 +180,9 @@ func (s *Sink) write(ctx context.Context, r run) error {
 			err = s.plain(ctx, r, rs)
 		}
 		if err == nil {
+			if attempt > 1 {
+				s.reportRetry(0, nil)
+			}
 			return nil
 		}
 		if errors.Is(err, errRetryNow) {
@@ -196,6 +199,7 @@ func (s *Sink) write(ctx context.Context, r run) error {
 				r.to-r.from, attempt, time.Since(start).Round(time.Millisecond), err)
 		}
 		s.retries.Add(1)
+		s.reportRetry(attempt, err)
 		s.log.Warn("retrying writes", "attempt", attempt, "changes", r.to-r.from, "err", err)
 		if err := retry.Sleep(ctx, retry.Jitter(wait)); err != nil {
 			return err

@@ -85,7 +85,7 @@ type Config struct {
 	// and the prefix of the _id of appended documents; required.
 	Pipeline string `yaml:"-"`
 
-	RetryTimeout         time.Duration `yaml:"-"` // default DefaultRetryTimeout
+	RetryTimeout         time.Duration `yaml:"-"` // default DefaultRetryTimeout outside a pipeline; in one, retry.max_elapsed unless set
 	ConnectTimeout       time.Duration `yaml:"-"` // bounds Open's first contact; default DefaultConnectTimeout
 	MaxTransactionWrites int           `yaml:"-"` // default DefaultMaxTransactionWrites
 	MaxTransactionBytes  int           `yaml:"-"` // default DefaultMaxTransactionBytes
@@ -108,11 +108,15 @@ type Stats struct {
 // Sink writes records to MongoDB. It implements cdc.Sink. Open, Put,
 // Commit and Close are called from one goroutine.
 type Sink struct {
-	cfg     Config
-	ordered bool
-	wc      *writeconcern.WriteConcern
-	log     *slog.Logger
-	ckpts   *Checkpoints // nil unless the sink keeps the checkpoint
+	cfg Config
+	// retryTimeoutSet says that Config.RetryTimeout was given, which
+	// then overrides the pipeline's retry.max_elapsed (SetRetry).
+	retryTimeoutSet bool
+	report          cdc.RetryFunc // SetRetry's; nil outside a pipeline
+	ordered         bool
+	wc              *writeconcern.WriteConcern
+	log             *slog.Logger
+	ckpts           *Checkpoints // nil unless the sink keeps the checkpoint
 
 	client *mongo.Client
 	sess   *mongo.Session // the session of the sink's transactions (checkpoint: sink)
@@ -145,6 +149,7 @@ func New(cfg Config) *Sink {
 	if cfg.CheckpointDatabase == "" {
 		cfg.CheckpointDatabase = DefaultCheckpointDatabase
 	}
+	retryTimeoutSet := cfg.RetryTimeout > 0
 	if cfg.RetryTimeout <= 0 {
 		cfg.RetryTimeout = DefaultRetryTimeout
 	}
@@ -161,7 +166,7 @@ func New(cfg Config) *Sink {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sink{cfg: cfg, log: log.With("sink", "mongo", "uri", Redact(cfg.URI))}
+	s := &Sink{cfg: cfg, retryTimeoutSet: retryTimeoutSet, log: log.With("sink", "mongo", "uri", Redact(cfg.URI))}
 	s.ordered = cfg.Mode == ModeAppend
 	if cfg.Ordered != nil {
 		s.ordered = *cfg.Ordered

@@ -215,10 +215,20 @@ func TestMaxOutage(t *testing.T) {
 		a := freeNATSAddr(t)
 		withCreds := fmt.Sprintf("nats://alice:s3cret@127.0.0.1:%d", a.port)
 		s := New(Config{Pipeline: "orders", Servers: []string{withCreds}, Stream: "CDC", MaxOutage: time.Second, Logger: testLogger(t)})
+		var reports []int // the attempts reported to the pipeline (cdc.Retrier)
+		s.SetRetry(cdc.RetryPolicy{}, func(attempt int, err error) {
+			if err == nil {
+				t.Errorf("report(%d, nil) while NATS is away", attempt)
+			}
+			reports = append(reports, attempt)
+		})
 		err := s.Open(t.Context(), nil)
 		s.Close()
 		if err == nil {
 			t.Fatal("Open succeeded with no server")
+		}
+		if len(reports) < 2 || reports[0] != 1 || reports[1] != 2 {
+			t.Errorf("retries reported %v, want 1, 2, …", reports)
 		}
 		for _, want := range []string{"NATS at " + a.url() + " was unreachable for ", "(max_outage 1s)", "no servers available"} {
 			if !strings.Contains(err.Error(), want) {

@@ -66,6 +66,7 @@ type Sink struct {
 	cfg     Config
 	log     *slog.Logger
 	subject []part
+	report  cdc.RetryFunc // SetRetry's; nil outside a pipeline
 
 	nc      *nats.Conn
 	ownConn bool
@@ -172,6 +173,7 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 		if err == nil {
 			if o.attempts > 0 {
 				s.log.Info("nats reachable; sink open", "servers", servers, "waited", o.length())
+				s.reportRetry(0, nil)
 			}
 			// A permission violation seen so far (checkSync asks the
 			// system account) is not about a publish.
@@ -202,6 +204,7 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 			}
 			s.log.Warn(msg, "servers", servers, "waited", o.length(), "max_outage", s.cfg.MaxOutage, "err", explain(err))
 		}
+		s.reportRetry(o.attempts+1, explain(err))
 		if err := o.sleep(ctx, nil); err != nil {
 			s.closeOwnConn()
 			return fmt.Errorf("nats sink: waiting for NATS at %s: %w", servers, err)
@@ -403,6 +406,7 @@ func (s *Sink) retry(ctx context.Context, batch []pending, first int, err error,
 			s.log.Warn("nats unavailable; retrying the batch from its first unacknowledged record",
 				"servers", servers, "records", len(batch)-first, "outage", o.length(), "max_outage", s.cfg.MaxOutage, "err", err)
 		}
+		s.reportRetry(o.attempts+1, err)
 		if err := o.sleep(ctx, s.reconnected); err != nil {
 			return fmt.Errorf("commit %d records: %w", len(batch), err)
 		}
@@ -410,6 +414,7 @@ func (s *Sink) retry(ctx context.Context, batch []pending, first int, err error,
 		if rerr == nil {
 			s.log.Info("nats available again; batch acknowledged", "records", len(batch),
 				"retries", o.attempts, "took", time.Since(start).Round(time.Millisecond))
+			s.reportRetry(0, nil)
 			return nil
 		}
 		if ctx.Err() != nil {

@@ -37,7 +37,7 @@ func (c *Checkpoints) Load(ctx context.Context, pipeline string) (*cdc.Checkpoin
 	}
 	s.sql = newStatements(s.cfg)
 	if s.conn == nil {
-		if err := s.connect(ctx); err != nil {
+		if err := s.connectRetrying(ctx); err != nil {
 			return nil, err
 		}
 	}

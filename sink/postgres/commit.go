@@ -216,17 +216,17 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 // connection errors.
 func (s *Sink) commit(ctx context.Context, ckpt []byte) error {
 	var (
-		start     = time.Now()
-		wait      = 50 * time.Millisecond
+		b         = s.backoff()
 		uncertain bool
 	)
-	for attempt := 1; ; attempt++ {
+	for {
 		err := s.attempt(ctx, ckpt, uncertain)
 		if err == nil {
 			if n := s.stage.skipped; n > 0 {
 				s.log.Debug("skipped updates without a full document: their documents were deleted before the lookup", "updates", n)
 			}
 			s.stage.reset()
+			b.Succeed()
 			return nil
 		}
 		if errors.Is(err, errUncertain) {
@@ -236,16 +236,15 @@ func (s *Sink) commit(ctx context.Context, ckpt []byte) error {
 		if errors.As(err, &be) || ctx.Err() != nil {
 			return err
 		}
-		if time.Since(start) > s.cfg.RetryTimeout {
-			return fmt.Errorf("postgres sink: batch of %d rows not written after %d attempts in %s: %w",
-				s.stage.live, attempt, time.Since(start).Round(time.Millisecond), err)
+		if b.Attempts() == 0 || b.Attempts()%10 == 0 {
+			s.log.Warn("retrying batch", "attempt", b.Attempts()+1, "rows", s.stage.live, "err", err)
 		}
-		s.log.Warn("retrying batch", "attempt", attempt, "rows", s.stage.live, "err", err)
-		// Full jitter, so that many pipelines do not reconnect in step.
-		if err := retry.Sleep(ctx, retry.Jitter(wait)); err != nil {
-			return err
+		if werr := b.Fail(ctx, err); werr != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			return fmt.Errorf("postgres sink: batch of %d rows not written: %w", s.stage.live, werr)
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 

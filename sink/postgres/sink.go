@@ -48,8 +48,9 @@ type Config struct {
 	// Sink.Checkpoints switched the sink to keep the checkpoint.
 	Pipeline string `yaml:"-"`
 
-	// RetryTimeout bounds the retries of a batch after connection errors;
-	// default DefaultRetryTimeout.
+	// RetryTimeout, if set, bounds the retries of a batch after
+	// connection errors, overriding the pipeline's retry.max_elapsed;
+	// outside a pipeline the default is DefaultRetryTimeout.
 	RetryTimeout time.Duration `yaml:"-"`
 	// LockTimeout bounds the wait for the pipeline's lock, held by the
 	// session of another tide running the pipeline, or of one killed
@@ -70,6 +71,9 @@ type Sink struct {
 
 	conn    *pgx.Conn
 	lostPID uint32 // server process of a connection lost mid-batch; 0 if none
+
+	policy cdc.RetryPolicy // SetRetry's; zero outside a pipeline
+	report cdc.RetryFunc   // SetRetry's; nil outside a pipeline
 
 	opened bool
 	stage  stage
@@ -95,9 +99,6 @@ func New(cfg Config) *Sink {
 	}
 	if cfg.LockTimeout <= 0 {
 		cfg.LockTimeout = DefaultLockTimeout
-	}
-	if cfg.RetryTimeout <= 0 {
-		cfg.RetryTimeout = DefaultRetryTimeout
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -155,7 +156,7 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 	}
 	if s.conn == nil { // Checkpoints().Load may have connected
 		s.sql = newStatements(s.cfg)
-		if err := s.connect(ctx); err != nil {
+		if err := s.connectRetrying(ctx); err != nil {
 			return err
 		}
 	}

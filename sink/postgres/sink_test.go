@@ -199,8 +199,10 @@ func TestBadInput(t *testing.T) {
 		cfg  postgres.Config
 		want []string
 	}{
-		"unreachable server": {postgres.Config{DSN: closed.String(), Table: "t", CreateTable: true},
-			[]string{"postgres sink: connect", "connection refused"}},
+		// Unreachable is transient: retried for RetryTimeout (the
+		// pipeline's retry.max_elapsed, forever by default), then given up.
+		"unreachable server": {postgres.Config{DSN: closed.String(), Table: "t", CreateTable: true, RetryTimeout: time.Second},
+			[]string{"postgres sink: connect", "giving up after", "connection refused"}},
 		"wrong password": {postgres.Config{DSN: wrongPassword.String(), Table: "t", CreateTable: true},
 			[]string{"postgres sink: connect", "password authentication failed"}},
 		"malformed dsn": {postgres.Config{DSN: "postgres://host:notaport/db", Table: "t"},

@@ -50,3 +50,19 @@ func (s *Source) SnapshotProgress() cdc.SnapshotProgress {
 	}
 	return p
 }
+
+var _ cdc.PositionTimer = (*Source)(nil)
+
+// PositionTime is the cluster time of a position of this source, in whole
+// seconds: the time of the change it follows. It needs no connection.
+func (s *Source) PositionTime(p cdc.Position) (time.Time, bool) {
+	pos, err := parsePosition(p)
+	if err != nil {
+		return time.Time{}, false
+	}
+	ts, ok := pos.time()
+	if !ok || ts.T == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(int64(ts.T), 0), true
+}

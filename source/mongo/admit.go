@@ -12,8 +12,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-
-	"github.com/tide-cdc/tide/internal/retry"
 )
 
 // Identity keys, in the order they are checked against a checkpoint.
@@ -54,21 +52,16 @@ func (s *Source) admit(ctx context.Context) (live, error) {
 	return l, err
 }
 
-// retry runs f until it succeeds, fails permanently, or has failed
-// cfg.AdmitAttempts times, waiting a capped, jittered backoff between
-// attempts. It is for setup steps, before the reader runs.
+// retry runs f until it succeeds, fails permanently, or the retry
+// policy gives up (or cfg.AdmitAttempts, where set, are spent), waiting a
+// capped, jittered backoff between attempts. It is for setup steps,
+// before the reader runs.
 func (s *Source) retry(ctx context.Context, what string, f func() error) error {
-	var last error
-	for attempt := range s.cfg.AdmitAttempts {
-		if attempt > 0 {
-			d := backoff(attempt, s.cfg.BackoffBase, s.cfg.BackoffMax)
-			s.log.Warn("retrying", "what", what, "attempt", attempt, "in", d, "err", last)
-			if err := retry.Sleep(ctx, d); err != nil {
-				return fmt.Errorf("%s: %w (last error: %v)", what, err, last)
-			}
-		}
+	b := s.backoff()
+	for {
 		err := f()
 		if err == nil {
+			b.Succeed()
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -77,10 +70,18 @@ func (s *Source) retry(ctx context.Context, what string, f func() error) error {
 		if !transient(err) {
 			return explain(s.ns, s.split, err)
 		}
-		last = err
 		s.metrics.errors.Add(1)
+		if n := s.cfg.AdmitAttempts; n > 0 && b.Attempts()+1 >= n {
+			return fmt.Errorf("%s: giving up after %d attempts: %w", what, n, err)
+		}
+		s.log.Warn("retrying", "what", what, "attempt", b.Attempts()+1, "err", err)
+		if werr := b.Fail(ctx, err); werr != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+			}
+			return fmt.Errorf("%s: %w", what, werr)
+		}
 	}
-	return fmt.Errorf("%s: giving up after %d attempts: %w", what, s.cfg.AdmitAttempts, last)
 }
 
 func (s *Source) admitOnce(ctx context.Context) (live, error) {

@@ -64,7 +64,7 @@ type Config struct {
 	MaxBufferedBytes cdc.ByteSize  `yaml:"max_buffered_bytes"` // the reader's queue budget; default 64MiB
 	BatchSize        int32         `yaml:"batch_size"`         // driver cursor batch size; default 1000
 	MaxAwait         time.Duration `yaml:"max_await"`          // how long an idle getMore waits; default 1s
-	MaxReconnects    int           `yaml:"max_reconnects"`     // consecutive failed reconnects before Poll fails; default 10
+	MaxReconnects    int           `yaml:"max_reconnects"`     // consecutive failed reconnects before Poll fails; default 0: no cap, the pipeline's retry policy decides
 
 	// HeadroomWarn is the checkpoint headroom (the time until the
 	// checkpoint falls out of the oplog window) below which the source
@@ -77,7 +77,7 @@ type Config struct {
 	// Embedded configures the embedded server that uri: embedded starts.
 	Embedded *Embedded `yaml:"embedded"`
 
-	AdmitAttempts  int           `yaml:"-"` // admission attempts on transient errors; default 5
+	AdmitAttempts  int           `yaml:"-"` // admission attempts on transient errors; default 0: no cap, the retry policy decides
 	BackoffBase    time.Duration `yaml:"-"` // first retry wait; default 100 ms
 	BackoffMax     time.Duration `yaml:"-"` // retry wait cap; default 10 s
 	ConnectTimeout time.Duration `yaml:"-"` // server selection and connect timeout; default 10 s
@@ -109,7 +109,7 @@ const (
 	DefaultMaxBufferedBytes    = 64 << 20
 	DefaultBatchSize           = 1000
 	DefaultMaxAwait            = time.Second
-	DefaultMaxReconnects       = 10
+	DefaultMaxReconnects       = 0 // no cap: the retry policy's max_elapsed decides
 	DefaultSnapshotParallelism = 2
 )
 

@@ -15,7 +15,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/tide-cdc/tide/cdc"
-	"github.com/tide-cdc/tide/internal/retry"
 )
 
 // permanentError marks an error that retrying cannot fix although it is
@@ -439,9 +438,11 @@ func (r *reader) checkStartAt(ctx context.Context, at bson.Timestamp) error {
 func tsBefore(a, b cdc.Timestamp) bool { return a.T < b.T || a.T == b.T && a.I < b.I }
 
 // streamLoop streams, reopening after transient errors from the last
-// position handed out, at most MaxReconnects times in a row.
+// position handed out, under the retry policy (and at most MaxReconnects
+// times in a row, where set).
 func (r *reader) streamLoop(ctx context.Context, opened bool) error {
 	s := r.s
+	b := s.backoff()
 	failures := 0
 	var lastErr error
 	fail := func(err error) error {
@@ -457,7 +458,7 @@ func (r *reader) streamLoop(ctx context.Context, opened bool) error {
 		failures++
 		lastErr = err
 		s.metrics.errors.Add(1)
-		if failures > s.cfg.MaxReconnects {
+		if s.cfg.MaxReconnects > 0 && failures > s.cfg.MaxReconnects {
 			return fmt.Errorf("change stream on %s: %d consecutive failures, giving up (max_reconnects %d): %w",
 				s.ns, failures, s.cfg.MaxReconnects, err)
 		}
@@ -466,10 +467,14 @@ func (r *reader) streamLoop(ctx context.Context, opened bool) error {
 	for {
 		if r.cs == nil {
 			if failures > 0 {
-				d := backoff(failures, s.cfg.BackoffBase, s.cfg.BackoffMax)
-				s.log.Warn("change stream failed; reconnecting", "attempt", failures, "in", d, "err", lastErr)
-				if err := retry.Sleep(ctx, d); err != nil {
-					return err
+				if n := b.Attempts(); n == 0 || n%10 == 0 {
+					s.log.Warn("change stream failed; reconnecting", "attempt", failures, "err", lastErr)
+				}
+				if err := b.Fail(ctx, s.heartbeat.explainIfUnreachable(lastErr)); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return fmt.Errorf("change stream on %s: %w", s.ns, err)
 				}
 			}
 			if err := r.reopen(ctx, opened); err != nil {
@@ -487,6 +492,7 @@ func (r *reader) streamLoop(ctx context.Context, opened bool) error {
 		r.cs = nil
 		if progressed {
 			failures = 0
+			b.Succeed()
 		}
 		if err := fail(err); err != nil {
 			return err

@@ -43,7 +43,7 @@ func (r *reader) snapshot(ctx context.Context) error {
 		}
 		failures++
 		s.metrics.errors.Add(1)
-		if failures > s.cfg.MaxReconnects {
+		if s.cfg.MaxReconnects > 0 && failures > s.cfg.MaxReconnects {
 			return fmt.Errorf("snapshot %s: %d consecutive failures, giving up: %w", s.ns, failures, err)
 		}
 		d := backoff(failures, s.cfg.BackoffBase, s.cfg.BackoffMax)

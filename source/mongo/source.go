@@ -46,6 +46,10 @@ type Source struct {
 	closeErr   error
 
 	metrics counters
+
+	retryPolicy cdc.RetryPolicy // SetRetry's
+	retryReport cdc.RetryFunc   // SetRetry's; nil outside a pipeline
+	heartbeat   heartbeats      // the driver's last failed heartbeat
 }
 
 // counters are updated by the reader, Poll and Ack, and read by Stats.
@@ -101,12 +105,6 @@ func New(cfg Config) *Source {
 	}
 	if cfg.MaxAwait <= 0 {
 		cfg.MaxAwait = DefaultMaxAwait
-	}
-	if cfg.MaxReconnects <= 0 {
-		cfg.MaxReconnects = DefaultMaxReconnects
-	}
-	if cfg.AdmitAttempts <= 0 {
-		cfg.AdmitAttempts = 5
 	}
 	if cfg.BackoffBase <= 0 {
 		cfg.BackoffBase = 100 * time.Millisecond
@@ -265,9 +263,13 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	opts := options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(s.cfg.ConnectTimeout).
 		SetConnectTimeout(s.cfg.ConnectTimeout).
-		SetAppName("tide")
+		SetAppName("tide").
+		SetServerMonitor(s.heartbeat.monitor())
 	if s.client, err = mongo.Connect(opts); err != nil {
 		return fmt.Errorf("connect to %s: %w", redact.String(uri), err)
+	}
+	if err := s.reach(ctx); err != nil {
+		return fmt.Errorf("mongo source %s: %w", s.ns, err)
 	}
 	if s.multi == nil {
 		s.coll = s.client.Database(s.cfg.Database).Collection(s.cfg.Collection)

@@ -75,6 +75,7 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 		if attempt == 1 {
 			s.log.Warn("waiting for jetstream to prepare the consumer", "consumer", s.cfg.Consumer, "stream", s.cfg.Stream, "err", err)
 		}
+		s.reportRetry(attempt, err)
 		if time.Since(begun) > openRetryFor {
 			err = fmt.Errorf("%w (retried for %v)", err, openRetryFor)
 			break
@@ -92,6 +93,7 @@ func (s *Source) openJetStream(ctx context.Context, restored *cdc.Checkpoint, st
 		s.nc.RemoveStatusListener(reconnected)
 		return err
 	}
+	s.reportRetry(0, nil) // a no-op for the pipeline unless it retried
 	if s.cfg.Ack != "none" {
 		s.acks = newAcker(s.log, &s.m, s.cfg.MaxAckPending, s.cfg.AckTimeout)
 	}
@@ -331,6 +333,9 @@ func (s *Source) readJetStream(last uint64, reconnected chan nats.Status) {
 			}
 			rcancel()
 			if err == nil {
+				if errs > 0 {
+					s.reportRetry(0, nil)
+				}
 				break
 			}
 			if errors.Is(err, ErrPosition) || errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -338,6 +343,7 @@ func (s *Source) readJetStream(last uint64, reconnected chan nats.Status) {
 				return
 			}
 			errs++
+			s.reportRetry(errs, err)
 			wait := backoff(errs, jitter())
 			s.log.Warn("reposition consumer; backing off", "consumer", s.cfg.Consumer, "attempt", errs, "wait", wait, "err", err)
 			t := time.NewTimer(wait)

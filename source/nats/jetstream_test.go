@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -363,6 +364,15 @@ func TestOpenWaitsForJetStream(t *testing.T) {
 
 	src := New(jsConfig(t, nc, "ORDERS", "tide"))
 	t.Cleanup(func() { src.Close() })
+	// The retries reach the pipeline (cdc.Retrier): failures, then the
+	// success that ends them.
+	var mu sync.Mutex
+	var reports []int
+	src.SetRetry(cdc.RetryPolicy{}, func(attempt int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reports = append(reports, attempt)
+	})
 	opened := make(chan error, 1)
 	go func() { opened <- src.Open(t.Context(), nil) }()
 	time.Sleep(time.Second) // the outage Open must ride out
@@ -373,6 +383,11 @@ func TestOpenWaitsForJetStream(t *testing.T) {
 	if err := <-opened; err != nil {
 		t.Fatalf("open across an outage: %v", err)
 	}
+	mu.Lock()
+	if len(reports) < 2 || reports[0] != 1 || reports[len(reports)-1] != 0 {
+		t.Errorf("retries reported %v, want 1, …, then 0", reports)
+	}
+	mu.Unlock()
 	for i, ev := range pollN(t, src, 3) {
 		if n := number(t, ev); n != i {
 			t.Fatalf("event %d has payload %d", i, n)

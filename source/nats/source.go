@@ -19,9 +19,10 @@ import (
 // Source reads NATS messages as events. It implements cdc.Source,
 // cdc.Acker and cdc.Identifier.
 type Source struct {
-	cfg Config
-	log *slog.Logger
-	m   counters
+	cfg    Config
+	log    *slog.Logger
+	m      counters
+	report cdc.RetryFunc // SetRetry's; nil outside a pipeline
 
 	nc      *nats.Conn
 	ownConn bool

@@ -66,6 +66,7 @@
     const state = el("span", "state", "");
     h.append(title, state);
     const error = el("div", "error"); error.hidden = true;
+    const degraded = el("div", "degraded"); degraded.hidden = true;
     const warning = el("div", "warning"); warning.hidden = true;
     const numbers = el("div", "numbers");
     const cp = el("div", "checkpoint");
@@ -77,12 +78,13 @@
     plots.append(p1, p2);
     const source = el("dl", "source"); source.hidden = true;
     const errors = el("table", "errors"); errors.hidden = true;
-    card.append(h, error, warning, numbers, cp, plots, source, errors);
+    const namespaces = el("table", "namespaces"); namespaces.hidden = true;
+    card.append(h, error, degraded, warning, numbers, cp, plots, namespaces, source, errors);
     document.getElementById("none")?.remove();
     root.append(card);
     const w = plotWidth();
     const v = {
-      card, state, error, warning, numbers, cp, source, errors, lagNote,
+      card, state, error, degraded, warning, numbers, namespaces, cp, source, errors, lagNote,
       data: { t: [], eps: [], lag: [] },
       throughput: chart(p1, "events/s", "#0969da", w),
       lag: chart(p2, "lag s", "#bf3989", w),
@@ -159,6 +161,47 @@
     v.errors.replaceChildren(...rows);
   }
 
+  // setDegraded shows which end is retrying, and since when it has not
+  // succeeded, while the pipeline is degraded.
+  function setDegraded(v, d) {
+    v.degraded.hidden = !d;
+    if (!d) { v.degraded.replaceChildren(); return; }
+    v.degraded.replaceChildren(
+      el("strong", "", "DEGRADED"),
+      document.createTextNode(": the " + d.component + " is retrying (attempt " + d.attempts +
+        ", last success " + fmtAge(d.seconds_since_last_success) + " ago): "),
+      el("span", "msg", d.error));
+  }
+
+  // setNamespaces fills the table of changes committed by namespace.
+  function setNamespaces(v, ns, now) {
+    if (!ns || ns.length === 0) { v.namespaces.hidden = true; return; }
+    v.namespaces.hidden = false;
+    const head = el("tr");
+    const snapshots = ns.some(n => n.snapshot);
+    head.append(el("th", "", "namespace"), el("th", "num", "events"), el("th", "", "last change"));
+    if (snapshots) head.append(el("th", "", "snapshot"));
+    const rows = [head];
+    const t = Date.parse(now);
+    for (const n of ns) {
+      const tr = el("tr");
+      tr.dataset.namespace = n.namespace;
+      const last = n.last_change ? fmtAge(Math.max(0, (t - Date.parse(n.last_change)) / 1000)) + " ago" : "—";
+      tr.append(el("td", "ns", n.namespace), el("td", "num", fmtNum(n.events, 0)), el("td", "", last));
+      if (snapshots) {
+        const s = n.snapshot;
+        let text = "";
+        if (s) {
+          text = fmtNum(s.done, 0) + " / " + fmtNum(s.total, 0);
+          if (s.total > 0) text += " (" + Math.min(100, Math.floor(100 * s.done / s.total)) + "%)";
+        }
+        tr.append(el("td", "num snapshot", text));
+      }
+      rows.push(tr);
+    }
+    v.namespaces.replaceChildren(...rows);
+  }
+
   function appendHistory(v, h) {
     if (!h) return;
     const d = v.data;
@@ -182,10 +225,12 @@
       v.card.dataset.state = p.state;
       v.error.hidden = !p.error;
       v.error.textContent = p.error ? "Failed: " + p.error : "";
+      setDegraded(v, p.degraded);
       setNumbers(v, p);
       v.cp.textContent = describeCheckpoint(p.checkpoint);
       setSource(v, p.source);
       setErrors(v, p.errors);
+      setNamespaces(v, p.namespaces, rep.time);
       appendHistory(v, p.history);
       if (p.history && p.history.t.length) since = Math.max(since, p.history.t[p.history.t.length - 1]);
     }
