@@ -1,0 +1,461 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
+)
+
+// transactionTimeout is how long the coordinator lets a transaction stay
+// open before it aborts it; a tide killed mid-batch is aborted at once
+// by the next start instead.
+const transactionTimeout = time.Minute
+
+// Stats counts what the sink did.
+type Stats struct {
+	Records      int64 // records acknowledged by the cluster (tombstones included)
+	Transactions int64 // committed transactions (checkpoint: sink)
+	// Resolved counts commits of unknown outcome that reading the
+	// checkpoint back showed had succeeded: not written again.
+	Resolved int64
+	Created  int64 // topics created
+}
+
+// Sink writes records to Kafka topics. It implements cdc.Sink. Open, Put,
+// Commit and Close are called from one goroutine.
+type Sink struct {
+	cfg   Config
+	log   *slog.Logger
+	topic []part
+	ckpts *Checkpoints // nil unless the sink keeps the checkpoint
+
+	client *kgo.Client
+	opened bool
+	inTxn  bool
+	topics map[string]bool // topics known to exist
+
+	// The produce results of the records put since the last Commit,
+	// which the client reports from its own goroutines.
+	mu       sync.Mutex // guards the field below
+	produced *RecordError
+
+	records, txns, resolved, created atomic.Int64
+}
+
+// New returns a Sink for cfg. It does no I/O; Open connects.
+func New(cfg Config) *Sink {
+	cfg = cfg.withDefaults()
+	return &Sink{cfg: cfg, log: cfg.Logger.With("sink", "kafka")}
+}
+
+var _ cdc.Sink = (*Sink)(nil)
+
+// KeepCheckpoints is Checkpoints as a cdc.CheckpointKeeper.
+func (s *Sink) KeepCheckpoints() cdc.CheckpointStore { return s.Checkpoints() }
+
+// Checkpoints switches the sink to keep the pipeline's checkpoint
+// (checkpoint: sink) and returns the store to give the pipeline: from
+// then on the sink writes every batch, with its checkpoint, in one
+// transaction. Call it before Open.
+func (s *Sink) Checkpoints() *Checkpoints {
+	if s.ckpts == nil {
+		s.ckpts = &Checkpoints{s: s}
+	}
+	return s.ckpts
+}
+
+func (s *Sink) keepsCheckpoint() bool { return s.ckpts != nil }
+
+// Stats returns the sink's counters. It may be called from any goroutine.
+func (s *Sink) Stats() Stats {
+	return Stats{Records: s.records.Load(), Transactions: s.txns.Load(), Resolved: s.resolved.Load(), Created: s.created.Load()}
+}
+
+func (s *Sink) check() error {
+	if err := s.cfg.Validate(); err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
+	if s.cfg.Pipeline == "" {
+		return errors.New("kafka sink: pipeline: required")
+	}
+	return nil
+}
+
+// newProducer makes the sink's client: acks from all in-sync replicas,
+// idempotent (so at most five requests in flight per broker, which keeps
+// a partition's order across retries), Java's murmur2 partitioning of
+// keys, records failing after max_outage; transactional when the sink
+// keeps the checkpoint.
+func (s *Sink) newProducer() (*kgo.Client, error) {
+	opts, err := connOpts(s.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	c, err := codec(s.cfg.Compression)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: compression: %w", err)
+	}
+	opts = append(opts,
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(c),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.RecordDeliveryTimeout(s.cfg.MaxOutage),
+	)
+	if s.keepsCheckpoint() {
+		opts = append(opts, kgo.TransactionalID(TransactionalID(s.cfg.Pipeline)), kgo.TransactionTimeout(transactionTimeout))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	return cl, nil
+}
+
+// Open connects and waits, for up to max_outage, for the cluster to
+// answer.
+func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	parts, err := parseTopic(s.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("kafka sink: topic: %w", err)
+	}
+	s.topic = parts
+	if s.keepsCheckpoint() && s.client == nil {
+		return errors.New("kafka sink: the sink keeps the checkpoint, and Open was called before its Checkpoints().Load")
+	}
+	if s.client == nil {
+		cl, err := s.newProducer()
+		if err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
+		defer cancel()
+		if err := ping(pctx, cl); err != nil {
+			cl.Close()
+			return fmt.Errorf("kafka sink: brokers %v unreachable for max_outage (%s): %w", s.cfg.Brokers, s.cfg.MaxOutage, err)
+		}
+		s.client = cl
+	}
+	if s.topics == nil {
+		s.topics = map[string]bool{}
+	}
+	s.opened = true
+	return nil
+}
+
+// ping asks for metadata until the cluster answers or ctx is done.
+func ping(ctx context.Context, cl *kgo.Client) error {
+	for {
+		err := cl.Ping(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// Put produces batch. In a transaction (checkpoint: sink) nothing becomes
+// visible to read_committed consumers before Commit; otherwise the
+// records go out at once and Commit waits for their acknowledgements.
+func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
+	if !s.opened {
+		return errors.New("kafka sink: Put before Open")
+	}
+	if s.keepsCheckpoint() && !s.inTxn {
+		if err := s.begin(); err != nil {
+			return err
+		}
+	}
+	// One allocation holds every key and value of the batch: the client
+	// keeps them until they are acknowledged, and the runtime reuses
+	// batch once Put returns.
+	size := 0
+	for i := range batch {
+		size += len(batch[i].Data) + 64
+	}
+	arena := make([]byte, 0, size)
+	tombstones := s.cfg.Format == "debezium" && *s.cfg.Tombstones
+	for i := range batch {
+		r := &batch[i]
+		if len(r.Data) == 0 {
+			continue // an event the format has no record for (Debezium: DDL)
+		}
+		topic := s.render(r)
+		if !s.topics[topic] {
+			if err := s.ensureTopic(ctx, topic); err != nil {
+				return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: err}
+			}
+		}
+		var key []byte
+		if s.cfg.Key == KeyDocumentKey && len(r.DocumentKey) > 0 {
+			k := len(arena)
+			var err error
+			if arena, err = encode.DebeziumKey(arena, r.DocumentKey); err != nil {
+				return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: fmt.Errorf("key: %w", err)}
+			}
+			key = arena[k:len(arena):len(arena)]
+		}
+		v := len(arena)
+		arena = append(arena, r.Data...)
+		rec := &kgo.Record{Topic: topic, Key: key, Value: arena[v:len(arena):len(arena)]}
+		if *s.cfg.Headers {
+			rec.Headers = headers(r)
+		}
+		s.produce(ctx, rec, i, r.Pos)
+		if tombstones && r.Op == cdc.OpDelete && key != nil {
+			s.produce(ctx, &kgo.Record{Topic: topic, Key: key}, i, r.Pos)
+		}
+	}
+	return nil
+}
+
+// headers are a record's tide-* headers.
+func headers(r *cdc.Record) []kgo.RecordHeader {
+	h := []kgo.RecordHeader{
+		{Key: "tide-op", Value: []byte(r.Op)},
+		{Key: "tide-namespace", Value: []byte(r.Namespace)},
+		{Key: "tide-position", Value: bytes.Clone(r.Pos)},
+	}
+	if r.ClusterTime.T != 0 {
+		ct := strconv.FormatUint(uint64(r.ClusterTime.T), 10) + "." + strconv.FormatUint(uint64(r.ClusterTime.I), 10)
+		h = append(h, kgo.RecordHeader{Key: "tide-cluster-time", Value: []byte(ct)})
+	}
+	return h
+}
+
+// produce hands rec to the client; its result is kept for Commit.
+func (s *Sink) produce(ctx context.Context, rec *kgo.Record, index int, pos cdc.Position) {
+	s.client.Produce(ctx, rec, func(r *kgo.Record, err error) {
+		if err == nil {
+			s.records.Add(1)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.produced == nil || index < s.produced.Index {
+			s.produced = &RecordError{Index: index, Topic: r.Topic, Key: bytes.Clone(r.Key), Pos: bytes.Clone(pos), Err: err}
+		}
+	})
+}
+
+// ensureTopic creates topic, or with create_topics off checks that it
+// exists.
+func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
+	defer cancel()
+	if *s.cfg.CreateTopics {
+		made, err := createTopic(ctx, s.client, s.cfg.Partitions, s.cfg.ReplicationFactor, nil, topic)
+		if err != nil {
+			return err
+		}
+		if made {
+			s.created.Add(1)
+			s.log.Info("created topic", "topic", topic, "partitions", s.cfg.Partitions, "replication_factor", s.cfg.ReplicationFactor)
+		}
+	} else {
+		md, err := kadm.NewClient(s.client).ListTopics(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("look up topic %q: %w", topic, err)
+		}
+		if d, ok := md[topic]; !ok || d.Err != nil {
+			return fmt.Errorf("topic %q does not exist, and create_topics is false", topic)
+		}
+	}
+	s.topics[topic] = true
+	return nil
+}
+
+// render fills the topic template for r. Characters a topic name cannot
+// hold become '_'.
+func (s *Sink) render(r *cdc.Record) string {
+	var b strings.Builder
+	db, coll, _ := strings.Cut(r.Namespace, ".")
+	for _, p := range s.topic {
+		switch p.field {
+		case "":
+			b.WriteString(p.lit)
+		case "pipeline":
+			writeTopic(&b, s.cfg.Pipeline)
+		case "db":
+			writeTopic(&b, db)
+		case "coll":
+			writeTopic(&b, coll)
+		case "namespace":
+			writeTopic(&b, r.Namespace)
+		case "op":
+			writeTopic(&b, string(r.Op))
+		}
+	}
+	t := b.String()
+	if len(t) > 249 {
+		t = t[:249]
+	}
+	return t
+}
+
+func writeTopic(b *strings.Builder, s string) {
+	if s == "" {
+		b.WriteByte('_')
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+}
+
+func (s *Sink) begin() error {
+	if err := s.client.BeginTransaction(); err != nil {
+		return fmt.Errorf("kafka sink: begin transaction: %w", err)
+	}
+	s.inTxn = true
+	return nil
+}
+
+// Commit waits until the cluster has acknowledged every record put since
+// the last Commit. When the sink keeps the checkpoint, it adds the
+// checkpoint record to the transaction and commits it. A Commit that
+// fails drops the batch: the pipeline stops, and the batch is read again
+// after a restart.
+func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
+	if !s.opened {
+		return errors.New("kafka sink: Commit before Open")
+	}
+	if !s.keepsCheckpoint() {
+		return s.flush(ctx)
+	}
+	value, err := sinkcheckpoint.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
+	if !s.inTxn {
+		if err := s.begin(); err != nil {
+			return err
+		}
+	}
+	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, -1, next.Source)
+	if err := s.flush(ctx); err != nil {
+		s.abort(ctx)
+		return err
+	}
+	s.inTxn = false
+	if err := s.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		if fenced(err) {
+			return fmt.Errorf("%w: commit: %v", ErrFenced, err)
+		}
+		if err := s.resolve(ctx, value, err); err != nil {
+			return err
+		}
+	}
+	s.txns.Add(1)
+	s.ckpts.ledger.Committed(value)
+	return nil
+}
+
+// flush waits for the acknowledgements of what was produced, and returns
+// the first refused record's error.
+func (s *Sink) flush(ctx context.Context) error {
+	if err := s.client.Flush(ctx); err != nil {
+		return fmt.Errorf("kafka sink: flush: %w", err)
+	}
+	s.mu.Lock()
+	re := s.produced
+	s.produced = nil
+	s.mu.Unlock()
+	switch {
+	case re == nil:
+		return nil
+	case fenced(re.Err):
+		return fmt.Errorf("%w: %v", ErrFenced, re.Err)
+	case re.Index < 0:
+		return fmt.Errorf("kafka sink: write checkpoint to topic %s: %w", s.cfg.CheckpointTopic, explain(re.Err, s.cfg.MaxOutage.String()))
+	case permanent(re.Err):
+		return re
+	}
+	return fmt.Errorf("kafka sink: record at %s (topic %q): %w", re.Pos, re.Topic, explain(re.Err, s.cfg.MaxOutage.String()))
+}
+
+// abort ends the open transaction without its records.
+func (s *Sink) abort(ctx context.Context) {
+	if !s.inTxn {
+		return
+	}
+	s.inTxn = false
+	ctx = context.WithoutCancel(ctx)
+	if err := s.client.AbortBufferedRecords(ctx); err != nil {
+		s.log.Warn("abort buffered records", "err", err)
+	}
+	if err := s.client.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		s.log.Warn("abort transaction", "err", err)
+	}
+}
+
+// resolve settles a commit whose outcome is unknown: a new producer of
+// the transactional id makes the coordinator finish the transaction
+// (committing it if the commit was recorded), then the checkpoint is
+// read back. If it is the one the transaction wrote, the batch is
+// committed; otherwise the pipeline stops, and the batch is read again
+// after a restart: it is never written twice.
+func (s *Sink) resolve(ctx context.Context, value []byte, cause error) error {
+	s.log.Warn("commit outcome unknown; reading the checkpoint back", "err", cause)
+	s.client.Close()
+	s.client = nil
+	cl, err := s.newProducer()
+	if err != nil {
+		return err
+	}
+	s.client = cl
+	if err := takeOver(ctx, cl, s.cfg); err != nil {
+		return fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
+	}
+	got, err := readCheckpoint(ctx, s.cfg, s.cfg.Pipeline)
+	if err != nil {
+		return fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
+	}
+	if bytes.Equal(got, value) {
+		s.resolved.Add(1)
+		s.log.Info("commit of unknown outcome had succeeded", "checkpoint", string(value))
+		return nil
+	}
+	return fmt.Errorf("kafka sink: commit failed, its transaction aborted (the checkpoint read back is not the batch's): %w", cause)
+}
+
+// Close drops what was put and not committed, and disconnects.
+func (s *Sink) Close() error {
+	s.opened = false
+	if s.client == nil {
+		return nil
+	}
+	if s.inTxn {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.abort(ctx)
+		cancel()
+	}
+	s.client.Close()
+	s.client = nil
+	return nil
+}
