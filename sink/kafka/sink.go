@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -163,8 +164,9 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 func ping(ctx context.Context, cl *kgo.Client) error {
 	for {
 		err := cl.Ping(ctx)
-		if err == nil || ctx.Err() != nil {
-			return err
+		var ke *kerr.Error
+		if err == nil || ctx.Err() != nil || errors.As(err, &ke) && !ke.Retriable {
+			return err // success, or a refusal (authentication) no wait can fix
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):
@@ -379,8 +381,22 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 // flush waits for the acknowledgements of what was produced, and returns
 // the first refused record's error.
 func (s *Sink) flush(ctx context.Context) error {
-	if err := s.client.Flush(ctx); err != nil {
-		return fmt.Errorf("kafka sink: flush: %w", err)
+	// The client retries on its own; an outage is a max_outage without
+	// a single acknowledgement.
+	for {
+		before := s.records.Load()
+		fctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
+		err := s.client.Flush(fctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("kafka sink: flush: %w", ctx.Err())
+		}
+		if s.records.Load() == before {
+			return fmt.Errorf("kafka sink: brokers %v acknowledged nothing for max_outage (%s): %w", s.cfg.Brokers, s.cfg.MaxOutage, err)
+		}
 	}
 	s.mu.Lock()
 	re := s.produced
