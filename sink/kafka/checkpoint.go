@@ -275,6 +275,7 @@ func (c Config) DeleteCheckpoint(ctx context.Context, pipeline string) error {
 func (c Config) rewrite(ctx context.Context, pipeline string, next func(*cdc.Checkpoint) ([]byte, bool, error)) error {
 	c.Pipeline = pipeline
 	s := New(c)
+	s.Checkpoints() // transactional
 	if err := s.check(); err != nil {
 		return err
 	}
