@@ -1,0 +1,185 @@
+package tide
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/tide-cdc/tide/internal/dbzconsumer"
+	"github.com/tide-cdc/tide/internal/testenv"
+)
+
+// kcatRecord is a record as kcat printed it: its key, and its value or
+// null (a tombstone).
+type kcatRecord struct {
+	Key, Value string
+	Null       bool
+}
+
+// kcatTopic reads topic with kcat (librdkafka), read_committed.
+func kcatTopic(t *testing.T, brokers, topic string) []kcatRecord {
+	t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		testenv.Need(t, "kcat", fmt.Errorf("%w (apt-get install kcat)", err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kcat, "-C", "-b", brokers, "-t", topic, "-e", "-q",
+		"-X", "isolation.level=read_committed", "-f", "%k\x1f%S\x1f%s\x1e")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kcat -t %s: %v\n%s", topic, err, stderr.Bytes())
+	}
+	var recs []kcatRecord
+	for _, r := range strings.Split(string(out), "\x1e") {
+		if f := strings.Split(r, "\x1f"); len(f) == 3 {
+			recs = append(recs, kcatRecord{Key: f[0], Null: f[1] == "-1", Value: f[2]})
+		}
+	}
+	return recs
+}
+
+// TestMongoToKafkaDebezium runs the embedded MongoDB server into Kafka
+// (kfake) with encode.format: debezium and checkpoint: sink, for two
+// collections, and reads every topic with kcat as a Debezium consumer
+// would: the topics are Debezium's (<name>.<db>.<coll>), the keys are
+// the MongoDB connector's {"id": "<_id in strict JSON>"}, every value is
+// read by the consumer written from Debezium's documented fields, and
+// each delete is followed by a tombstone.
+func TestMongoToKafkaDebezium(t *testing.T) {
+	t.Parallel()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	brokers := strings.Join(kc.ListenAddrs(), ",")
+
+	srv := testenv.MongoWire(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	ctx := t.Context()
+	db := client.Database("inventory")
+	for _, c := range []string{"customers", "orders"} {
+		if err := db.RunCommand(ctx, bson.D{{Key: "create", Value: c},
+			{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	customers, orders := db.Collection("customers"), db.Collection("orders")
+	if _, err := customers.InsertOne(ctx, bson.D{{Key: "_id", Value: int64(1001)}, {Key: "name", Value: "Sally"}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	text := fmt.Appendf(nil, `name: fulfillment
+source:
+  mongo:
+    uri: %s
+    database: inventory
+    collections: [customers, orders]
+    before_change: when_available
+sink:
+  kafka: {brokers: [%s], partitions: 1}
+encode: {format: debezium}
+checkpoint: sink
+data_dir: %q
+batch: {commit_interval: 10ms}
+`, srv.URI(), brokers, filepath.Join(dir, "data"))
+	p, err := build(ctx, text, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(rctx) }()
+	wait := func(n int64) {
+		for p.Stats().EventsOut < n || p.Stats().LastCheckpoint.Source == nil {
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case err := <-errc:
+				t.Fatalf("Run returned early: %v", err)
+			case <-rctx.Done():
+				t.Fatalf("events committed: %d, want %d", p.Stats().EventsOut, n)
+			}
+		}
+	}
+	wait(1)
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(customers.InsertOne(ctx, bson.D{{Key: "_id", Value: int64(1002)}, {Key: "name", Value: "George"}}))
+	must(orders.InsertOne(ctx, bson.D{{Key: "_id", Value: "A-1"}, {Key: "qty", Value: int32(2)}}))
+	must(customers.UpdateOne(ctx, bson.D{{Key: "_id", Value: int64(1001)}}, bson.D{{Key: "$set", Value: bson.D{{Key: "name", Value: "Sally Ann"}}}}))
+	must(orders.UpdateOne(ctx, bson.D{{Key: "_id", Value: "A-1"}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "qty", Value: int32(1)}}}}))
+	must(customers.ReplaceOne(ctx, bson.D{{Key: "_id", Value: int64(1002)}}, bson.D{{Key: "name", Value: "Jorge"}}))
+	must(customers.DeleteOne(ctx, bson.D{{Key: "_id", Value: int64(1001)}}))
+	must(orders.DeleteOne(ctx, bson.D{{Key: "_id", Value: "A-1"}}))
+	wait(8)
+	if err := p.Drain(rctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Run after Drain = %v", err)
+	}
+
+	for topic, want := range map[string][]struct{ key, op string }{
+		"fulfillment.inventory.customers": {
+			{`{"id":"{\"$numberLong\":\"1001\"}"}`, "r"},
+			{`{"id":"{\"$numberLong\":\"1002\"}"}`, "c"},
+			{`{"id":"{\"$numberLong\":\"1001\"}"}`, "u"},
+			{`{"id":"{\"$numberLong\":\"1002\"}"}`, "u"},
+			{`{"id":"{\"$numberLong\":\"1001\"}"}`, "d"},
+			{`{"id":"{\"$numberLong\":\"1001\"}"}`, "tombstone"},
+		},
+		"fulfillment.inventory.orders": {
+			{`{"id":"\"A-1\""}`, "c"},
+			{`{"id":"\"A-1\""}`, "u"},
+			{`{"id":"\"A-1\""}`, "d"},
+			{`{"id":"\"A-1\""}`, "tombstone"},
+		},
+	} {
+		recs := kcatTopic(t, brokers, topic)
+		if len(recs) != len(want) {
+			t.Fatalf("%s: kcat read %d records, want %d: %+v", topic, len(recs), len(want), recs)
+		}
+		coll := topic[strings.LastIndexByte(topic, '.')+1:]
+		for i, r := range recs {
+			if r.Key != want[i].key {
+				t.Errorf("%s record %d: key %s, want %s", topic, i, r.Key, want[i].key)
+			}
+			if want[i].op == "tombstone" {
+				if !r.Null {
+					t.Errorf("%s record %d: %q, want a tombstone", topic, i, r.Value)
+				}
+				continue
+			}
+			ev, err := dbzconsumer.Parse([]byte(r.Value))
+			if err != nil {
+				t.Fatalf("%s record %d: %v\n%s", topic, i, err, r.Value)
+			}
+			if ev.Op != want[i].op || ev.Source.Name != "fulfillment" || ev.Source.DB != "inventory" || ev.Source.Collection != coll {
+				t.Errorf("%s record %d: op %s source %+v, want op %s", topic, i, ev.Op, ev.Source, want[i].op)
+			}
+		}
+	}
+}
