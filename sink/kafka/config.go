@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tide-cdc/tide/cdc"
 )
 
 // Defaults.
@@ -269,3 +271,15 @@ func parseTopic(tmpl string) ([]part, error) {
 	}
 	return parts, nil
 }
+
+// Batch sizes where the pipeline file sets none: a Kafka commit (a flush,
+// or a transaction) costs a round trip to every partition leader, so
+// fewer, larger batches go faster.
+const (
+	DefaultMaxRecords = 10000
+	DefaultMaxBytes   = 16 << 20
+)
+
+// BatchDefaults are the batch sizes the sink wants where the pipeline
+// file sets none.
+func (Config) BatchDefaults() (int, cdc.ByteSize) { return DefaultMaxRecords, DefaultMaxBytes }
