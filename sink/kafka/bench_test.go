@@ -129,4 +129,3 @@ func BenchmarkGenerateToKafka(b *testing.B) {
 		runTide(b, benchCluster(b), b.N, true)
 	})
 }
-
