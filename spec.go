@@ -358,8 +358,10 @@ func (s *Spec) encoder() (pipeline.EncodeFunc, error) {
 		return encode.Envelope, nil
 	case "canonical":
 		return encode.CanonicalEnvelope, nil
-	case "debezium":
+	case "debezium", "avro":
+		// For avro the sink turns Debezium's value into Avro records of
+		// the schemas it registers.
 		return (&encode.Debezium{Name: s.Name}).Encode, nil
 	}
-	return nil, fmt.Errorf("encode.format %q: want json, canonical or debezium", s.Encode.Format)
+	return nil, fmt.Errorf("encode.format %q: want json, canonical, debezium or avro", s.Encode.Format)
 }

@@ -195,6 +195,14 @@ func TestSpecParseBad(t *testing.T) {
 		// Append mode's table has Tide's envelope columns, which Debezium's value lacks.
 		"debezium into a postgres append table": {"name: p\nsource: {generate: {}}\nsink: {postgres: {dsn: \"postgres://u@h/db\", mode: append}}\nencode: {format: debezium}\n",
 			[]string{"line 4: encode.format: debezium does not fit the PostgreSQL sink"}},
+		"avro into a file": {"name: p\nsource: {generate: {}}\nsink: {file: {path: x}}\nencode: {format: avro}\n",
+			[]string{"line 4: encode.format: avro needs a sink that registers its schemas: sink.kafka with schema_registry"}},
+		"avro without a registry": {"name: p\nsource: {generate: {}}\nsink: {kafka: {}}\nencode: {format: avro}\n",
+			[]string{"line 4: encode.format: avro needs a sink that registers its schemas", "line 4: encode.format: avro needs sink.kafka.schema_registry"}},
+		"a registry without avro": {"name: p\nsource: {generate: {}}\nsink: {kafka: {schema_registry: {url: \"http://r:8081\"}}}\nencode: {format: debezium}\n",
+			[]string{"line 4: encode.format: debezium does not use sink.kafka.schema_registry, which is for avro"}},
+		"a bad kafka topic": {"name: p\nsource: {generate: {}}\nsink:\n  kafka: {topic: \"a b.{coll}\", key: id}\n",
+			[]string{`line 4: sink.kafka.topic: "a b.{coll}": "a b." cannot be part of a topic name`, `line 4: sink.kafka.key: "id" is not one of document_key, none`}},
 		"a format for the mongo sink": {"name: p\nsource: {generate: {}}\nsink: {mongo: {uri: embedded, mode: append}}\nencode: {format: canonical}\n",
 			[]string{"line 4: encode.format: the MongoDB sink writes BSON documents"}},
 		// A connector's Config validates itself; Parse names the key and line.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -63,8 +64,8 @@ type Config struct {
 	MaxOutage time.Duration `yaml:"max_outage"`
 	SASL      *SASL         `yaml:"sasl"`
 	TLS       *TLS          `yaml:"tls"`
-	// SchemaRegistry is for encode.format: avro, which the sink does not
-	// write yet: setting it is an error.
+	// SchemaRegistry is where the sink registers the schemas of
+	// encode.format: avro (which needs it, and only it uses).
 	SchemaRegistry *SchemaRegistry `yaml:"schema_registry"`
 	// CheckpointTopic is the compacted topic of the checkpoints the sink
 	// keeps (checkpoint: sink); default DefaultCheckpointTopic.
@@ -73,8 +74,9 @@ type Config struct {
 	// Pipeline is the pipeline's name: {pipeline} in Topic, the key of
 	// its checkpoint record, and the base of the transactional id.
 	Pipeline string `yaml:"-"`
-	// Format is encode.format: with debezium, deletes are followed by a
-	// tombstone (Tombstones).
+	// Format is encode.format: with debezium and avro, deletes are
+	// followed by a tombstone (Tombstones); with avro the sink writes
+	// Debezium's values (encode.Debezium's records) as Avro.
 	Format string       `yaml:"-"`
 	Logger *slog.Logger `yaml:"-"`
 }
@@ -96,7 +98,7 @@ type TLS struct {
 
 // SchemaRegistry locates a Confluent-compatible schema registry.
 type SchemaRegistry struct {
-	URL string `yaml:"url"`
+	URL string `yaml:"url" secret:"uri"`
 }
 
 // DefaultConfig returns the defaults of a pipeline file's sink.kafka
@@ -210,8 +212,10 @@ func (c Config) Validate() error {
 	if t := c.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 		bad("tls", "cert_file and key_file go together")
 	}
-	if c.SchemaRegistry != nil {
-		bad("schema_registry", "is for encode.format: avro, which the Kafka sink does not write yet (use json, canonical or debezium)")
+	if r := c.SchemaRegistry; r != nil {
+		if u, err := url.Parse(r.URL); r.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("schema_registry.url", "%q is not an http:// or https:// URL", redactURL(r.URL))
+		}
 	}
 	if c.CheckpointTopic != "" && !legalTopic.MatchString(c.CheckpointTopic) {
 		bad("checkpoint_topic", "%q is not a legal topic name (letters, digits, '.', '_', '-'; at most 249)", c.CheckpointTopic)
@@ -225,10 +229,31 @@ func (c Config) Validate() error {
 func (c *Config) CheckFormat(format string, _ bool) error {
 	switch format {
 	case "json", "canonical", "debezium":
-		c.Format = format
-		return nil
+		if c.SchemaRegistry != nil {
+			return fmt.Errorf("%s does not use sink.kafka.schema_registry, which is for avro", format)
+		}
+	case "avro":
+		if c.SchemaRegistry == nil {
+			return errors.New("avro needs sink.kafka.schema_registry: {url: ...}, where the sink registers its schemas")
+		}
+	default:
+		return fmt.Errorf("the Kafka sink writes json, canonical, debezium or avro records, not %q", format)
 	}
-	return fmt.Errorf("the Kafka sink writes json, canonical or debezium records, not %q", format)
+	c.Format = format
+	return nil
+}
+
+// WritesAvro says that the sink writes encode.format: avro itself: it
+// has a schema registry for its schemas.
+func (c Config) WritesAvro() bool { return c.SchemaRegistry != nil }
+
+// redactURL hides the password of a URL's user information.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
 }
 
 // part is a literal or a placeholder of the topic template.

@@ -48,6 +48,7 @@ type Sink struct {
 	opened bool
 	inTxn  bool
 	topics map[string]bool // topics known to exist
+	avro   *registry       // encode.format: avro: the schemas registered
 
 	// The produce results of the records put since the last Commit,
 	// which the client reports from its own goroutines.
@@ -156,6 +157,16 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 	if s.topics == nil {
 		s.topics = map[string]bool{}
 	}
+	if s.cfg.Format == "avro" && s.avro == nil {
+		if s.cfg.SchemaRegistry == nil {
+			return fmt.Errorf("kafka sink: %w", errNoRegistry)
+		}
+		r, err := newRegistry(s.cfg.SchemaRegistry.URL)
+		if err != nil {
+			return fmt.Errorf("kafka sink: %w", err)
+		}
+		s.avro = r
+	}
 	s.opened = true
 	return nil
 }
@@ -196,7 +207,7 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 		size += len(batch[i].Data) + 64
 	}
 	arena := make([]byte, 0, size)
-	tombstones := s.cfg.Format == "debezium" && *s.cfg.Tombstones
+	tombstones := (s.cfg.Format == "debezium" || s.cfg.Format == "avro") && *s.cfg.Tombstones
 	for i := range batch {
 		r := &batch[i]
 		if len(r.Data) == 0 {
@@ -208,6 +219,13 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 				return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: err}
 			}
 		}
+		var ids schemaIDs
+		if s.avro != nil {
+			var err error
+			if ids, err = s.avro.register(ctx, topic); err != nil {
+				return fmt.Errorf("kafka sink: %w", err)
+			}
+		}
 		var key []byte
 		if s.cfg.Key == KeyDocumentKey && len(r.DocumentKey) > 0 {
 			k := len(arena)
@@ -216,9 +234,23 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 				return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: fmt.Errorf("key: %w", err)}
 			}
 			key = arena[k:len(arena):len(arena)]
+			if s.avro != nil {
+				k = len(arena)
+				if arena, err = avroKeyOf(arena, ids.key, key); err != nil {
+					return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: err}
+				}
+				key = arena[k:len(arena):len(arena)]
+			}
 		}
 		v := len(arena)
-		arena = append(arena, r.Data...)
+		if s.avro != nil {
+			var err error
+			if arena, err = avroValue(arena, ids.value, r.Data); err != nil {
+				return &RecordError{Index: i, Topic: topic, Key: key, Pos: r.Pos, Err: err}
+			}
+		} else {
+			arena = append(arena, r.Data...)
+		}
 		rec := &kgo.Record{Topic: topic, Key: key, Value: arena[v:len(arena):len(arena)]}
 		if *s.cfg.Headers {
 			rec.Headers = headers(r)

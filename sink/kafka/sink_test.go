@@ -375,7 +375,7 @@ func TestValidate(t *testing.T) {
 		"sasl mechanism":      {func(c *kafka.Config) { c.SASL = &kafka.SASL{Mechanism: "GSSAPI", User: "u", Password: "p"} }, `sasl.mechanism: "GSSAPI" is not one of`},
 		"sasl password":       {func(c *kafka.Config) { c.SASL = &kafka.SASL{Mechanism: "PLAIN", User: "u"} }, "sasl.password: required"},
 		"tls pair":            {func(c *kafka.Config) { c.TLS = &kafka.TLS{CertFile: "c.pem"} }, "tls: cert_file and key_file go together"},
-		"schema registry":     {func(c *kafka.Config) { c.SchemaRegistry = &kafka.SchemaRegistry{URL: "http://x"} }, "schema_registry: is for encode.format: avro"},
+		"schema registry":     {func(c *kafka.Config) { c.SchemaRegistry = &kafka.SchemaRegistry{URL: "ftp://u:pw@x"} }, `schema_registry.url: "ftp://u:xxxxx@x" is not an http:// or https:// URL`},
 		"checkpoint topic":    {func(c *kafka.Config) { c.CheckpointTopic = "a b" }, `checkpoint_topic: "a b" is not a legal topic name`},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -389,5 +389,36 @@ func TestValidate(t *testing.T) {
 	}
 	if err := kafka.DefaultConfig().Validate(); err != nil {
 		t.Errorf("DefaultConfig().Validate() = %v", err)
+	}
+}
+
+// TestCheckFormat: avro needs a schema registry, and only avro uses one.
+func TestCheckFormat(t *testing.T) {
+	reg := &kafka.SchemaRegistry{URL: "http://127.0.0.1:8081"}
+	for name, tc := range map[string]struct {
+		format   string
+		registry *kafka.SchemaRegistry
+		want     string // "" for no error
+	}{
+		"json":                {"json", nil, ""},
+		"debezium":            {"debezium", nil, ""},
+		"avro":                {"avro", reg, ""},
+		"avro, no registry":   {"avro", nil, "avro needs sink.kafka.schema_registry"},
+		"registry, not avro":  {"debezium", reg, "debezium does not use sink.kafka.schema_registry"},
+		"an unknown encoding": {"xml", nil, `not "xml"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := kafka.DefaultConfig()
+			c.SchemaRegistry = tc.registry
+			err := c.CheckFormat(tc.format, true)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("CheckFormat(%q) = %v", tc.format, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("CheckFormat(%q) = %v, want an error containing %q", tc.format, err, tc.want)
+			case err == nil && c.Format != tc.format:
+				t.Errorf("CheckFormat(%q) kept format %q", tc.format, c.Format)
+			}
+		})
 	}
 }
