@@ -58,7 +58,7 @@ func connOpts(c Config) ([]kgo.Opt, error) {
 			return nil, fmt.Errorf("sasl.mechanism %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", s.Mechanism)
 		}
 	}
-	return opts, nil
+	return append(opts, c.ClientOptions...), nil
 }
 
 // tlsConfig loads the files of t.

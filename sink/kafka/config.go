@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/tide-cdc/tide/cdc"
 )
 
@@ -79,6 +81,11 @@ type Config struct {
 	// Debezium's values (encode.Debezium's records) as Avro.
 	Format string       `yaml:"-"`
 	Logger *slog.Logger `yaml:"-"`
+	// ClientOptions are added to every franz-go client the sink makes,
+	// for a program's tuning (retries, timeouts, a logger); the sink's
+	// own producer settings (acks, compression, partitioner, the
+	// transactional id) come after them and win.
+	ClientOptions []kgo.Opt `yaml:"-"`
 }
 
 // SASL holds the credentials of SASL authentication.
