@@ -48,6 +48,10 @@ type Sink struct {
 	opened bool
 	inTxn  bool
 	topics map[string]bool // topics known to exist
+	// rendered caches each namespace's topic, unless the template has
+	// {op} (byOp).
+	rendered map[string]string
+	byOp     bool
 	avro   *registry       // encode.format: avro: the schemas registered
 
 	// The produce results of the records put since the last Commit,
@@ -138,6 +142,7 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 		return fmt.Errorf("kafka sink: topic: %w", err)
 	}
 	s.topic = parts
+	s.rendered, s.byOp = map[string]string{}, strings.Contains(s.cfg.Topic, "{op}")
 	if s.keepsCheckpoint() && s.client == nil {
 		return errors.New("kafka sink: the sink keeps the checkpoint, and Open was called before its Checkpoints().Load")
 	}
@@ -320,8 +325,21 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
 }
 
 // render fills the topic template for r. Characters a topic name cannot
-// hold become '_'.
+// hold become '_'. Without {op} a namespace's topic is made once.
 func (s *Sink) render(r *cdc.Record) string {
+	if !s.byOp {
+		if t, ok := s.rendered[r.Namespace]; ok {
+			return t
+		}
+	}
+	t := s.renderNew(r)
+	if !s.byOp && len(s.rendered) < 10000 {
+		s.rendered[r.Namespace] = t
+	}
+	return t
+}
+
+func (s *Sink) renderNew(r *cdc.Record) string {
 	var b strings.Builder
 	db, coll, _ := strings.Cut(r.Namespace, ".")
 	for _, p := range s.topic {
