@@ -258,3 +258,56 @@ func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	return s[strings.LastIndexByte(s, '\n')+1:]
 }
+
+// TestKafkaBrokerRestart: the cluster (kfake, persisting to a directory)
+// is shut down under a running tide with checkpoint: sink and started
+// again on the same port; tide rides the outage out and finishes, and
+// kcat sees every event exactly once.
+func TestKafkaBrokerRestart(t *testing.T) {
+	const total = 40000
+	data := t.TempDir()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokers := c.ListenAddrs()[0]
+	_, port, _ := strings.Cut(brokers, ":")
+	var portN int
+	fmt.Sscan(port, &portN)
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, fmt.Sprintf(`
+name: restart
+source:
+  generate: {count: %d, rate: 10000, payload_bytes: 50}
+sink:
+  kafka: {brokers: [%s], partitions: 2, max_outage: 60s}
+checkpoint: sink
+batch: {max_records: 500, commit_interval: 20ms}
+`, total, brokers))
+	cmd := tideCmd(t, dir, "run", "-f", cfg, "--progress", "never")
+	var stderr testenv.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	time.Sleep(1500 * time.Millisecond)
+	c.Close()
+	time.Sleep(1500 * time.Millisecond)
+	c, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(data), kfake.Ports(portN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("tide run after the cluster's restart: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("tide run did not finish\n%s", stderr.String())
+	}
+	checkExactlyOnce(t, kcatSeqs(t, brokers, "restart.gen.events"), total)
+}
