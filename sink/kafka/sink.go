@@ -52,7 +52,7 @@ type Sink struct {
 	// {op} (byOp).
 	rendered map[string]string
 	byOp     bool
-	avro   *registry       // encode.format: avro: the schemas registered
+	avro     *registry // encode.format: avro: the schemas registered
 
 	// The produce results of the records put since the last Commit,
 	// which the client reports from its own goroutines.
