@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -288,6 +289,38 @@ func TestPermanentErrors(t *testing.T) {
 				t.Errorf("took %s: a permanent error must not wait for max_outage", d)
 			}
 		})
+	}
+}
+
+// TestTopicNotAuthorized: a user who may see a topic but not write to it
+// gets a *RecordError naming the topic, the key and the authorization
+// failure, at once.
+func TestTopicNotAuthorized(t *testing.T) {
+	t.Parallel()
+	describe := kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "p.db.locked", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationDescribe, Allow: true}
+	idempotent := kfake.ACL{Resource: kmsg.ACLResourceTypeCluster, Name: "kafka-cluster", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationIdempotentWrite, Allow: true}
+	brokers := cluster(t, kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin-pw"),
+		kfake.User("PLAIN", "tide", "tide-pw", describe, idempotent), kfake.SeedTopics(1, "p.db.locked"))
+	cfg := kafka.DefaultConfig()
+	no := false
+	cfg.Brokers, cfg.Pipeline, cfg.Logger, cfg.CreateTopics = brokers, "p", testLogger(t), &no
+	cfg.SASL = &kafka.SASL{Mechanism: "PLAIN", User: "tide", Password: "tide-pw"}
+	s := openSink(t, cfg)
+	start := time.Now()
+	err := s.Put(t.Context(), []cdc.Record{doc(t, "db.locked", cdc.OpInsert, 3, 1)})
+	if err == nil {
+		err = s.Commit(t.Context(), cdc.Checkpoint{})
+	}
+	var re *kafka.RecordError
+	if !errors.As(err, &re) || re.Topic != "p.db.locked" || !strings.Contains(err.Error(), `key {"id":"3"}`) || !strings.Contains(err.Error(), "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("error %v; want a *RecordError naming topic p.db.locked, the key and an authorization failure", err)
+	}
+	t.Logf("refused: %v", err)
+	if strings.Contains(err.Error(), "tide-pw") {
+		t.Errorf("the error holds the password: %v", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %s: a permanent error must not wait for max_outage", d)
 	}
 }
 
