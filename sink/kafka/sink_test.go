@@ -455,3 +455,36 @@ func TestCheckFormat(t *testing.T) {
 		})
 	}
 }
+
+// TestTopicTemplate: namespaces of every source become topics, with the
+// characters a topic name cannot hold replaced, and {op} splitting by
+// operation.
+func TestTopicTemplate(t *testing.T) {
+	t.Parallel()
+	brokers := cluster(t)
+	for tmpl, want := range map[string][]string{
+		"{pipeline}.{db}.{coll}": {"p.orders.eu.paris", "p.my_db.coll_x", "p.gen.events"},
+		"cdc-{namespace}-{op}":   {"cdc-orders.eu.paris-insert", "cdc-my_db.coll_x-insert", "cdc-gen.events-delete"},
+	} {
+		cfg := kafka.DefaultConfig()
+		cfg.Brokers, cfg.Pipeline, cfg.Logger, cfg.Topic = brokers, "p", testLogger(t), tmpl
+		s := openSink(t, cfg)
+		batch := []cdc.Record{
+			doc(t, "orders.eu.paris", cdc.OpInsert, 1, 1), // a NATS subject
+			doc(t, "my db.coll$x", cdc.OpInsert, 2, 2),
+			doc(t, "gen.events", cdc.OpDelete, 3, 3),
+		}
+		if err := s.Put(t.Context(), batch); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit(t.Context(), cdc.Checkpoint{}); err != nil {
+			t.Fatal(err)
+		}
+		for i, topic := range want {
+			recs := readTopic(t, brokers, topic)
+			if len(recs) != 1 || string(recs[0].Value) != string(batch[i].Data) {
+				t.Errorf("template %s: topic %s holds %d records, want record %d", tmpl, topic, len(recs), i)
+			}
+		}
+	}
+}
