@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tide-cdc/tide/internal/testenv"
 )
@@ -182,9 +184,10 @@ batch: {max_records: 200, commit_interval: 20ms}
 	defer zombie.Process.Kill()
 	exited := make(chan error, 1)
 	go func() { exited <- zombie.Wait() }()
-	time.Sleep(700 * time.Millisecond) // some batches committed, one open
+	before := waitCommitted(t, brokers, "zombie.gen.events", 1) // some batches committed
+	time.Sleep(50 * time.Millisecond)                           // and, likely, one open
 	if err := zombie.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
+		t.Fatalf("SIGSTOP: %v\n%s", err, zombieErr.String())
 	}
 
 	cfgB := filepath.Join(dir, "b.yaml")
@@ -199,7 +202,7 @@ batch: {max_records: 200, commit_interval: 20ms}
 	}
 	nextDone := make(chan error, 1)
 	go func() { nextDone <- next.Wait() }()
-	time.Sleep(700 * time.Millisecond) // the takeover, and batches of its own
+	waitCommitted(t, brokers, "zombie.gen.events", before+1000) // the takeover, and batches of its own
 
 	if err := zombie.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -251,6 +254,41 @@ checkpoint: sink
 	}
 	if out, err := runTide(t, dir, "checkpoint", "show", "-f", cfg); err != nil || !strings.Contains(out, `pipeline "gen-kafka" has no checkpoint`) {
 		t.Fatalf("tide checkpoint show after reset: %v\n%s", err, out)
+	}
+}
+
+// waitCommitted waits until topic's partitions hold at least n offsets
+// below their last stable offsets (records and transaction markers), and
+// returns how many they hold.
+func waitCommitted(t *testing.T, brokers, topic string, n int64) int64 {
+	t.Helper()
+	// Metadata refreshed at once: the topic appears while this waits.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ends, err := adm.ListCommittedOffsets(ctx, topic)
+		cancel()
+		var sum int64
+		if err == nil {
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Err == nil && o.Offset > 0 {
+					sum += o.Offset
+				}
+			})
+		}
+		if sum >= n {
+			return sum
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s: %d committed offsets after a minute, want %d (%v)", topic, sum, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
