@@ -254,7 +254,12 @@ func (t *tableCheckpoints) running(_ *checkpoint.Dir, sink cdc.Sink) (pipeline.C
 	return k.KeepCheckpoints(), nil
 }
 
+// Where names the sink's store: its own words, where its Config has a
+// CheckpointLocation method, or its tide_checkpoints table.
 func (t *tableCheckpoints) Where() string {
+	if l, ok := t.table.(interface{ CheckpointLocation() string }); ok {
+		return l.CheckpointLocation()
+	}
 	return fmt.Sprintf("the tide_checkpoints table of sink.%s", t.spec.Sink.Key)
 }
 

@@ -249,7 +249,7 @@ checkpoint: sink
 		t.Fatalf("tide checkpoint show: %v\n%s", err, out)
 	}
 	out, err = runTide(t, dir, "checkpoint", "reset", "-f", cfg, "--yes")
-	if err != nil || !strings.Contains(out, `reset`) {
+	if err != nil || !strings.Contains(out, `checkpoint of pipeline "gen-kafka" reset in the checkpoint topic "tide_checkpoints" of sink.kafka`) {
 		t.Fatalf("tide checkpoint reset: %v\n%s", err, out)
 	}
 	if out, err := runTide(t, dir, "checkpoint", "show", "-f", cfg); err != nil || !strings.Contains(out, `pipeline "gen-kafka" has no checkpoint`) {

@@ -232,6 +232,11 @@ func readCheckpoint(ctx context.Context, c Config, pipeline string) ([]byte, err
 // (cdc.CheckpointTable), for tide checkpoint show|set|reset.
 var _ cdc.CheckpointTable = Config{}
 
+// CheckpointLocation names the checkpoint topic, for people.
+func (c Config) CheckpointLocation() string {
+	return fmt.Sprintf("the checkpoint topic %q of sink.kafka", c.withDefaults().CheckpointTopic)
+}
+
 // ReadCheckpoint returns the checkpoint pipeline keeps in the checkpoint
 // topic, or nil if it has none, without taking the pipeline over, so that
 // it works while the pipeline runs.
