@@ -38,6 +38,10 @@ import (
 //   - the methods of cdc.CheckpointTable, on a sink's whose sink keeps
 //     the checkpoint (checkpoint: sink): the tide checkpoint commands use
 //     them, and the built sink must be a cdc.CheckpointKeeper.
+//   - CheckpointLocation() string, on such a sink's: where that
+//     checkpoint is, for people, if not a tide_checkpoints table.
+//   - WritesAvro() bool, on a sink's: it writes encode.format: avro
+//     itself (sink.kafka with a schema registry).
 type Config interface {
 	Validate() error
 }
