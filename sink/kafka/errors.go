@@ -15,6 +15,10 @@ import (
 // checkpoint set|reset): nothing it wrote after that becomes visible.
 var ErrFenced = errors.New("kafka sink: fenced: another tide took over the pipeline's transactional id")
 
+// errTopicMissing is the error of a topic that does not exist when the
+// sink may not create it.
+var errTopicMissing = errors.New("does not exist, and create_topics is false")
+
 // A RecordError is a record the cluster refused for good (not authorized
 // on its topic, too large, its topic missing with create_topics off), so
 // that it can be routed elsewhere (a dead-letter topic) by its index and

@@ -221,7 +221,10 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 		topic := s.render(r)
 		if !s.topics[topic] {
 			if err := s.ensureTopic(ctx, topic); err != nil {
-				return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: err}
+				if errors.Is(err, errTopicMissing) || permanent(err) {
+					return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: err}
+				}
+				return fmt.Errorf("kafka sink: %w", err)
 			}
 		}
 		var ids schemaIDs
@@ -316,8 +319,12 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
 		if err != nil {
 			return fmt.Errorf("look up topic %q: %w", topic, err)
 		}
-		if d, ok := md[topic]; !ok || d.Err != nil {
-			return fmt.Errorf("topic %q does not exist, and create_topics is false", topic)
+		d, ok := md[topic]
+		switch {
+		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+			return fmt.Errorf("topic %q %w", topic, errTopicMissing)
+		case d.Err != nil:
+			return fmt.Errorf("look up topic %q: %w", topic, d.Err)
 		}
 	}
 	s.topics[topic] = true
