@@ -22,9 +22,13 @@ import (
 )
 
 // transactionTimeout is how long the coordinator lets a transaction stay
-// open before it aborts it; a tide killed mid-batch is aborted at once
-// by the next start instead.
-const transactionTimeout = time.Minute
+// open before it aborts it: long enough for a batch that rides out an
+// outage of max_outage, within the brokers' default limit
+// (transaction.max.timeout.ms, 15 minutes). A tide killed mid-batch is
+// aborted at once by the next start instead.
+func transactionTimeout(maxOutage time.Duration) time.Duration {
+	return min(max(2*maxOutage, time.Minute), 15*time.Minute)
+}
 
 // Stats counts what the sink did.
 type Stats struct {
@@ -122,7 +126,7 @@ func (s *Sink) newProducer() (*kgo.Client, error) {
 		kgo.RecordDeliveryTimeout(s.cfg.MaxOutage),
 	)
 	if s.keepsCheckpoint() {
-		opts = append(opts, kgo.TransactionalID(TransactionalID(s.cfg.Pipeline)), kgo.TransactionTimeout(transactionTimeout))
+		opts = append(opts, kgo.TransactionalID(TransactionalID(s.cfg.Pipeline)), kgo.TransactionTimeout(transactionTimeout(s.cfg.MaxOutage)))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
