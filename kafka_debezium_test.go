@@ -3,6 +3,7 @@ package tide
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -179,6 +183,100 @@ batch: {commit_interval: 10ms}
 			}
 			if ev.Op != want[i].op || ev.Source.Name != "fulfillment" || ev.Source.DB != "inventory" || ev.Source.Collection != coll {
 				t.Errorf("%s record %d: op %s source %+v, want op %s", topic, i, ev.Op, ev.Source, want[i].op)
+			}
+		}
+	}
+}
+
+// TestKafkaAvroFromYAML: encode.format: avro with sink.kafka's
+// schema_registry, from a pipeline file: every record is in the
+// Confluent wire format with the schema the registry has under
+// <topic>-value (and the key under <topic>-key).
+func TestKafkaAvroFromYAML(t *testing.T) {
+	t.Parallel()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	reg := srfake.New()
+	defer reg.Close()
+	srv := testenv.MongoWire(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	ctx := t.Context()
+	coll := client.Database("inventory").Collection("customers")
+	for i := range 3 {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: int64(1001 + i)}, {Key: "name", Value: "Sally"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := fmt.Appendf(nil, `name: fulfillment
+source:
+  mongo: {uri: %q, database: inventory, collection: customers}
+sink:
+  kafka: {brokers: [%s], schema_registry: {url: %q}}
+encode: {format: avro}
+checkpoint: sink
+data_dir: %q
+batch: {commit_interval: 10ms}
+`, srv.URI(), strings.Join(kc.ListenAddrs(), ","), reg.URL(), filepath.Join(t.TempDir(), "data"))
+	p, err := build(ctx, text, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(rctx) }()
+	for p.Stats().EventsOut < 3 {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case err := <-errc:
+			t.Fatalf("Run returned early: %v", err)
+		case <-rctx.Done():
+			t.Fatalf("events committed: %d, want 3", p.Stats().EventsOut)
+		}
+	}
+	if err := p.Drain(rctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Run after Drain = %v", err)
+	}
+
+	rc, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, subject := range []string{"fulfillment.inventory.customers-key", "fulfillment.inventory.customers-value"} {
+		s, err := rc.SchemaByVersion(ctx, subject, -1)
+		if err != nil {
+			t.Fatalf("schema of %s: %v", subject, err)
+		}
+		ids[subject] = s.ID
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ConsumeTopics("fulfillment.inventory.customers"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for len(recs) < 3 && rctx.Err() == nil {
+		recs = append(recs, cl.PollFetches(rctx).Records()...)
+	}
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
+	}
+	for _, r := range recs {
+		for what, b := range map[string][]byte{"fulfillment.inventory.customers-key": r.Key, "fulfillment.inventory.customers-value": r.Value} {
+			if len(b) < 5 || b[0] != 0 || int(binary.BigEndian.Uint32(b[1:5])) != ids[what] {
+				t.Errorf("%s: % x is not framed with magic byte 0 and schema id %d", what, b[:min(len(b), 5)], ids[what])
 			}
 		}
 	}
