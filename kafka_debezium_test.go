@@ -281,3 +281,57 @@ batch: {commit_interval: 10ms}
 		}
 	}
 }
+
+// TestKafkaBuildFenced: a worker's BuildFenced of a pipeline whose
+// checkpoint sink.kafka keeps takes its transactional id over: the
+// pipeline still running elsewhere fails at its next commit, fenced.
+func TestKafkaBuildFenced(t *testing.T) {
+	t.Parallel()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	text := func(dataDir string) []byte {
+		return fmt.Appendf(nil, `name: leased
+source:
+  generate: {rate: 2000}
+sink:
+  kafka: {brokers: [%s]}
+checkpoint: sink
+data_dir: %q
+batch: {commit_interval: 10ms}
+`, strings.Join(kc.ListenAddrs(), ","), dataDir)
+	}
+	ctx := t.Context()
+	old, err := build(ctx, text(filepath.Join(t.TempDir(), "a")), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- old.Run(rctx) }()
+	for old.Stats().EventsOut == 0 {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case err := <-errc:
+			t.Fatalf("Run returned early: %v", err)
+		case <-rctx.Done():
+			t.Fatal("nothing committed")
+		}
+	}
+	p, err := buildFenced(ctx, text(filepath.Join(t.TempDir(), "b")), Options{}, "w2")
+	if err != nil {
+		t.Fatalf("BuildFenced: %v", err)
+	}
+	defer p.Close()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "fenced") {
+			t.Fatalf("the earlier owner's Run: %v, want it fenced", err)
+		}
+	case <-rctx.Done():
+		t.Fatal("the earlier owner kept running after BuildFenced")
+	}
+}

@@ -232,6 +232,25 @@ func readCheckpoint(ctx context.Context, c Config, pipeline string) ([]byte, err
 // (cdc.CheckpointTable), for tide checkpoint show|set|reset.
 var _ cdc.CheckpointTable = Config{}
 
+// FenceCheckpoint takes pipeline's transactional id over, as a starting
+// sink does: a tide running the pipeline fails its next commit, and
+// nothing it wrote since its last commit becomes visible (Spec.BuildFenced,
+// for tide worker).
+func (c Config) FenceCheckpoint(ctx context.Context, pipeline string) error {
+	c.Pipeline = pipeline
+	s := New(c)
+	s.Checkpoints() // transactional
+	if err := s.check(); err != nil {
+		return err
+	}
+	cl, err := s.newProducer()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return takeOver(ctx, cl, s.cfg)
+}
+
 // CheckpointLocation names the checkpoint topic, for people.
 func (c Config) CheckpointLocation() string {
 	return fmt.Sprintf("the checkpoint topic %q of sink.kafka", c.withDefaults().CheckpointTopic)
