@@ -24,7 +24,9 @@
 // ErrFenced, and nothing of it becomes visible) and aborts the
 // transaction a killed one left open. A commit whose outcome is unknown
 // is settled by taking the id over again and reading the checkpoint
-// back; a batch is never written twice.
+// back: a batch that committed is never written twice, and one whose
+// transaction aborted is written again, whole, in a new transaction, for
+// up to Config.MaxOutage.
 //
 // # Failures
 //

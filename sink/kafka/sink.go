@@ -37,6 +37,9 @@ type Stats struct {
 	// Resolved counts commits of unknown outcome that reading the
 	// checkpoint back showed had succeeded: not written again.
 	Resolved int64
+	// Replayed counts transactions that aborted (the checkpoint read
+	// back was not theirs) and were written again, whole.
+	Replayed int64
 	Created  int64 // topics created
 }
 
@@ -58,12 +61,23 @@ type Sink struct {
 	byOp     bool
 	avro     *registry // encode.format: avro: the schemas registered
 
+	// txnRecords are the records of the open transaction, written
+	// again in a new one if it aborts.
+	txnRecords []kept
+
 	// The produce results of the records put since the last Commit,
 	// which the client reports from its own goroutines.
 	mu       sync.Mutex // guards the field below
 	produced *RecordError
 
-	records, txns, resolved, created atomic.Int64
+	records, txns, resolved, replayed, created atomic.Int64
+}
+
+// kept is a record of the open transaction, with where it came from.
+type kept struct {
+	*kgo.Record
+	index int
+	pos   cdc.Position
 }
 
 // New returns a Sink for cfg. It does no I/O; Open connects.
@@ -92,7 +106,7 @@ func (s *Sink) keepsCheckpoint() bool { return s.ckpts != nil }
 
 // Stats returns the sink's counters. It may be called from any goroutine.
 func (s *Sink) Stats() Stats {
-	return Stats{Records: s.records.Load(), Transactions: s.txns.Load(), Resolved: s.resolved.Load(), Created: s.created.Load()}
+	return Stats{Records: s.records.Load(), Transactions: s.txns.Load(), Resolved: s.resolved.Load(), Replayed: s.replayed.Load(), Created: s.created.Load()}
 }
 
 func (s *Sink) check() error {
@@ -289,8 +303,13 @@ func headers(r *cdc.Record) []kgo.RecordHeader {
 	return h
 }
 
-// produce hands rec to the client; its result is kept for Commit.
+// produce hands rec to the client; its result is kept for Commit. In a
+// transaction the record is kept too, to be written again if the
+// transaction aborts (index -1 is the checkpoint record, never kept).
 func (s *Sink) produce(ctx context.Context, rec *kgo.Record, index int, pos cdc.Position) {
+	if s.keepsCheckpoint() && index >= 0 {
+		s.txnRecords = append(s.txnRecords, kept{Record: rec, index: index, pos: pos})
+	}
 	s.client.Produce(ctx, rec, func(r *kgo.Record, err error) {
 		if err == nil {
 			s.records.Add(1)
@@ -426,17 +445,55 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 		return err
 	}
 	s.inTxn = false
-	if err := s.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	err = s.client.EndTransaction(ctx, kgo.TryCommit)
+	since := time.Now()
+	for err != nil {
 		if fenced(err) {
 			return fmt.Errorf("%w: commit: %v", ErrFenced, err)
 		}
-		if err := s.resolve(ctx, value, err); err != nil {
-			return err
+		committed, rerr := s.resolve(ctx, value, err)
+		if rerr != nil {
+			return rerr
 		}
+		if committed {
+			break
+		}
+		if time.Since(since) >= s.cfg.MaxOutage {
+			return fmt.Errorf("kafka sink: batch not committed for max_outage (%s); its last transaction aborted: %w", s.cfg.MaxOutage, err)
+		}
+		// The transaction aborted (the coordinator lost it, or ended it
+		// when the id was taken over to read the checkpoint): nothing of
+		// it is visible, so the batch is written again, whole, in a new
+		// one.
+		s.replayed.Add(1)
+		s.log.Warn("transaction aborted; writing the batch again", "records", len(s.txnRecords), "err", err)
+		err = s.replay(ctx, value)
 	}
+	clear(s.txnRecords) // the records' memory, for the collector
+	s.txnRecords = s.txnRecords[:0]
 	s.txns.Add(1)
 	s.ckpts.ledger.Committed(value)
 	return nil
+}
+
+// replay writes the records of an aborted transaction, and the
+// checkpoint record value, in a new transaction, and commits it.
+func (s *Sink) replay(ctx context.Context, value []byte) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	recs := s.txnRecords
+	s.txnRecords = nil
+	for _, r := range recs {
+		s.produce(ctx, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}, r.index, r.pos)
+	}
+	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, -1, nil)
+	if err := s.flush(ctx); err != nil {
+		s.abort(ctx)
+		return err
+	}
+	s.inTxn = false
+	return s.client.EndTransaction(ctx, kgo.TryCommit)
 }
 
 // flush waits for the acknowledgements of what was produced, and returns
@@ -482,6 +539,8 @@ func (s *Sink) abort(ctx context.Context) {
 		return
 	}
 	s.inTxn = false
+	clear(s.txnRecords)
+	s.txnRecords = s.txnRecords[:0]
 	ctx = context.WithoutCancel(ctx)
 	if err := s.client.AbortBufferedRecords(ctx); err != nil {
 		s.log.Warn("abort buffered records", "err", err)
@@ -495,30 +554,30 @@ func (s *Sink) abort(ctx context.Context) {
 // the transactional id makes the coordinator finish the transaction
 // (committing it if the commit was recorded), then the checkpoint is
 // read back. If it is the one the transaction wrote, the batch is
-// committed; otherwise the pipeline stops, and the batch is read again
-// after a restart: it is never written twice.
-func (s *Sink) resolve(ctx context.Context, value []byte, cause error) error {
+// committed, and it is not written again; otherwise the transaction
+// aborted, and nothing of it is visible.
+func (s *Sink) resolve(ctx context.Context, value []byte, cause error) (committed bool, err error) {
 	s.log.Warn("commit outcome unknown; reading the checkpoint back", "err", cause)
 	s.client.Close()
 	s.client = nil
 	cl, err := s.newProducer()
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.client = cl
 	if err := takeOver(ctx, cl, s.cfg); err != nil {
-		return fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
+		return false, fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
 	}
 	got, err := readCheckpoint(ctx, s.cfg, s.cfg.Pipeline)
 	if err != nil {
-		return fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
+		return false, fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
 	}
 	if bytes.Equal(got, value) {
 		s.resolved.Add(1)
 		s.log.Info("commit of unknown outcome had succeeded", "checkpoint", string(value))
-		return nil
+		return true, nil
 	}
-	return fmt.Errorf("kafka sink: commit failed, its transaction aborted (the checkpoint read back is not the batch's): %w", cause)
+	return false, nil
 }
 
 // Close drops what was put and not committed, and disconnects.
