@@ -224,7 +224,7 @@ func (c Config) Validate() error {
 			bad("schema_registry.url", "%q is not an http:// or https:// URL", redactURL(r.URL))
 		}
 	}
-	if c.CheckpointTopic != "" && !legalTopic.MatchString(c.CheckpointTopic) {
+	if c.CheckpointTopic != "" && (!legalTopic.MatchString(c.CheckpointTopic) || c.CheckpointTopic == "." || c.CheckpointTopic == "..") {
 		bad("checkpoint_topic", "%q is not a legal topic name (letters, digits, '.', '_', '-'; at most 249)", c.CheckpointTopic)
 	}
 	return errors.Join(errs...)
@@ -300,6 +300,9 @@ func parseTopic(tmpl string) ([]part, error) {
 		if p.lit != "" && !legalTopic.MatchString(p.lit) {
 			return nil, fmt.Errorf("%q: %q cannot be part of a topic name (letters, digits, '.', '_', '-')", tmpl, p.lit)
 		}
+	}
+	if tmpl == "." || tmpl == ".." {
+		return nil, fmt.Errorf("%q is not a legal topic name", tmpl)
 	}
 	return parts, nil
 }
