@@ -11,6 +11,7 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/mongowire"
 	"github.com/tide-cdc/tide/sink/file"
+	"github.com/tide-cdc/tide/sink/kafka"
 	mongosink "github.com/tide-cdc/tide/sink/mongo"
 	natssink "github.com/tide-cdc/tide/sink/nats"
 	"github.com/tide-cdc/tide/sink/postgres"
@@ -76,6 +77,11 @@ func init() {
 		return mongosink.New(cfg), nil
 	})
 	setPrepare(registry.sinks, "mongo", prepareMongoSink)
+	RegisterSink("kafka", defaultConfig(kafka.DefaultConfig), func(_ context.Context, c *kafka.Config, env *Env) (cdc.Sink, error) {
+		cfg := *c
+		cfg.Pipeline, cfg.Logger = env.Pipeline, env.Logger
+		return kafka.New(cfg), nil
+	})
 }
 
 // defaultConfig turns a connector's DefaultConfig into a Config factory.

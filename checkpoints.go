@@ -96,7 +96,11 @@ func (s *Spec) checkpoints(ctx context.Context, building *Env) (storeOf, error) 
 				}
 			}
 		}
-		return &tableCheckpoints{spec: s, table: table, env: env}, nil
+		t := &tableCheckpoints{spec: s, table: table, env: env}
+		if f, ok := table.(checkpointFencer); ok {
+			return &fencingTableCheckpoints{tableCheckpoints: t, fencer: f}, nil
+		}
+		return t, nil
 	case "nats_kv":
 		env := building
 		if env == nil {
@@ -254,7 +258,12 @@ func (t *tableCheckpoints) running(_ *checkpoint.Dir, sink cdc.Sink) (pipeline.C
 	return k.KeepCheckpoints(), nil
 }
 
+// Where names the sink's store: its own words, where its Config has a
+// CheckpointLocation method, or its tide_checkpoints table.
 func (t *tableCheckpoints) Where() string {
+	if l, ok := t.table.(interface{ CheckpointLocation() string }); ok {
+		return l.CheckpointLocation()
+	}
 	return fmt.Sprintf("the tide_checkpoints table of sink.%s", t.spec.Sink.Key)
 }
 
@@ -284,6 +293,26 @@ func (t *tableCheckpoints) Raw(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(cp)
+}
+
+// checkpointFencer is a sink's Config whose checkpoint store can make a
+// new owner the pipeline's only writer (sink.kafka: its transactional
+// id, taken over).
+type checkpointFencer interface {
+	FenceCheckpoint(ctx context.Context, pipeline string) error
+}
+
+// fencingTableCheckpoints is a sink's own store that is also a Fencer.
+type fencingTableCheckpoints struct {
+	*tableCheckpoints
+	fencer checkpointFencer
+}
+
+// Fence takes the pipeline over in the sink's store: an earlier owner's
+// next commit fails. The owner's name is not kept: the store fences by
+// taking over, whoever asks.
+func (f *fencingTableCheckpoints) Fence(ctx context.Context, _ string) error {
+	return f.spec.secrets.Error(f.fencer.FenceCheckpoint(ctx, f.spec.Name))
 }
 
 // natsKV is the store of checkpoint: {nats_kv: ...}: Options.NATSKV, or

@@ -38,6 +38,13 @@ import (
 //   - the methods of cdc.CheckpointTable, on a sink's whose sink keeps
 //     the checkpoint (checkpoint: sink): the tide checkpoint commands use
 //     them, and the built sink must be a cdc.CheckpointKeeper.
+//   - CheckpointLocation() string, on such a sink's: where that
+//     checkpoint is, for people, if not a tide_checkpoints table.
+//   - FenceCheckpoint(ctx, pipeline) error, on such a sink's: take the
+//     pipeline over so that a former owner fails its next commit, which
+//     makes Spec.BuildFenced work with it.
+//   - WritesAvro() bool, on a sink's: it writes encode.format: avro
+//     itself (sink.kafka with a schema registry).
 type Config interface {
 	Validate() error
 }

@@ -252,7 +252,8 @@ func (p *Pipeline) Close() error { return p.release() }
 func (s *Spec) Build(ctx context.Context) (*Pipeline, error) { return s.build(ctx, "", nil) }
 
 // BuildFenced is Build for a worker that takes the pipeline over as
-// owner: its checkpoint (which must be in NATS KV) is fenced for owner
+// owner: its checkpoint (which must be in NATS KV, or in sink.kafka's
+// checkpoint topic) is fenced for owner
 // before anything else is opened, so any earlier owner's next save fails,
 // and so does this pipeline's Load if another owner fences it in between.
 func (s *Spec) BuildFenced(ctx context.Context, owner string) (*Pipeline, error) {
@@ -411,8 +412,9 @@ func (s *Spec) build(ctx context.Context, owner string, replay []deadletter.Lett
 }
 
 // ErrCannotFence is BuildFenced's error for a pipeline whose checkpoint
-// store cannot be fenced: only a checkpoint in NATS KV can.
-var ErrCannotFence = errors.New("only a checkpoint in NATS KV can (checkpoint: {nats_kv: ...})")
+// store cannot be fenced: only a checkpoint in NATS KV can, or one a
+// sink keeps where it can take the pipeline over (sink.kafka).
+var ErrCannotFence = errors.New("only a checkpoint in NATS KV can (checkpoint: {nats_kv: ...}), or sink.kafka's with checkpoint: sink")
 
 // MetricsCollector is a source or sink that keeps Prometheus metrics of
 // its own (tide_mongo_*, tide_nats_*); Build registers them with
@@ -428,8 +430,10 @@ func (s *Spec) encoder() (pipeline.EncodeFunc, error) {
 		return encode.Envelope, nil
 	case "canonical":
 		return encode.CanonicalEnvelope, nil
-	case "debezium":
+	case "debezium", "avro":
+		// For avro the sink turns Debezium's value into Avro records of
+		// the schemas it registers.
 		return (&encode.Debezium{Name: s.Name}).Encode, nil
 	}
-	return nil, fmt.Errorf("encode.format %q: want json, canonical or debezium", s.Encode.Format)
+	return nil, fmt.Errorf("encode.format %q: want json, canonical, debezium or avro", s.Encode.Format)
 }

@@ -304,3 +304,33 @@ func indexQuoteOrControl(s []byte) int {
 	}
 	return -1
 }
+
+// errNoID is DebeziumKey's error for a document key without an _id.
+var errNoID = errors.New("the document key has no _id")
+
+// DebeziumKey appends the key Debezium's MongoDB connector gives a
+// change event's record, as its JSON converter renders it with
+// schemas.enable=false: {"id":"…"}, the string holding the _id of
+// documentKey (a BSON document) in strict JSON, as before and after hold
+// documents. Other fields of a sharded collection's document key are left
+// out, as Debezium leaves them out. On error, dst is returned unchanged.
+func DebeziumKey(dst []byte, documentKey []byte) ([]byte, error) {
+	id, err := bsoncore.Document(documentKey).LookupErr("_id")
+	if err != nil {
+		return dst, errNoID
+	}
+	// One document {_id: value}, written strict, gives {"_id":value}:
+	// keep the value.
+	doc := bsoncore.BuildDocumentFromElements(nil, bsoncore.AppendValueElement(nil, "_id", id))
+	start := len(dst)
+	dst = append(dst, `{"id":`...)
+	m := len(dst)
+	if dst, err = appendStrict(dst, doc); err != nil {
+		return dst[:start], err
+	}
+	n := len(dst)
+	const prefix = len(`{"_id":`)
+	dst = appendQuotedJSON(dst, dst[m+prefix:n-1])
+	k := copy(dst[m:], dst[n:])
+	return append(dst[:m+k], '}'), nil
+}

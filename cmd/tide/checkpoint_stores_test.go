@@ -15,8 +15,8 @@ import (
 
 // TestCheckpointCommandsEveryStore: tide checkpoint show, set
 // --cluster-time and reset work the same wherever the checkpoint lives:
-// the data directory, PostgreSQL's and MongoDB's own tables (checkpoint:
-// sink), and NATS KV. Each is a MongoDB pipeline run, stopped, then
+// the data directory, PostgreSQL's and MongoDB's own tables and Kafka's
+// checkpoint topic (checkpoint: sink), and NATS KV. Each is a MongoDB pipeline run, stopped, then
 // inspected, moved to a chosen cluster time, and reset.
 func TestCheckpointCommandsEveryStore(t *testing.T) {
 	t.Parallel()
@@ -31,6 +31,9 @@ func TestCheckpointCommandsEveryStore(t *testing.T) {
 		"mongo sink": func(t *testing.T) (string, string, []string) {
 			target := testenv.MongoWire(t)
 			return fmt.Sprintf("mongo: {uri: %q, mode: append, database: lake, collection: orders}", target.URI()), "sink", nil
+		},
+		"kafka sink": func(t *testing.T) (string, string, []string) {
+			return fmt.Sprintf("kafka: {brokers: [%s]}", kafkaCluster(t, 1)), "sink", nil
 		},
 		"nats kv": func(t *testing.T) (string, string, []string) {
 			nats := testenv.NATS(t)

@@ -101,7 +101,7 @@ type Batch struct {
 // Encode configures the encode stage.
 type Encode struct {
 	Workers int    `yaml:"workers"` // 0 means GOMAXPROCS
-	Format  string `yaml:"format"`  // json (relaxed Extended JSON; default) | canonical | debezium
+	Format  string `yaml:"format"`  // json (relaxed Extended JSON; default) | canonical | debezium | avro
 }
 
 // Defaults of the sections that are not a connector's.

@@ -26,6 +26,10 @@ type (
 	formatChecker interface {
 		CheckFormat(format string, explicit bool) error
 	}
+	// avroWriter is a sink Config that writes encode.format: avro
+	// itself, registering its schemas (sink.kafka with a schema
+	// registry).
+	avroWriter interface{ WritesAvro() bool }
 )
 
 var pipelineName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
@@ -98,10 +102,18 @@ func (p *Pipeline) Validate() error {
 		if info := p.SourceInfo(); p.Source.Key != "" && !info.Documents {
 			bad("encode.format", "debezium writes MongoDB change events; %s messages have no documents (use json or canonical)", info.Section)
 		}
+	case "avro":
+		// Debezium's envelope as Avro, with schemas in a registry.
+		if info := p.SourceInfo(); p.Source.Key != "" && !info.Documents {
+			bad("encode.format", "avro writes Debezium's MongoDB change events; %s messages have no documents (use json or canonical)", info.Section)
+		}
+		if w, ok := p.Sink.Config.(avroWriter); p.Sink.Key != "" && (!ok || !w.WritesAvro()) {
+			bad("encode.format", "avro needs a sink that registers its schemas: sink.kafka with schema_registry")
+		}
 	case "":
-		bad("encode.format", "must not be empty: json, canonical or debezium")
+		bad("encode.format", "must not be empty: json, canonical, debezium or avro")
 	default:
-		bad("encode.format", "%q is not one of json, canonical, debezium", p.Encode.Format)
+		bad("encode.format", "%q is not one of json, canonical, debezium, avro", p.Encode.Format)
 	}
 	if c, ok := p.Sink.Config.(formatChecker); ok {
 		_, explicit := p.lines["encode.format"]

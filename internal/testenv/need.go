@@ -10,7 +10,7 @@ import (
 // ciProvides names what .ci/run installs on the CI machine. In CI a test
 // that needs one of them and does not find it fails: a skip there would
 // be a green run that proves nothing.
-var ciProvides = map[string]bool{"postgres": true, "mongosh": true, "pymongo": true, "chromium": true}
+var ciProvides = map[string]bool{"postgres": true, "mongosh": true, "pymongo": true, "chromium": true, "kcat": true, "pyavro": true}
 
 // Need is how a test says that it needs something from outside Go: a
 // PostgreSQL server, mongosh, pymongo, Chromium, the MongoDB database
@@ -23,8 +23,8 @@ var ciProvides = map[string]bool{"postgres": true, "mongosh": true, "pymongo": t
 // unless the run requires what, and then the test fails:
 //   - TIDE_REQUIRE_<WHAT>=1, what in upper case (TIDE_REQUIRE_MONGOSH=1),
 //     requires what;
-//   - CI=true requires what .ci/run installs: postgres, mongosh, pymongo
-//     and chromium.
+//   - CI=true requires what .ci/run installs: postgres, mongosh, pymongo,
+//     chromium, kcat and pyavro (Apache Avro's Python library).
 func Need(t testing.TB, what string, err error) {
 	t.Helper()
 	env := requireEnv(what)

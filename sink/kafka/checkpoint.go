@@ -1,0 +1,344 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
+)
+
+// TransactionalID is the transactional id of pipeline's sink: a second
+// tide running the pipeline takes it over, and the first is fenced.
+func TransactionalID(pipeline string) string { return "tide." + pipeline }
+
+// Checkpoints is the checkpoint store of a sink that keeps the pipeline's
+// checkpoint in Kafka (checkpoint: sink): one record keyed by the
+// pipeline's name in the compacted Config.CheckpointTopic, produced in
+// the transaction of the records it covers, which makes the sink
+// exactly-once for read_committed consumers. Get it from
+// Sink.Checkpoints and pass it to the pipeline as its
+// pipeline.Checkpointer.
+type Checkpoints struct {
+	s      *Sink
+	ledger sinkcheckpoint.Ledger // what Commit wrote, for Save to find
+}
+
+// Load takes the pipeline's transactional id over (a tide still running
+// the pipeline is fenced, and a transaction a killed one left open is
+// aborted), then reads the checkpoint topic to its end with
+// read_committed and returns the pipeline's checkpoint, or nil. Call it
+// before Open, as the pipeline does.
+func (c *Checkpoints) Load(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) {
+	s := c.s
+	if pipeline != s.cfg.Pipeline {
+		return nil, fmt.Errorf("kafka sink: asked for the checkpoint of pipeline %q, but the sink writes that of %q", pipeline, s.cfg.Pipeline)
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if s.client == nil {
+		cl, err := s.newProducer()
+		if err != nil {
+			return nil, err
+		}
+		s.client = cl
+	}
+	if err := takeOver(ctx, s.client, s.cfg); err != nil {
+		return nil, err
+	}
+	if err := ensureCheckpointTopic(ctx, s.client, s.cfg); err != nil {
+		return nil, err
+	}
+	b, err := readCheckpoint(ctx, s.cfg, pipeline)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return unmarshal(s.cfg, pipeline, b)
+}
+
+// Save writes nothing: Commit already wrote cp in the transaction of the
+// records it covers, and the pipeline calls Save only after that Commit
+// returned. Save only checks that this sink committed cp.
+func (c *Checkpoints) Save(_ context.Context, pipeline string, cp cdc.Checkpoint) error {
+	if pipeline != c.s.cfg.Pipeline {
+		return fmt.Errorf("kafka sink: asked to save the checkpoint of pipeline %q, but the sink writes that of %q", pipeline, c.s.cfg.Pipeline)
+	}
+	ok, err := c.ledger.Saved(cp)
+	switch {
+	case err != nil:
+		return fmt.Errorf("kafka sink: %w", err)
+	case ok:
+		return nil
+	}
+	return fmt.Errorf("kafka sink: checkpoint at %s was not committed by this sink: pass Sink.Checkpoints only to the pipeline writing to that sink", cp.Source)
+}
+
+func unmarshal(c Config, pipeline string, b []byte) (*cdc.Checkpoint, error) {
+	cp, err := sinkcheckpoint.Unmarshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: checkpoint of %q in topic %s: %w", pipeline, c.CheckpointTopic, err)
+	}
+	return cp, nil
+}
+
+// takeOver loads the producer id of the transactional id: the
+// coordinator bumps its epoch, fencing any other producer of it, and
+// ends the transaction that producer left open (committing one it had
+// asked to commit). It retries an unreachable cluster for max_outage.
+func takeOver(ctx context.Context, cl *kgo.Client, c Config) error {
+	ctx, cancel := context.WithTimeout(ctx, c.MaxOutage)
+	defer cancel()
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		return fmt.Errorf("kafka sink: take over transactional id %q at %v: %w", TransactionalID(c.Pipeline), c.Brokers, err)
+	}
+	return nil
+}
+
+// ensureCheckpointTopic creates the compacted checkpoint topic if it is
+// missing.
+func ensureCheckpointTopic(ctx context.Context, cl *kgo.Client, c Config) error {
+	compact := "compact"
+	_, err := createTopic(ctx, cl, 1, c.ReplicationFactor, map[string]*string{"cleanup.policy": &compact}, c.CheckpointTopic)
+	if err != nil {
+		return fmt.Errorf("kafka sink: checkpoint topic: %w", err)
+	}
+	return nil
+}
+
+// createTopic creates topic, and reports whether it did: a topic that
+// exists is no error.
+func createTopic(ctx context.Context, cl *kgo.Client, partitions int32, rf int16, configs map[string]*string, topic string) (bool, error) {
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, rf, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return false, nil
+	}
+	if resp.ErrMessage != "" {
+		err = fmt.Errorf("%w (%s)", err, resp.ErrMessage)
+	}
+	return false, fmt.Errorf("create topic %q: %w", topic, err)
+}
+
+// readCheckpoint reads c.CheckpointTopic with read_committed up to its
+// last stable offset, as it was when the read began, and returns the
+// last value of the record keyed pipeline: nil if there is none, or if
+// the last is a tombstone.
+func readCheckpoint(ctx context.Context, c Config, pipeline string) ([]byte, error) {
+	opts, err := connOpts(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.MaxOutage)
+	defer cancel()
+	admin, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	starts, err := adm.ListStartOffsets(ctx, c.CheckpointTopic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: read checkpoint topic %s: %w", c.CheckpointTopic, err)
+	}
+	ends, err := adm.ListCommittedOffsets(ctx, c.CheckpointTopic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: read checkpoint topic %s: %w", c.CheckpointTopic, err)
+	}
+	// The partitions to read, and the offset each is read to: the last
+	// before the last stable offset. With control records kept, the
+	// record there is always returned (a commit or abort marker, or a
+	// record of no transaction), which says the read is complete.
+	from := map[int32]kgo.Offset{}
+	last := map[int32]int64{}
+	for p, e := range ends[c.CheckpointTopic] {
+		s, _ := starts.Lookup(c.CheckpointTopic, p)
+		if e.Offset > s.Offset {
+			from[p] = kgo.NewOffset().At(s.Offset)
+			last[p] = e.Offset - 1
+		}
+	}
+	if len(from) == 0 {
+		return nil, nil
+	}
+	consumer, err := kgo.NewClient(append(opts,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.CheckpointTopic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(200*time.Millisecond),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	defer consumer.Close()
+	var value []byte
+	var at int64 = -1 // the offset of value's record
+	for len(last) > 0 {
+		fs := consumer.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("kafka sink: read checkpoint topic %s: %d partitions not read to their end: %w", c.CheckpointTopic, len(last), err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
+		if ferr != nil && !isNetwork(ferr) {
+			return nil, fmt.Errorf("kafka sink: read checkpoint topic %s: %w", c.CheckpointTopic, ferr)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, reading := last[r.Partition]
+			if !reading || r.Offset > end {
+				return
+			}
+			if r.Offset == end {
+				delete(last, r.Partition)
+			}
+			if r.Attrs.IsControl() || string(r.Key) != pipeline {
+				return
+			}
+			// A pipeline's records all go to one partition (they share
+			// a key), so the highest offset is the last written.
+			if r.Offset > at {
+				value, at = r.Value, r.Offset
+			}
+		})
+	}
+	if len(value) == 0 {
+		return nil, nil
+	}
+	return bytes.Clone(value), nil
+}
+
+// The Config's side of a sink that keeps the checkpoint
+// (cdc.CheckpointTable), for tide checkpoint show|set|reset.
+var _ cdc.CheckpointTable = Config{}
+
+// FenceCheckpoint takes pipeline's transactional id over, as a starting
+// sink does: a tide running the pipeline fails its next commit, and
+// nothing it wrote since its last commit becomes visible (Spec.BuildFenced,
+// for tide worker).
+func (c Config) FenceCheckpoint(ctx context.Context, pipeline string) error {
+	c.Pipeline = pipeline
+	s := New(c)
+	s.Checkpoints() // transactional
+	if err := s.check(); err != nil {
+		return err
+	}
+	cl, err := s.newProducer()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return takeOver(ctx, cl, s.cfg)
+}
+
+// CheckpointLocation names the checkpoint topic, for people.
+func (c Config) CheckpointLocation() string {
+	return fmt.Sprintf("the checkpoint topic %q of sink.kafka", c.withDefaults().CheckpointTopic)
+}
+
+// ReadCheckpoint returns the checkpoint pipeline keeps in the checkpoint
+// topic, or nil if it has none, without taking the pipeline over, so that
+// it works while the pipeline runs.
+func (c Config) ReadCheckpoint(ctx context.Context, pipeline string) (*cdc.Checkpoint, error) {
+	c.Pipeline = pipeline
+	c = c.withDefaults()
+	b, err := readCheckpoint(ctx, c, pipeline)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return unmarshal(c, pipeline, b)
+}
+
+// RewriteCheckpoint replaces the checkpoint of pipeline with what change
+// returns for it, in a transaction of the pipeline's transactional id: a
+// tide running the pipeline is fenced, and stops at its next commit
+// instead of overwriting the new checkpoint.
+func (c Config) RewriteCheckpoint(ctx context.Context, pipeline string, change func(*cdc.Checkpoint) (*cdc.Checkpoint, error)) error {
+	return c.rewrite(ctx, pipeline, func(cp *cdc.Checkpoint) ([]byte, bool, error) {
+		next, err := change(cp)
+		if err != nil || next == nil {
+			return nil, false, err
+		}
+		b, err := sinkcheckpoint.Marshal(*next)
+		if err != nil {
+			return nil, false, fmt.Errorf("kafka sink: %w", err)
+		}
+		return b, true, nil
+	})
+}
+
+// DeleteCheckpoint writes a tombstone for the checkpoint of pipeline,
+// taking the pipeline over as RewriteCheckpoint does. The records the
+// sink wrote stay: the next run writes them again.
+func (c Config) DeleteCheckpoint(ctx context.Context, pipeline string) error {
+	return c.rewrite(ctx, pipeline, func(*cdc.Checkpoint) ([]byte, bool, error) { return nil, true, nil })
+}
+
+// rewrite takes pipeline over, reads its checkpoint and writes the value
+// next returns for it (nil: a tombstone), if it says so.
+func (c Config) rewrite(ctx context.Context, pipeline string, next func(*cdc.Checkpoint) ([]byte, bool, error)) error {
+	c.Pipeline = pipeline
+	s := New(c)
+	s.Checkpoints() // transactional
+	if err := s.check(); err != nil {
+		return err
+	}
+	cl, err := s.newProducer()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	c = s.cfg
+	if err := takeOver(ctx, cl, c); err != nil {
+		return err
+	}
+	if err := ensureCheckpointTopic(ctx, cl, c); err != nil {
+		return err
+	}
+	b, err := readCheckpoint(ctx, c, pipeline)
+	if err != nil {
+		return err
+	}
+	var cp *cdc.Checkpoint
+	if b != nil {
+		if cp, err = unmarshal(c, pipeline, b); err != nil {
+			return err
+		}
+	}
+	value, write, err := next(cp)
+	if err != nil || !write {
+		return err
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
+	rec := &kgo.Record{Topic: c.CheckpointTopic, Key: []byte(pipeline), Value: value}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		cl.EndTransaction(context.WithoutCancel(ctx), kgo.TryAbort)
+		return fmt.Errorf("kafka sink: write checkpoint of %q: %w", pipeline, err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("kafka sink: commit checkpoint of %q: %w", pipeline, err)
+	}
+	return nil
+}

@@ -1,0 +1,597 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
+)
+
+// transactionTimeout is how long the coordinator lets a transaction stay
+// open before it aborts it: long enough for a batch that rides out an
+// outage of max_outage, within the brokers' default limit
+// (transaction.max.timeout.ms, 15 minutes). A tide killed mid-batch is
+// aborted at once by the next start instead.
+func transactionTimeout(maxOutage time.Duration) time.Duration {
+	return min(max(2*maxOutage, time.Minute), 15*time.Minute)
+}
+
+// Stats counts what the sink did.
+type Stats struct {
+	Records      int64 // records acknowledged by the cluster (tombstones included)
+	Transactions int64 // committed transactions (checkpoint: sink)
+	// Resolved counts commits of unknown outcome that reading the
+	// checkpoint back showed had succeeded: not written again.
+	Resolved int64
+	// Replayed counts transactions that aborted (the checkpoint read
+	// back was not theirs) and were written again, whole.
+	Replayed int64
+	Created  int64 // topics created
+}
+
+// Sink writes records to Kafka topics. It implements cdc.Sink. Open, Put,
+// Commit and Close are called from one goroutine.
+type Sink struct {
+	cfg   Config
+	log   *slog.Logger
+	topic []part
+	ckpts *Checkpoints // nil unless the sink keeps the checkpoint
+
+	client *kgo.Client
+	opened bool
+	inTxn  bool
+	topics map[string]bool // topics known to exist
+	// rendered caches each namespace's topic, unless the template has
+	// {op} (byOp).
+	rendered map[string]string
+	byOp     bool
+	avro     *registry // encode.format: avro: the schemas registered
+
+	// txnRecords are the records of the open transaction, written
+	// again in a new one if it aborts.
+	txnRecords []kept
+
+	// The produce results of the records put since the last Commit,
+	// which the client reports from its own goroutines.
+	mu       sync.Mutex // guards the field below
+	produced *RecordError
+
+	records, txns, resolved, replayed, created atomic.Int64
+}
+
+// kept is a record of the open transaction, with where it came from.
+type kept struct {
+	*kgo.Record
+	index int
+	pos   cdc.Position
+}
+
+// New returns a Sink for cfg. It does no I/O; Open connects.
+func New(cfg Config) *Sink {
+	cfg = cfg.withDefaults()
+	return &Sink{cfg: cfg, log: cfg.Logger.With("sink", "kafka")}
+}
+
+var _ cdc.Sink = (*Sink)(nil)
+
+// KeepCheckpoints is Checkpoints as a cdc.CheckpointKeeper.
+func (s *Sink) KeepCheckpoints() cdc.CheckpointStore { return s.Checkpoints() }
+
+// Checkpoints switches the sink to keep the pipeline's checkpoint
+// (checkpoint: sink) and returns the store to give the pipeline: from
+// then on the sink writes every batch, with its checkpoint, in one
+// transaction. Call it before Open.
+func (s *Sink) Checkpoints() *Checkpoints {
+	if s.ckpts == nil {
+		s.ckpts = &Checkpoints{s: s}
+	}
+	return s.ckpts
+}
+
+func (s *Sink) keepsCheckpoint() bool { return s.ckpts != nil }
+
+// Stats returns the sink's counters. It may be called from any goroutine.
+func (s *Sink) Stats() Stats {
+	return Stats{Records: s.records.Load(), Transactions: s.txns.Load(), Resolved: s.resolved.Load(), Replayed: s.replayed.Load(), Created: s.created.Load()}
+}
+
+func (s *Sink) check() error {
+	if err := s.cfg.Validate(); err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
+	if s.cfg.Pipeline == "" {
+		return errors.New("kafka sink: pipeline: required")
+	}
+	return nil
+}
+
+// newProducer makes the sink's client: acks from all in-sync replicas,
+// idempotent (so at most five requests in flight per broker, which keeps
+// a partition's order across retries), Java's murmur2 partitioning of
+// keys, records failing after max_outage; transactional when the sink
+// keeps the checkpoint.
+func (s *Sink) newProducer() (*kgo.Client, error) {
+	opts, err := connOpts(s.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	c, err := codec(s.cfg.Compression)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: compression: %w", err)
+	}
+	opts = append(opts,
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(c),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.RecordDeliveryTimeout(s.cfg.MaxOutage),
+	)
+	if s.keepsCheckpoint() {
+		opts = append(opts, kgo.TransactionalID(TransactionalID(s.cfg.Pipeline)), kgo.TransactionTimeout(transactionTimeout(s.cfg.MaxOutage)))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	return cl, nil
+}
+
+// Open connects and waits, for up to max_outage, for the cluster to
+// answer.
+func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	parts, err := parseTopic(s.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("kafka sink: topic: %w", err)
+	}
+	s.topic = parts
+	s.rendered, s.byOp = map[string]string{}, strings.Contains(s.cfg.Topic, "{op}")
+	if s.keepsCheckpoint() && s.client == nil {
+		return errors.New("kafka sink: the sink keeps the checkpoint, and Open was called before its Checkpoints().Load")
+	}
+	if s.client == nil {
+		cl, err := s.newProducer()
+		if err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
+		defer cancel()
+		if err := ping(pctx, cl); err != nil {
+			cl.Close()
+			return fmt.Errorf("kafka sink: brokers %v unreachable for max_outage (%s): %w", s.cfg.Brokers, s.cfg.MaxOutage, err)
+		}
+		s.client = cl
+	}
+	if s.topics == nil {
+		s.topics = map[string]bool{}
+	}
+	if s.cfg.Format == "avro" && s.avro == nil {
+		if s.cfg.SchemaRegistry == nil {
+			return fmt.Errorf("kafka sink: %w", errNoRegistry)
+		}
+		r, err := newRegistry(s.cfg.SchemaRegistry.URL)
+		if err != nil {
+			return fmt.Errorf("kafka sink: %w", err)
+		}
+		s.avro = r
+	}
+	s.opened = true
+	return nil
+}
+
+// ping asks for metadata until the cluster answers or ctx is done.
+func ping(ctx context.Context, cl *kgo.Client) error {
+	for {
+		err := cl.Ping(ctx)
+		var ke *kerr.Error
+		if err == nil || ctx.Err() != nil || errors.As(err, &ke) && !ke.Retriable {
+			return err // success, or a refusal (authentication) no wait can fix
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// Put produces batch. In a transaction (checkpoint: sink) nothing becomes
+// visible to read_committed consumers before Commit; otherwise the
+// records go out at once and Commit waits for their acknowledgements.
+func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
+	if !s.opened {
+		return errors.New("kafka sink: Put before Open")
+	}
+	if s.keepsCheckpoint() && !s.inTxn {
+		if err := s.begin(); err != nil {
+			return err
+		}
+	}
+	// One allocation holds every key and value of the batch: the client
+	// keeps them until they are acknowledged, and the runtime reuses
+	// batch once Put returns.
+	size := 0
+	for i := range batch {
+		size += len(batch[i].Data) + 64
+	}
+	arena := make([]byte, 0, size)
+	tombstones := (s.cfg.Format == "debezium" || s.cfg.Format == "avro") && *s.cfg.Tombstones
+	for i := range batch {
+		r := &batch[i]
+		if len(r.Data) == 0 {
+			continue // an event the format has no record for (Debezium: DDL)
+		}
+		topic := s.render(r)
+		if !s.topics[topic] {
+			if err := s.ensureTopic(ctx, topic); err != nil {
+				if errors.Is(err, errTopicMissing) || permanent(err) {
+					return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: err}
+				}
+				return fmt.Errorf("kafka sink: %w", err)
+			}
+		}
+		var ids schemaIDs
+		if s.avro != nil {
+			var err error
+			if ids, err = s.avro.register(ctx, topic); err != nil {
+				return fmt.Errorf("kafka sink: %w", err)
+			}
+		}
+		var key []byte
+		if s.cfg.Key == KeyDocumentKey && len(r.DocumentKey) > 0 {
+			k := len(arena)
+			var err error
+			if arena, err = encode.DebeziumKey(arena, r.DocumentKey); err != nil {
+				return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: fmt.Errorf("key: %w", err)}
+			}
+			key = arena[k:len(arena):len(arena)]
+			if s.avro != nil {
+				k = len(arena)
+				if arena, err = avroKeyOf(arena, ids.key, key); err != nil {
+					return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: err}
+				}
+				key = arena[k:len(arena):len(arena)]
+			}
+		}
+		v := len(arena)
+		if s.avro != nil {
+			var err error
+			if arena, err = avroValue(arena, ids.value, r.Data); err != nil {
+				return &RecordError{Index: i, Topic: topic, Key: key, Pos: r.Pos, Err: err}
+			}
+		} else {
+			arena = append(arena, r.Data...)
+		}
+		rec := &kgo.Record{Topic: topic, Key: key, Value: arena[v:len(arena):len(arena)]}
+		if *s.cfg.Headers {
+			rec.Headers = headers(r)
+		}
+		s.produce(ctx, rec, i, r.Pos)
+		if tombstones && r.Op == cdc.OpDelete && key != nil {
+			s.produce(ctx, &kgo.Record{Topic: topic, Key: key}, i, r.Pos)
+		}
+	}
+	return nil
+}
+
+// headers are a record's tide-* headers.
+func headers(r *cdc.Record) []kgo.RecordHeader {
+	h := []kgo.RecordHeader{
+		{Key: "tide-op", Value: []byte(r.Op)},
+		{Key: "tide-namespace", Value: []byte(r.Namespace)},
+		{Key: "tide-position", Value: bytes.Clone(r.Pos)},
+	}
+	if r.ClusterTime.T != 0 {
+		ct := strconv.FormatUint(uint64(r.ClusterTime.T), 10) + "." + strconv.FormatUint(uint64(r.ClusterTime.I), 10)
+		h = append(h, kgo.RecordHeader{Key: "tide-cluster-time", Value: []byte(ct)})
+	}
+	return h
+}
+
+// produce hands rec to the client; its result is kept for Commit. In a
+// transaction the record is kept too, to be written again if the
+// transaction aborts (index -1 is the checkpoint record, never kept).
+func (s *Sink) produce(ctx context.Context, rec *kgo.Record, index int, pos cdc.Position) {
+	if s.keepsCheckpoint() && index >= 0 {
+		s.txnRecords = append(s.txnRecords, kept{Record: rec, index: index, pos: pos})
+	}
+	s.client.Produce(ctx, rec, func(r *kgo.Record, err error) {
+		if err == nil {
+			s.records.Add(1)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.produced == nil || index < s.produced.Index {
+			s.produced = &RecordError{Index: index, Topic: r.Topic, Key: bytes.Clone(r.Key), Pos: bytes.Clone(pos), Err: err}
+		}
+	})
+}
+
+// ensureTopic creates topic, or with create_topics off checks that it
+// exists.
+func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
+	defer cancel()
+	if *s.cfg.CreateTopics {
+		made, err := createTopic(ctx, s.client, s.cfg.Partitions, s.cfg.ReplicationFactor, nil, topic)
+		if err != nil {
+			return err
+		}
+		if made {
+			s.created.Add(1)
+			s.log.Info("created topic", "topic", topic, "partitions", s.cfg.Partitions, "replication_factor", s.cfg.ReplicationFactor)
+		}
+	} else {
+		md, err := kadm.NewClient(s.client).ListTopics(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("look up topic %q: %w", topic, err)
+		}
+		d, ok := md[topic]
+		switch {
+		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+			return fmt.Errorf("topic %q %w", topic, errTopicMissing)
+		case d.Err != nil:
+			return fmt.Errorf("look up topic %q: %w", topic, d.Err)
+		}
+	}
+	s.topics[topic] = true
+	return nil
+}
+
+// render fills the topic template for r. Characters a topic name cannot
+// hold become '_'. Without {op} a namespace's topic is made once.
+func (s *Sink) render(r *cdc.Record) string {
+	if !s.byOp {
+		if t, ok := s.rendered[r.Namespace]; ok {
+			return t
+		}
+	}
+	t := s.renderNew(r)
+	if !s.byOp && len(s.rendered) < 10000 {
+		s.rendered[r.Namespace] = t
+	}
+	return t
+}
+
+func (s *Sink) renderNew(r *cdc.Record) string {
+	var b strings.Builder
+	db, coll, _ := strings.Cut(r.Namespace, ".")
+	for _, p := range s.topic {
+		switch p.field {
+		case "":
+			b.WriteString(p.lit)
+		case "pipeline":
+			writeTopic(&b, s.cfg.Pipeline)
+		case "db":
+			writeTopic(&b, db)
+		case "coll":
+			writeTopic(&b, coll)
+		case "namespace":
+			writeTopic(&b, r.Namespace)
+		case "op":
+			writeTopic(&b, string(r.Op))
+		}
+	}
+	t := b.String()
+	if len(t) > 249 {
+		t = t[:249]
+	}
+	return t
+}
+
+func writeTopic(b *strings.Builder, s string) {
+	if s == "" {
+		b.WriteByte('_')
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+}
+
+func (s *Sink) begin() error {
+	if err := s.client.BeginTransaction(); err != nil {
+		return fmt.Errorf("kafka sink: begin transaction: %w", err)
+	}
+	s.inTxn = true
+	return nil
+}
+
+// Commit waits until the cluster has acknowledged every record put since
+// the last Commit. When the sink keeps the checkpoint, it adds the
+// checkpoint record to the transaction and commits it. A Commit that
+// fails drops the batch: the pipeline stops, and the batch is read again
+// after a restart.
+func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
+	if !s.opened {
+		return errors.New("kafka sink: Commit before Open")
+	}
+	if !s.keepsCheckpoint() {
+		return s.flush(ctx)
+	}
+	value, err := sinkcheckpoint.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
+	if !s.inTxn {
+		if err := s.begin(); err != nil {
+			return err
+		}
+	}
+	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, -1, next.Source)
+	if err := s.flush(ctx); err != nil {
+		s.abort(ctx)
+		return err
+	}
+	s.inTxn = false
+	err = s.client.EndTransaction(ctx, kgo.TryCommit)
+	since := time.Now()
+	for err != nil {
+		if fenced(err) {
+			return fmt.Errorf("%w: commit: %v", ErrFenced, err)
+		}
+		committed, rerr := s.resolve(ctx, value, err)
+		if rerr != nil {
+			return rerr
+		}
+		if committed {
+			break
+		}
+		if time.Since(since) >= s.cfg.MaxOutage {
+			return fmt.Errorf("kafka sink: batch not committed for max_outage (%s); its last transaction aborted: %w", s.cfg.MaxOutage, err)
+		}
+		// The transaction aborted (the coordinator lost it, or ended it
+		// when the id was taken over to read the checkpoint): nothing of
+		// it is visible, so the batch is written again, whole, in a new
+		// one.
+		s.replayed.Add(1)
+		s.log.Warn("transaction aborted; writing the batch again", "records", len(s.txnRecords), "err", err)
+		err = s.replay(ctx, value)
+	}
+	clear(s.txnRecords) // the records' memory, for the collector
+	s.txnRecords = s.txnRecords[:0]
+	s.txns.Add(1)
+	s.ckpts.ledger.Committed(value)
+	return nil
+}
+
+// replay writes the records of an aborted transaction, and the
+// checkpoint record value, in a new transaction, and commits it.
+func (s *Sink) replay(ctx context.Context, value []byte) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	recs := s.txnRecords
+	s.txnRecords = nil
+	for _, r := range recs {
+		s.produce(ctx, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}, r.index, r.pos)
+	}
+	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, -1, nil)
+	if err := s.flush(ctx); err != nil {
+		s.abort(ctx)
+		return err
+	}
+	s.inTxn = false
+	return s.client.EndTransaction(ctx, kgo.TryCommit)
+}
+
+// flush waits for the acknowledgements of what was produced, and returns
+// the first refused record's error.
+func (s *Sink) flush(ctx context.Context) error {
+	// The client retries on its own; an outage is a max_outage without
+	// a single acknowledgement.
+	for {
+		before := s.records.Load()
+		fctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
+		err := s.client.Flush(fctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("kafka sink: flush: %w", ctx.Err())
+		}
+		if s.records.Load() == before {
+			return fmt.Errorf("kafka sink: brokers %v acknowledged nothing for max_outage (%s): %w", s.cfg.Brokers, s.cfg.MaxOutage, err)
+		}
+	}
+	s.mu.Lock()
+	re := s.produced
+	s.produced = nil
+	s.mu.Unlock()
+	switch {
+	case re == nil:
+		return nil
+	case fenced(re.Err):
+		return fmt.Errorf("%w: %v", ErrFenced, re.Err)
+	case re.Index < 0:
+		return fmt.Errorf("kafka sink: write checkpoint to topic %s: %w", s.cfg.CheckpointTopic, explain(re.Err, s.cfg.MaxOutage.String()))
+	case permanent(re.Err):
+		return re
+	}
+	return fmt.Errorf("kafka sink: record at %s (topic %q): %w", re.Pos, re.Topic, explain(re.Err, s.cfg.MaxOutage.String()))
+}
+
+// abort ends the open transaction without its records.
+func (s *Sink) abort(ctx context.Context) {
+	if !s.inTxn {
+		return
+	}
+	s.inTxn = false
+	clear(s.txnRecords)
+	s.txnRecords = s.txnRecords[:0]
+	ctx = context.WithoutCancel(ctx)
+	if err := s.client.AbortBufferedRecords(ctx); err != nil {
+		s.log.Warn("abort buffered records", "err", err)
+	}
+	if err := s.client.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		s.log.Warn("abort transaction", "err", err)
+	}
+}
+
+// resolve settles a commit whose outcome is unknown: a new producer of
+// the transactional id makes the coordinator finish the transaction
+// (committing it if the commit was recorded), then the checkpoint is
+// read back. If it is the one the transaction wrote, the batch is
+// committed, and it is not written again; otherwise the transaction
+// aborted, and nothing of it is visible.
+func (s *Sink) resolve(ctx context.Context, value []byte, cause error) (committed bool, err error) {
+	s.log.Warn("commit outcome unknown; reading the checkpoint back", "err", cause)
+	s.client.Close()
+	s.client = nil
+	cl, err := s.newProducer()
+	if err != nil {
+		return false, err
+	}
+	s.client = cl
+	if err := takeOver(ctx, cl, s.cfg); err != nil {
+		return false, fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
+	}
+	got, err := readCheckpoint(ctx, s.cfg, s.cfg.Pipeline)
+	if err != nil {
+		return false, fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
+	}
+	if bytes.Equal(got, value) {
+		s.resolved.Add(1)
+		s.log.Info("commit of unknown outcome had succeeded", "checkpoint", string(value))
+		return true, nil
+	}
+	return false, nil
+}
+
+// Close drops what was put and not committed, and disconnects.
+func (s *Sink) Close() error {
+	s.opened = false
+	if s.client == nil {
+		return nil
+	}
+	if s.inTxn {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.abort(ctx)
+		cancel()
+	}
+	s.client.Close()
+	s.client = nil
+	return nil
+}
