@@ -51,7 +51,7 @@ func (c *Checkpoints) Load(ctx context.Context, pipeline string) (*cdc.Checkpoin
 		}
 		s.client = cl
 	}
-	if err := takeOver(ctx, s.client, s.cfg); err != nil {
+	if err := s.takeOver(ctx); err != nil {
 		return nil, err
 	}
 	if err := ensureCheckpointTopic(ctx, s.client, s.cfg); err != nil {
@@ -94,12 +94,98 @@ func unmarshal(c Config, pipeline string, b []byte) (*cdc.Checkpoint, error) {
 // ends the transaction that producer left open (committing one it had
 // asked to commit). It retries an unreachable cluster for max_outage.
 func takeOver(ctx context.Context, cl *kgo.Client, c Config) error {
+	_, _, err := producerID(ctx, cl, c)
+	return err
+}
+
+func producerID(ctx context.Context, cl *kgo.Client, c Config) (int64, int16, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.MaxOutage)
 	defer cancel()
-	if _, _, err := cl.ProducerID(ctx); err != nil {
-		return fmt.Errorf("kafka sink: take over transactional id %q at %v: %w", TransactionalID(c.Pipeline), c.Brokers, err)
+	id, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("kafka sink: take over transactional id %q at %v: %w", TransactionalID(c.Pipeline), c.Brokers, err)
 	}
+	return id, epoch, nil
+}
+
+// takeOver takes the transactional id over with the sink's client, and
+// remembers the producer id and epoch it got, by which it later tells
+// whether another tide took the id over since (owner).
+func (s *Sink) takeOver(ctx context.Context) error {
+	id, epoch, err := producerID(ctx, s.client, s.cfg)
+	if err != nil {
+		return err
+	}
+	s.pid, s.epoch, s.pidKnown = id, epoch, true
 	return nil
+}
+
+// owner says who holds the transactional id after a commit of unknown
+// outcome, from the coordinator's producer id and epoch against the ones
+// the sink's transaction used (s.pid, s.epoch):
+//   - the same epoch: nobody took the id over, and the commit did not
+//     end the transaction; taking the id over to settle it is safe;
+//   - one more: either the commit ended the transaction (a coordinator
+//     bumps the epoch at each end, KIP-890) or another tide took the id
+//     over; only the checkpoint tells, read back without taking the id:
+//     the sink's own means committed, anything else means fenced;
+//   - anything else: another tide took the id over.
+//
+// Taking the id back from a tide that took it over would fence that tide
+// in turn (a zombie stealing the pipeline back), so a fenced sink stops;
+// a doubtful answer stops it too: the safe mistake, since a restart takes
+// the id over and resumes from the checkpoint.
+func (s *Sink) owner(ctx context.Context, value []byte) (owned, committed bool, err error) {
+	if !s.pidKnown {
+		return false, false, errors.New("kafka sink: the producer id of the transaction is unknown")
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
+	defer cancel()
+	txn := TransactionalID(s.cfg.Pipeline)
+	var d kadm.DescribedTransaction
+	for {
+		described, err := kadm.NewClient(s.client).DescribeTransactions(dctx, txn)
+		if err == nil {
+			var ok bool
+			if d, ok = described[txn]; !ok {
+				err = fmt.Errorf("no description of transactional id %q", txn)
+			} else {
+				err = d.Err
+			}
+		}
+		if err == nil {
+			break
+		}
+		select {
+		case <-dctx.Done():
+			return false, false, fmt.Errorf("kafka sink: describe transactional id %q for max_outage (%s): %w", txn, s.cfg.MaxOutage, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	switch {
+	case d.ProducerID != s.pid:
+		return false, false, nil
+	case d.ProducerEpoch == s.epoch:
+		return true, false, nil
+	case d.ProducerEpoch == s.epoch+1:
+		got, err := readCheckpoint(ctx, s.cfg, s.cfg.Pipeline)
+		if err != nil {
+			return false, false, err
+		}
+		if bytes.Equal(got, value) {
+			return true, true, nil
+		}
+	}
+	return false, false, nil
+}
+
+// noteEpoch remembers the producer id and epoch the client will use for
+// its next transaction (a coordinator may bump the epoch at each end).
+func (s *Sink) noteEpoch(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
+	defer cancel()
+	id, epoch, err := s.client.ProducerID(ctx)
+	s.pid, s.epoch, s.pidKnown = id, epoch, err == nil
 }
 
 // ensureCheckpointTopic creates the compacted checkpoint topic if it is

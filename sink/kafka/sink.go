@@ -52,9 +52,14 @@ type Sink struct {
 	ckpts *Checkpoints // nil unless the sink keeps the checkpoint
 
 	client *kgo.Client
-	opened bool
-	inTxn  bool
-	topics map[string]bool // topics known to exist
+	// pid and epoch: the producer id the sink took the transactional id
+	// over with (checkpoint.go).
+	pid      int64
+	epoch    int16
+	pidKnown bool
+	opened   bool
+	inTxn    bool
+	topics   map[string]bool // topics known to exist
 	// rendered caches each namespace's topic, unless the template has
 	// {op} (byOp).
 	rendered map[string]string
@@ -469,6 +474,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 		s.log.Warn("transaction aborted; writing the batch again", "records", len(s.txnRecords), "err", err)
 		err = s.replay(ctx, value)
 	}
+	s.noteEpoch(ctx)
 	clear(s.txnRecords) // the records' memory, for the collector
 	s.txnRecords = s.txnRecords[:0]
 	s.txns.Add(1)
@@ -558,6 +564,15 @@ func (s *Sink) abort(ctx context.Context) {
 // aborted, and nothing of it is visible.
 func (s *Sink) resolve(ctx context.Context, value []byte, cause error) (committed bool, err error) {
 	s.log.Warn("commit outcome unknown; reading the checkpoint back", "err", cause)
+	owned, committed, err := s.owner(ctx, value)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
+	case !owned:
+		return false, fmt.Errorf("%w: commit: %v", ErrFenced, cause)
+	}
+	// Nobody else took the id over: taking it over again ends the
+	// transaction, or starts the client afresh after a commit that did.
 	s.client.Close()
 	s.client = nil
 	cl, err := s.newProducer()
@@ -565,14 +580,17 @@ func (s *Sink) resolve(ctx context.Context, value []byte, cause error) (committe
 		return false, err
 	}
 	s.client = cl
-	if err := takeOver(ctx, cl, s.cfg); err != nil {
+	if err := s.takeOver(ctx); err != nil {
 		return false, fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
 	}
-	got, err := readCheckpoint(ctx, s.cfg, s.cfg.Pipeline)
-	if err != nil {
-		return false, fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
+	if !committed {
+		got, err := readCheckpoint(ctx, s.cfg, s.cfg.Pipeline)
+		if err != nil {
+			return false, fmt.Errorf("kafka sink: commit outcome unknown (%v), and %w", cause, err)
+		}
+		committed = bytes.Equal(got, value)
 	}
-	if bytes.Equal(got, value) {
+	if committed {
 		s.resolved.Add(1)
 		s.log.Info("commit of unknown outcome had succeeded", "checkpoint", string(value))
 		return true, nil
