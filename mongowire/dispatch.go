@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
 
 // request is one command as dispatch sees it.
@@ -210,7 +211,7 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := s.commandHint(r); err != nil {
 		return s.errorReply(err), nil
 	}
-	if err := refuseCollation(r.cmd); err != nil {
+	if err := checkCollation(r.cmd); err != nil {
 		return s.errorReply(err), nil
 	}
 	if inTransaction(r.cmd) { // txn.go
@@ -272,26 +273,26 @@ func (s *Server) call(ctx context.Context, c *conn, r *request, fn commandFunc) 
 	return reply, err
 }
 
-// refuseCollation refuses a collation other than the simple (binary) one,
-// at the top of the command, in a write statement or in an index to create
-// (which could serve no query): comparisons here are
-// always binary, and silently ignoring a collation would return wrong
-// results.
-func refuseCollation(cmd bson.Raw) error {
-	check := func(doc bson.Raw) error {
+// checkCollation parses every collation of a command (at its top, in its
+// write statements, in the indexes it creates) before anything runs, so
+// that a malformed or unsupported one fails with mongod's error (or
+// CommandNotSupported for what x/text cannot do) and never runs binary.
+// A view with a non-simple collation is refused: views here always
+// compare binary.
+func checkCollation(cmd bson.Raw) error {
+	check := func(doc bson.Raw) (*mql.Collation, error) {
 		v, err := doc.LookupErr("collation")
 		if err != nil || v.Type == bson.TypeNull {
-			return nil
+			return nil, nil
 		}
-		if d, ok := v.DocumentOK(); ok {
-			if elems, _ := d.Elements(); len(elems) == 0 || d.Lookup("locale").StringValue() == "simple" {
-				return nil
-			}
-		}
-		return mongoerr.New(mongoerr.CommandNotSupported, "collation %s is not supported by this server: only the simple (binary) collation is", v)
+		return mql.ParseCollation(v)
 	}
-	if err := check(cmd); err != nil {
+	top, err := check(cmd)
+	if err != nil {
 		return err
+	}
+	if _, err := cmd.LookupErr("viewOn"); err == nil && top != nil {
+		return mongoerr.New(mongoerr.CommandNotSupported, "a view with a non-simple collation is not supported by this server")
 	}
 	for _, field := range [...]string{"updates", "deletes", "indexes"} { // indexes: createIndexes
 		arr, ok := cmd.Lookup(field).ArrayOK()
@@ -301,13 +302,23 @@ func refuseCollation(cmd bson.Raw) error {
 		vals, _ := arr.Values()
 		for _, v := range vals {
 			if d, ok := v.DocumentOK(); ok {
-				if err := check(d); err != nil {
+				if _, err := check(d); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// collationArg is the collation a command or statement gives (Type 0
+// when it gives none, and then the collection's default applies).
+func collationArg(doc bson.Raw) bson.RawValue {
+	v, err := doc.LookupErr("collation")
+	if err != nil || v.Type == bson.TypeNull {
+		return bson.RawValue{}
+	}
+	return v
 }
 
 // okReply appends ok: 1 and the cluster time to reply and encodes it.

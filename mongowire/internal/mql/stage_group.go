@@ -181,7 +181,7 @@ type group struct {
 }
 
 func newGrouper(c *runCtx, id func(*evalCtx) (bson.RawValue, error), accs []groupAcc) *grouper {
-	return &grouper{c: c, id: id, accs: accs, groups: map[string]*group{}, ec: &evalCtx{now: c.now}}
+	return &grouper{c: c, id: id, accs: accs, groups: map[string]*group{}, ec: &evalCtx{now: c.now, coll: c.coll}}
 }
 
 // groupKey returns d's group id and its key bytes, appended to dst.
@@ -194,7 +194,7 @@ func groupKey(ec *evalCtx, id func(*evalCtx) (bson.RawValue, error), d bson.Raw,
 	if v.Type == 0 {
 		v = nullValue
 	}
-	return v, appendKey(dst, v), nil
+	return v, appendKey(dst, ec.coll.Transform(v)), nil
 }
 
 func (g *grouper) add(d bson.Raw) error {
@@ -571,7 +571,7 @@ func (s *bucketAutoStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 		key bson.RawValue
 		doc bson.Raw
 	}
-	ec := &evalCtx{now: c.now}
+	ec := &evalCtx{now: c.now, coll: c.coll}
 	items := make([]keyed, len(in))
 	for i, d := range in {
 		ec.root, ec.current = d, d

@@ -80,6 +80,15 @@ type UpdateSpec struct {
 	Upsert, Multi bool
 	// BypassValidation skips the collection's validator (bypassDocumentValidation).
 	BypassValidation bool
+	Collation        bson.RawValue // as in FindSpec
+}
+
+// DeleteSpec is one delete statement: Limit 0 deletes every matching
+// document, 1 the first.
+type DeleteSpec struct {
+	Filter    bson.Raw
+	Limit     int
+	Collation bson.RawValue // as in FindSpec
 }
 
 // UpdateResult is the outcome of one update statement.
@@ -94,7 +103,8 @@ type FindAndModifySpec struct {
 	Update               bson.RawValue
 	Remove, New, Upsert  bool
 	ArrayFilters         []bson.Raw
-	BypassValidation     bool // bypassDocumentValidation
+	BypassValidation     bool          // bypassDocumentValidation
+	Collation            bson.RawValue // as in FindSpec
 }
 
 // FindAndModifyResult is the outcome of a findAndModify.
@@ -109,6 +119,9 @@ type FindAndModifyResult struct {
 type FindSpec struct {
 	Filter, Sort, Projection bson.Raw
 	Skip, Limit              int64
+	// Collation is the command's collation document; absent (Type 0),
+	// the collection's default applies.
+	Collation bson.RawValue
 }
 
 // OplogEntry records one write. Extra holds the details of DDL entries:

@@ -30,6 +30,14 @@ func createExtra(options bson.D) bson.D {
 func (s *Store) createLocked(ns Namespace, uuid bson.Binary, options bson.D) *collection {
 	info := CollectionInfo{Name: ns.Coll, UUID: uuid, Options: options, PreAndPostImages: prePostEnabled(options)}
 	c := newCollection(info)
+	if coll, err := parseCollationOption(lookupD(options, "collation")); err == nil && coll != nil {
+		// The collection's default collation, which its _id index has too.
+		c.coll = coll
+		id, err := newIndex(IndexSpec{Name: idIndexSpec.Name, Key: idIndexSpec.Key, Options: bson.D{{Key: "collation", Value: coll.Spec()}}})
+		if err == nil {
+			c.indexes[0] = id
+		}
+	}
 	c.validator = newValidator(options)
 	setCappedLocked(c, options)
 	if v, err := parseView(options); err == nil && v != nil {
@@ -170,6 +178,17 @@ func (s *Store) create(ns Namespace, options bson.D, uuid bson.Binary, given boo
 	}
 	if err := checkValidatorOptions(options); err != nil {
 		return err
+	}
+	for _, o := range options {
+		if o.Key != "collation" {
+			continue
+		}
+		coll, err := parseCollationOption(o.Value)
+		if err != nil {
+			return err
+		}
+		options = withCollation(options, coll)
+		break
 	}
 	if err := checkCapped(options); err != nil {
 		return err
@@ -485,6 +504,7 @@ func (s *Store) createIndexes(rd *Txn, ns Namespace, specs []IndexSpec) (created
 		before = len(c.indexes)
 		var built []IndexSpec
 		for _, spec := range specs {
+			spec = c.collatedSpec(spec)
 			done, err := checkNewIndex(c, spec)
 			if err == nil && !done {
 				var ix *index
@@ -515,7 +535,10 @@ func (s *Store) createIndexes(rd *Txn, ns Namespace, specs []IndexSpec) (created
 // means an identical index exists.
 func checkNewIndex(c *collection, spec IndexSpec) (done bool, err error) {
 	for _, ix := range c.indexes {
-		same := sameKey(ix.spec.Key, spec.Key)
+		// The collation identifies an index as its key does: two indexes
+		// may share a key under different collations.
+		coll, _ := parseCollationOption(lookupD(spec.Options, "collation"))
+		same := sameKey(ix.spec.Key, spec.Key) && ix.coll.SameAs(coll)
 		switch {
 		case ix.spec.Name == spec.Name && same && ix.spec.Unique == spec.Unique && ix.spec.Sparse == spec.Sparse:
 			return true, nil
@@ -590,5 +613,17 @@ func dropIndexLocked(c *collection, name string) IndexSpec {
 	i := slices.IndexFunc(c.indexes, func(ix *index) bool { return ix.spec.Name == name })
 	spec := c.indexes[i].spec
 	c.indexes = slices.Delete(c.indexes, i, i+1)
+	return spec
+}
+
+// collatedSpec gives spec its full collation: the one it names, or else
+// the collection's default, as mongod does; a simple collation is not
+// shown.
+func (c *collection) collatedSpec(spec IndexSpec) IndexSpec {
+	coll := c.coll
+	if v := lookupD(spec.Options, "collation"); v != nil {
+		coll, _ = parseCollationOption(v) // newIndex has checked it
+	}
+	spec.Options = withCollation(spec.Options, coll)
 	return spec
 }

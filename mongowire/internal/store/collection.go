@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
 
 // record is a stored document and its record id. Record ids grow with
@@ -30,6 +31,9 @@ type collection struct {
 	capSize, capMax int64
 	capHead         int
 	view            *viewDef // a view (view.go): no documents of its own
+	// coll is the default collation (nil: simple), of queries that give
+	// none and of indexes created without one.
+	coll *mql.Collation
 }
 
 var idIndexSpec = IndexSpec{Name: "_id_", Key: bson.D{{Key: "_id", Value: int32(1)}}}
@@ -201,7 +205,7 @@ func (c *collection) remove(p int) {
 // byID returns the position of the document whose _id equals id, or -1.
 func (c *collection) byID(id bson.RawValue) int {
 	ix := c.indexes[0]
-	probe := entry{k0: id}
+	probe := entry{k0: ix.coll.Transform(id)}
 	p := -1
 	ix.tree.ascend(&probe, func(e *entry) bool {
 		if ix.compareKeys(e, &probe) == 0 {

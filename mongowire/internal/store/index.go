@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 	"github.com/tide-cdc/tide/mongowire/internal/mql"
@@ -36,6 +37,11 @@ type index struct {
 	// range bounds are then not intersected, since different elements may
 	// satisfy different bounds.
 	multikey bool
+	// coll is the index's collation (nil: simple): its string keys are
+	// collation keys, so only queries with the same collation may use it
+	// for strings, and a unique index treats collation-equal strings as
+	// duplicates.
+	coll *mql.Collation
 }
 
 func newIndex(spec IndexSpec) (*index, error) {
@@ -55,6 +61,14 @@ func newIndex(spec IndexSpec) (*index, error) {
 		ix.dirs = append(ix.dirs, dir)
 	}
 	for _, o := range spec.Options {
+		if o.Key == "collation" {
+			c, err := parseCollationOption(o.Value)
+			if err != nil {
+				return nil, err
+			}
+			ix.coll = c
+			continue
+		}
 		if o.Key != "partialFilterExpression" {
 			continue
 		}
@@ -224,6 +238,11 @@ func (ix *index) keys(doc bson.Raw, rid uint64) ([]entry, error) {
 		if len(vals) == 0 {
 			vals = []bson.RawValue{nullValue}
 		}
+		if ix.coll != nil {
+			for j := range vals {
+				vals[j] = ix.coll.Transform(vals[j])
+			}
+		}
 		vals = dedupeValues(vals)
 		if len(vals) > 1 {
 			if multiField >= 0 {
@@ -369,12 +388,20 @@ func (ix *index) dupKeyError(ns Namespace, e *entry) *mongoerr.Error {
 	keyValue := bson.D{}
 	for i, k := range ix.spec.Key {
 		v, _ := entryKey(e, i)
+		if ix.coll != nil && v.Type == bson.TypeString {
+			// A collation key is bytes, not text: shown in hex, as the
+			// index holds it and not as any document spells it.
+			v = bson.RawValue{Type: bson.TypeString, Value: bsoncore.AppendString(nil, fmt.Sprintf("%x", v.Value[4:len(v.Value)-1]))}
+		}
 		shown = append(shown, k.Key+": "+formatKeyValue(v))
 		keyValue = append(keyValue, bson.E{Key: k.Key, Value: v})
 	}
 	err := mongoerr.New(mongoerr.DuplicateKey, "E11000 duplicate key error collection: %s index: %s dup key: { %s }",
 		ns, ix.spec.Name, strings.Join(shown, ", "))
 	err.Info = bson.D{{Key: "keyPattern", Value: ix.spec.Key}, {Key: "keyValue", Value: keyValue}}
+	if ix.coll != nil {
+		err.Info = append(err.Info, bson.E{Key: "collation", Value: ix.coll.Spec()})
+	}
 	return err
 }
 
@@ -418,4 +445,49 @@ func IndexName(key bson.D) string {
 		parts = append(parts, e.Key+"_"+v)
 	}
 	return strings.Join(parts, "_")
+}
+
+// parseCollationOption parses a collation given as an option of create or
+// of an index, in any of the shapes options arrive in.
+func parseCollationOption(v any) (*mql.Collation, error) {
+	var raw bson.Raw
+	switch x := v.(type) {
+	case bson.RawValue:
+		if x.Type != bson.TypeEmbeddedDocument {
+			return mql.ParseCollation(x)
+		}
+		raw = x.Value
+	case bson.Raw:
+		raw = x
+	case bson.D, bson.M:
+		raw, _ = bson.Marshal(x)
+	default:
+		return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'collation' is the wrong type, expected type 'object'")
+	}
+	return mql.ParseCollation(bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: raw})
+}
+
+// withCollation returns options with their collation option replaced by
+// c's full specification (as mongod reports it), or removed when c is
+// nil (simple).
+func withCollation(options bson.D, c *mql.Collation) bson.D {
+	if c == nil && lookupD(options, "collation") == nil {
+		return options
+	}
+	out := make(bson.D, 0, len(options)+1)
+	seen := false
+	for _, o := range options {
+		if o.Key != "collation" {
+			out = append(out, o)
+			continue
+		}
+		seen = true
+		if c != nil {
+			out = append(out, bson.E{Key: "collation", Value: c.Spec()})
+		}
+	}
+	if !seen && c != nil {
+		out = append(out, bson.E{Key: "collation", Value: c.Spec()})
+	}
+	return out
 }

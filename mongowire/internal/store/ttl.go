@@ -147,7 +147,7 @@ func (s *Store) ExpireTTL(now time.Time) (int, error) {
 
 // expireIndex deletes the expired documents of one TTL index, in batches.
 func (s *Store) expireIndex(tg ttlTarget) (int, error) {
-	f, err := compileQuery(tg.filter)
+	f, err := compileQuery(tg.filter, nil)
 	if err != nil {
 		return 0, err
 	}

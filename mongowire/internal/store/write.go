@@ -350,7 +350,14 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 
 func (s *Store) update(rd *Txn, ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 	res := UpdateResult{}
-	f, err := compileQuery(spec.Filter)
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return res, err
+	}
+	if err := refuseCollatedUpdate(coll, spec.Update, spec.ArrayFilters); err != nil {
+		return res, err
+	}
+	f, err := compileQuery(spec.Filter, coll)
 	if err != nil {
 		return res, err
 	}
@@ -402,11 +409,21 @@ func (s *Store) update(rd *Txn, ns Namespace, spec UpdateSpec) (UpdateResult, er
 // Delete deletes the matching documents: all of them with limit 0, the
 // first with limit 1.
 func (s *Store) Delete(ns Namespace, filter bson.Raw, limit int) (int, error) {
-	return s.delete(nil, ns, filter, limit)
+	return s.delete(nil, ns, DeleteSpec{Filter: filter, Limit: limit})
 }
 
-func (s *Store) delete(rd *Txn, ns Namespace, filter bson.Raw, limit int) (int, error) {
-	f, err := compileQuery(filter)
+// DeleteWith is Delete of one statement with its collation.
+func (s *Store) DeleteWith(ns Namespace, spec DeleteSpec) (int, error) {
+	return s.delete(nil, ns, spec)
+}
+
+func (s *Store) delete(rd *Txn, ns Namespace, spec DeleteSpec) (int, error) {
+	limit := spec.Limit
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return 0, err
+	}
+	f, err := compileQuery(spec.Filter, coll)
 	if err != nil {
 		return 0, err
 	}
@@ -468,13 +485,22 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 	case !spec.Remove && !hasUpdate:
 		return res, mongoerr.New(mongoerr.FailedToParse, "Either an update or remove=true must be specified")
 	}
-	f, err := compileQuery(spec.Filter)
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return res, err
+	}
+	if hasUpdate {
+		if err := refuseCollatedUpdate(coll, spec.Update, spec.ArrayFilters); err != nil {
+			return res, err
+		}
+	}
+	f, err := compileQuery(spec.Filter, coll)
 	if err != nil {
 		return res, err
 	}
 	var sorter *mql.Sort
 	if len(spec.Sort) > 0 {
-		if sorter, err = mql.CompileSort(spec.Sort); err != nil {
+		if sorter, err = mql.CompileSortCollated(spec.Sort, coll); err != nil {
 			return res, err
 		}
 	}
@@ -568,4 +594,33 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 		}
 	}
 	return res, nil
+}
+
+// refuseCollatedUpdate refuses, under a non-simple collation, the parts
+// of an update whose comparisons would need it and here compare binary:
+// $addToSet, $pull and $pullAll, array filters, and pipelines (their
+// expressions). Replacements and the other operators do not compare.
+func refuseCollatedUpdate(coll *mql.Collation, update bson.RawValue, arrayFilters []bson.Raw) error {
+	if coll == nil {
+		return nil
+	}
+	unsupported := func(what string) error {
+		return mongoerr.New(mongoerr.CommandNotSupported, "%s with a non-simple collation is not supported by this server", what)
+	}
+	if len(arrayFilters) > 0 {
+		return unsupported("arrayFilters")
+	}
+	switch update.Type {
+	case bson.TypeArray:
+		return unsupported("a pipeline update")
+	case bson.TypeEmbeddedDocument:
+		elems, _ := update.Document().Elements()
+		for _, e := range elems {
+			switch e.Key() {
+			case "$addToSet", "$pull", "$pullAll":
+				return unsupported(e.Key())
+			}
+		}
+	}
+	return nil
 }

@@ -1,0 +1,145 @@
+package mql
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+)
+
+// CompileFilterCollated compiles a filter whose string comparisons
+// ($eq, $ne, $gt..., $in, $nin, $all, inside $elemMatch, $not and the
+// logical operators) follow collation c, as mongod's do; $regex,
+// $type, $exists, $size and $mod do not depend on a collation, as in
+// mongod. A nil c is CompileFilter. $expr is refused under a non-simple
+// collation: its expressions compare binary here.
+func CompileFilterCollated(filter bson.Raw, c *Collation) (*Filter, error) {
+	f, err := CompileFilter(filter)
+	if err != nil || c == nil {
+		return f, err
+	}
+	for _, n := range f.top {
+		if err := collateNode(n, c); err != nil {
+			return nil, err
+		}
+	}
+	f.coll = c
+	return f, nil
+}
+
+// Collation is the collation the filter was compiled with (nil: simple).
+func (f *Filter) Collation() *Collation {
+	if f == nil {
+		return nil
+	}
+	return f.coll
+}
+
+func collateNode(n node, c *Collation) error {
+	switch x := n.(type) {
+	case andNode:
+		return collateNodes(x, c)
+	case orNode:
+		return collateNodes(x, c)
+	case norNode:
+		return collateNodes(x, c)
+	case notNode:
+		return collateNode(x.n, c)
+	case *fieldNode:
+		return collateOp(x.op, c)
+	case exprMatchNode:
+		return mongoerr.New(mongoerr.CommandNotSupported, "$expr with a non-simple collation is not supported by this server")
+	}
+	return nil
+}
+
+func collateNodes(ns []node, c *Collation) error {
+	for _, n := range ns {
+		if err := collateNode(n, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func collateOp(op valueOp, c *Collation) error {
+	switch o := op.(type) {
+	case *eqOp:
+		o.orig, o.v, o.coll = o.v, c.Transform(o.v), c
+	case *cmpOp:
+		o.v, o.coll = c.Transform(o.v), c
+	case *inOp:
+		o.orig = o.vals
+		o.vals = make([]bson.RawValue, len(o.orig))
+		for i, v := range o.orig {
+			o.vals[i] = c.Transform(v)
+		}
+		if o.set != nil {
+			o.set = make(map[string]struct{}, len(o.vals))
+			for _, v := range o.vals {
+				o.set[string(appendKey(nil, v))] = struct{}{}
+			}
+		}
+		o.coll = c
+	case *elemMatchOp:
+		return collateNode(o.sub, c)
+	}
+	return nil
+}
+
+// collatedStages are the stages that run under a non-simple collation:
+// those no collation changes, and those whose expressions compare under
+// it (evalCtx.coll: $eq, $in, ... compare collation keys; operators that
+// would return keys are refused when they run).
+var collatedStages = map[string]bool{
+	"$skip": true, "$limit": true, "$count": true, "$unset": true, "$sample": true,
+	"$project": true, "$addFields": true, "$set": true, "$replaceRoot": true, "$replaceWith": true,
+	"$unwind": true, "$group": true,
+}
+
+// collatedAccumulators are the $group accumulators that compare no values.
+var collatedAccumulators = map[string]bool{
+	"$sum": true, "$avg": true, "$count": true, "$first": true, "$last": true, "$push": true,
+	"$stdDevPop": true, "$stdDevSamp": true, "$mergeObjects": true, "$firstN": true, "$lastN": true,
+}
+
+// CompilePipelineCollated compiles an aggregation pipeline whose $match
+// and $sort stages, $group keys and comparison expressions follow
+// collation c (nil: CompilePipeline). The stages and accumulators whose
+// comparisons here would stay binary ($lookup, $bucket, $setWindowFields,
+// $facet, $min, $max, $addToSet, ...) are refused under a non-simple
+// collation with CommandNotSupported, rather than run binary.
+func CompilePipelineCollated(stages []bson.Raw, c *Collation) (*Pipeline, error) {
+	p, err := CompilePipeline(stages)
+	if err != nil || c == nil {
+		return p, err
+	}
+	for i, name := range p.names {
+		switch st := p.stages[i].(type) {
+		case matchStage:
+			f, err := CompileFilterCollated(lookup(stages[i], "$match").Value, c)
+			if err != nil {
+				return nil, err
+			}
+			p.stages[i] = matchStage{f}
+		case sortStage:
+			s, err := CompileSortCollated(lookup(stages[i], "$sort").Value, c)
+			if err != nil {
+				return nil, err
+			}
+			st.s = s
+			p.stages[i] = st
+		case *groupStage:
+			for _, a := range st.accs {
+				if !collatedAccumulators[a.op] {
+					return nil, mongoerr.New(mongoerr.CommandNotSupported, "%s with a non-simple collation is not supported by this server", a.op)
+				}
+			}
+		default:
+			if !collatedStages[name] {
+				return nil, mongoerr.New(mongoerr.CommandNotSupported, "%s with a non-simple collation is not supported by this server", name)
+			}
+		}
+	}
+	p.coll = c
+	return p, nil
+}
