@@ -228,6 +228,10 @@ func (s *Server) permits(p *privileges, r *request) bool {
 			}
 		}
 		return p.on(need, r.db, "")
+	case "dataSize", "splitVector": // a full namespace; mongod asks find for dataSize, its splitVector action for splitVector
+		full, _ := r.cmd.Index(0).Value().StringValueOK()
+		db, coll, _ := strings.Cut(full, ".")
+		return r.name == "dataSize" && p.on(actFind, db, coll)
 	case "_mergeAuthzCollections": // mongorestore's user restore writes users of any database: root and restore
 		return p.restore
 	case "dropUser", "dropAllUsersFromDatabase":
