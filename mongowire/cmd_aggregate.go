@@ -112,6 +112,9 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 	}
 	if changestream.IsChangeStream(stages) {
+		if ns.Coll != "" && s.data(ctx).IsTimeseries(ns) {
+			return nil, mongoerr.New(166, "Cannot run aggregation on timeseries with namespace %s", ns) // as mongod: a time-series collection is a view there
+		}
 		return s.aggregateChangeStream(ctx, r, ns.Coll, cursorNS, batch)
 	}
 	if len(stages) > 0 && ns.Coll != "" {

@@ -76,7 +76,7 @@ func (s *Server) cmdSplitVector(ctx context.Context, _ *conn, r *request) (bson.
 		maxBytes = maxMB << 20
 	}
 	var keys [][]bson.RawValue
-	totals, err := s.rawStore.WalkKeyRange(ns, rng, func(key []bson.RawValue, _ bson.Raw) bool {
+	totals, err := s.data(ctx).WalkKeyRange(ns, rng, func(key []bson.RawValue, _ bson.Raw) bool {
 		keys = append(keys, key)
 		return true
 	})
@@ -171,9 +171,9 @@ func (s *Server) cmdDataSize(ctx context.Context, _ *conn, r *request) (bson.D, 
 	}
 	var size, n int64
 	if !hasKey {
-		info, ok := s.rawStore.Collection(ns)
+		info, ok := s.data(ctx).Collection(ns)
 		if ok && !info.View {
-			totals, err := s.rawStore.WalkKeyRange(ns, store.KeyRange{Pattern: bson.D{{Key: "_id", Value: int32(1)}}}, func([]bson.RawValue, bson.Raw) bool { return false })
+			totals, err := s.data(ctx).WalkKeyRange(ns, store.KeyRange{Pattern: bson.D{{Key: "_id", Value: int32(1)}}}, func([]bson.RawValue, bson.Raw) bool { return false })
 			if err != nil && !errors.Is(err, store.ErrNoKeyIndex) {
 				return nil, err
 			}
@@ -181,7 +181,7 @@ func (s *Server) cmdDataSize(ctx context.Context, _ *conn, r *request) (bson.D, 
 		}
 	} else {
 		var avg int64
-		totals, err := s.rawStore.WalkKeyRange(ns, rng, func(_ []bson.RawValue, doc bson.Raw) bool {
+		totals, err := s.data(ctx).WalkKeyRange(ns, rng, func(_ []bson.RawValue, doc bson.Raw) bool {
 			n++
 			size += int64(len(doc))
 			return (maxSize <= 0 || size <= maxSize) && (maxObjects <= 0 || n < maxObjects)

@@ -53,6 +53,9 @@ type catalog interface {
 	ReplicaSetID() bson.ObjectID
 	OpenTransactions() int
 	Explain(store.Namespace, store.FindSpec) (store.Plan, error)
+	IsTimeseries(store.Namespace) bool
+	// An index walk, for splitVector and dataSize (cmd_split.go).
+	WalkKeyRange(ns store.Namespace, r store.KeyRange, fn func(key []bson.RawValue, doc bson.Raw) bool) (store.CollTotals, error)
 
 	// Reads at a cluster time (readConcern snapshot outside a
 	// transaction), and pipelines over given documents ($documents,

@@ -48,6 +48,10 @@ type CollectionInfo struct {
 	Options          bson.D      // as given to create, e.g. changeStreamPreAndPostImages
 	PreAndPostImages bool
 	View             bool // a view: Options hold viewOn and pipeline; no UUID
+	Timeseries       bool // a time-series collection: Options hold timeseries
+	// TimeseriesBuckets marks the system.buckets.<name> entry that
+	// ListCollections adds for each time-series collection.
+	TimeseriesBuckets bool
 }
 
 // DatabaseInfo describes a database.

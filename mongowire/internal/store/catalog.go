@@ -39,6 +39,9 @@ func (s *Store) createLocked(ns Namespace, uuid bson.Binary, options bson.D) *co
 		}
 	}
 	c.validator = newValidator(options)
+	if c.ts = parseTimeseries(options); c.ts != nil {
+		c.info.Timeseries = true
+	}
 	setCappedLocked(c, options)
 	if v, err := parseView(options); err == nil && v != nil {
 		c.view, c.info.View, c.info.UUID = v, true, bson.Binary{}
@@ -166,10 +169,12 @@ func (s *Store) create(ns Namespace, options bson.D, uuid bson.Binary, given boo
 	if err := validNamespace(ns); err != nil {
 		return err
 	}
+	options, isTS, err := normaliseTimeseries(options) // timeseries.go
+	if err != nil {
+		return err
+	}
 	for _, o := range options {
 		switch o.Key {
-		case "timeseries":
-			return mongoerr.New(mongoerr.CommandNotSupported, "time-series collections are not supported by this server")
 		case "changeStreamPreAndPostImages":
 			if err := checkPrePost(o.Value); err != nil {
 				return err
@@ -197,8 +202,10 @@ func (s *Store) create(ns Namespace, options bson.D, uuid bson.Binary, given boo
 	if err != nil {
 		return err
 	}
-	if options, err = normaliseClustered(options); err != nil {
-		return err
+	if !isTS {
+		if options, err = normaliseClustered(options); err != nil {
+			return err
+		}
 	}
 	return s.write(func(t *tx) error {
 		if s.collLocked(ns) != nil {
@@ -571,6 +578,9 @@ func (s *Store) ListIndexes(ns Namespace) ([]IndexSpec, error) {
 			return err
 		}
 		out = clusteredSpecs(c, c.specs())
+		if c.ts != nil {
+			out = out[1:] // a time-series collection has no _id index to list
+		}
 		return nil
 	})
 	return out, err

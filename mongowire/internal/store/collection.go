@@ -34,6 +34,7 @@ type collection struct {
 	// coll is the default collation (nil: simple), of queries that give
 	// none and of indexes created without one.
 	coll *mql.Collation
+	ts   *tsSpec // a time-series collection (timeseries.go)
 }
 
 var idIndexSpec = IndexSpec{Name: "_id_", Key: bson.D{{Key: "_id", Value: int32(1)}}}
@@ -80,8 +81,8 @@ func (c *collection) keysOf(doc bson.Raw, rid uint64) ([][]entry, error) {
 // checkUnique reports the first unique index violated by keys.
 func (c *collection) checkUnique(ns Namespace, keys [][]entry, self uint64) *mongoerr.Error {
 	for i, ix := range c.indexes {
-		if !ix.unique() && !ix.prepared() && i != 0 {
-			continue
+		if !ix.unique() && !ix.prepared() && i != 0 || i == 0 && c.ts != nil {
+			continue // a time-series _id is not unique
 		}
 		for j := range keys[i] {
 			if ix.conflict(&keys[i][j], self) != 0 {

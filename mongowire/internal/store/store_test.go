@@ -110,9 +110,9 @@ func TestCatalogErrors(t *testing.T) {
 		"create view cycle": {func(s *Store) error {
 			return s.Create(Namespace{"db", "v"}, bson.D{{Key: "viewOn", Value: "v"}})
 		}, codeGraphContainsCycle},
-		"create timeseries": {func(s *Store) error {
-			return s.Create(Namespace{"db", "t"}, bson.D{{Key: "timeseries", Value: bson.D{{Key: "timeField", Value: "t"}}}})
-		}, mongoerr.CommandNotSupported},
+		"create timeseries without timeField": {func(s *Store) error {
+			return s.Create(Namespace{"db", "t"}, bson.D{{Key: "timeseries", Value: bson.D{{Key: "metaField", Value: "m"}}}})
+		}, 40414},
 		"create bad pre-images option": {func(s *Store) error {
 			return s.Create(Namespace{"db", "p"}, bson.D{{Key: "changeStreamPreAndPostImages", Value: true}})
 		}, mongoerr.TypeMismatch},

@@ -141,6 +141,9 @@ func (s *Store) insert(rd *Txn, ns Namespace, docs []bson.Raw, opts InsertOption
 		}
 		for i, d := range docs {
 			doc, werr := prepare(d)
+			if werr == nil && c.ts != nil {
+				werr = c.ts.checkMeasurement(doc)
+			}
 			if werr == nil {
 				werr = s.validate(ns, c, doc, nil, opts.BypassValidation)
 			}
@@ -374,6 +377,11 @@ func (s *Store) update(rd *Txn, ns Namespace, spec UpdateSpec) (UpdateResult, er
 			if err := t.refuseCapped(ns, c); err != nil {
 				return err
 			}
+			if c.ts != nil {
+				if err := c.ts.checkUpdate(spec); err != nil {
+					return err
+				}
+			}
 			limit := 1
 			if spec.Multi {
 				limit = 0
@@ -524,6 +532,9 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 		if c != nil {
 			if err := t.refuseCapped(ns, c); err != nil {
 				return err
+			}
+			if c.ts != nil && !spec.Remove {
+				return mongoerr.New(mongoerr.InvalidOptions, "Cannot perform a findAndModify with an update on a time-series collection")
 			}
 			limit := 1
 			if sorter != nil {
