@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/tide-cdc/tide/mongowire/internal/fts"
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
@@ -452,6 +453,9 @@ func sameKey(a, b bson.D) bool {
 		return false
 	}
 	for i := range a {
+		if a[i].Key == "_fts" && b[i].Key == "_fts" {
+			continue // a text index's key: its fields are in its weights
+		}
 		da, err1 := keyDirection(a[i].Value)
 		db, err2 := keyDirection(b[i].Value)
 		if a[i].Key != b[i].Key || err1 != nil || err2 != nil || da != db {
@@ -484,6 +488,13 @@ func (s *Store) createIndexes(rd *Txn, ns Namespace, specs []IndexSpec) (created
 	for i := range specs {
 		if specs[i].Name == "" {
 			specs[i].Name = IndexName(specs[i].Key)
+		}
+		if fts.IsTextKey(specs[i].Key) { // mongod's stored form: {_fts: "text", _ftsx: 1}, weights, languages
+			key, opts, err := fts.Normalise(specs[i].Key, specs[i].Options)
+			if err != nil {
+				return false, 0, 0, err
+			}
+			specs[i].Key, specs[i].Options = key, opts
 		}
 		if _, err := newIndex(specs[i]); err != nil {
 			return false, 0, 0, err
@@ -541,6 +552,13 @@ func (s *Store) createIndexes(rd *Txn, ns Namespace, specs []IndexSpec) (created
 // checkNewIndex compares a requested index with the existing ones: done
 // means an identical index exists.
 func checkNewIndex(c *collection, spec IndexSpec) (done bool, err error) {
+	if fts.IsTextKey(spec.Key) {
+		for _, ix := range c.indexes {
+			if ix.text != nil && ix.spec.Name != spec.Name {
+				return false, mongoerr.New(mongoerr.CannotCreateIndex, "only one text index per collection allowed, found existing text index \"%s\"", ix.spec.Name)
+			}
+		}
+	}
 	for _, ix := range c.indexes {
 		// The collation identifies an index as its key does: two indexes
 		// may share a key under different collations.

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/tide-cdc/tide/mongowire/internal/fts"
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
@@ -42,6 +43,9 @@ type index struct {
 	// for strings, and a unique index treats collation-equal strings as
 	// duplicates.
 	coll *mql.Collation
+	// text is set on a text index (fts): it holds no entries and serves
+	// no ordinary predicate or sort, only $text queries (text.go).
+	text *fts.Spec
 }
 
 func newIndex(spec IndexSpec) (*index, error) {
@@ -49,9 +53,21 @@ func newIndex(spec IndexSpec) (*index, error) {
 	if len(spec.Key) == 0 {
 		return nil, mongoerr.New(mongoerr.BadValue, "index %q: key pattern must not be empty", spec.Name)
 	}
+	if fts.IsTextKey(spec.Key) {
+		t, err := fts.SpecOf(spec.Options)
+		if err != nil {
+			return nil, err
+		}
+		ix.text = t
+	}
 	for _, e := range spec.Key {
 		if e.Key == "" {
 			return nil, mongoerr.New(mongoerr.BadValue, "index %q: empty field name in key pattern", spec.Name)
+		}
+		if ix.text != nil && (e.Key == "_fts" || e.Key == "_ftsx") {
+			ix.paths = append(ix.paths, []string{e.Key})
+			ix.dirs = append(ix.dirs, 1)
+			continue
 		}
 		dir, err := keyDirection(e.Value)
 		if err != nil {
@@ -227,6 +243,9 @@ func cmpRID(a, b uint64) int {
 func (ix *index) keys(doc bson.Raw, rid uint64) ([]entry, error) {
 	if ix.partial != nil && !ix.partial.Match(doc) {
 		return nil, nil
+	}
+	if ix.text != nil {
+		return nil, ix.text.CheckDocument(doc) // a language mongod could not index refuses the write
 	}
 	per := make([][]bson.RawValue, len(ix.paths))
 	found := false

@@ -147,7 +147,7 @@ func (c *collection) leading(p mql.Predicate, preds []mql.Predicate, coll *mql.C
 	path := p.Path
 	var found *index
 	for _, ix := range c.indexes {
-		if ix.spec.Key[0].Key != path || ix.hidden() || !ix.answers(preds) {
+		if ix.spec.Key[0].Key != path || ix.hidden() || ix.text != nil || !ix.answers(preds) {
 			continue
 		}
 		if !ix.coll.SameAs(coll) && slices.ContainsFunc(p.Values, mql.HasStrings) {

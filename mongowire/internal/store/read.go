@@ -106,7 +106,7 @@ func (c *collection) sortIndex(keys []sortKey, coll *mql.Collation) (sortWalk, b
 // or partial), whose values are the documents' sort keys: its collation
 // must be the sort's.
 func sortFits(ix *index, keys []sortKey, coll *mql.Collation) (sortWalk, bool) {
-	if len(keys) == 0 || len(keys) > len(ix.paths) || ix.multikey || ix.spec.Sparse || ix.partial != nil || !ix.coll.SameAs(coll) {
+	if len(keys) == 0 || len(keys) > len(ix.paths) || ix.multikey || ix.spec.Sparse || ix.partial != nil || ix.text != nil || !ix.coll.SameAs(coll) {
 		return sortWalk{}, false
 	}
 	w := sortWalk{ix: ix, fields: len(keys)}
@@ -249,6 +249,10 @@ func (s *Store) find(rd *Txn, ns Namespace, spec FindSpec) ([]bson.Raw, Plan, er
 		}
 		return docs, Plan{}, err
 	}
+	if text, rest, ok := splitText(spec.Filter); ok { // text.go
+		docs, err := s.findText(rd, ns, spec, text, rest, coll)
+		return docs, Plan{}, err
+	}
 	f, err := compileQuery(spec.Filter, coll)
 	if err != nil {
 		return nil, Plan{}, err
@@ -339,6 +343,10 @@ func (s *Store) count(rd *Txn, ns Namespace, spec FindSpec) (int64, error) {
 		if err == nil {
 			docs, err = FindIn(docs, FindSpec{Filter: filter, Skip: skip, Limit: limit})
 		}
+		return int64(len(docs)), err
+	}
+	if text, rest, ok := splitText(filter); ok {
+		docs, err := s.findText(rd, ns, FindSpec{Skip: skip, Limit: limit}, text, rest, coll)
 		return int64(len(docs)), err
 	}
 	f, err := compileQuery(filter, coll)
@@ -476,6 +484,13 @@ func (s *Store) aggregate(rd *Txn, ns Namespace, stages []bson.Raw, lim mql.Limi
 	coll, err := s.collationFor(ns, collation)
 	if err != nil {
 		return nil, err
+	}
+	if len(stages) > 0 {
+		if m, err := stages[0].LookupErr("$match"); err == nil && m.Type == bson.TypeEmbeddedDocument {
+			if text, rest, ok := splitText(m.Document()); ok { // text.go
+				return s.aggregateText(rd, ns, text, rest, stages[1:], lim, coll)
+			}
+		}
 	}
 	p, err := mql.CompilePipelineCollated(stages, coll)
 	if err != nil {

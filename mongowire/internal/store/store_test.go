@@ -134,8 +134,8 @@ func TestCatalogErrors(t *testing.T) {
 			return err
 		}, mongoerr.IndexNotFound},
 		"dropIndexes _id_": {func(s *Store) error { _, err := s.DropIndexes(nsA, []string{"_id_"}); return err }, mongoerr.InvalidOptions},
-		"createIndexes text": {func(s *Store) error {
-			_, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "x", Value: "text"}}}})
+		"createIndexes 2dsphere": {func(s *Store) error {
+			_, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "x", Value: "2dsphere"}}}})
 			return err
 		}, mongoerr.CommandNotSupported},
 		"createIndexes same name other key": {func(s *Store) error {

@@ -360,7 +360,7 @@ func (s *Store) update(rd *Txn, ns Namespace, spec UpdateSpec) (UpdateResult, er
 	if err := refuseCollatedUpdate(coll, spec.Update, spec.ArrayFilters); err != nil {
 		return res, err
 	}
-	f, err := compileQuery(spec.Filter, coll)
+	f, err := compileWriteQuery(spec.Filter, coll)
 	if err != nil {
 		return res, err
 	}
@@ -431,7 +431,7 @@ func (s *Store) delete(rd *Txn, ns Namespace, spec DeleteSpec) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	f, err := compileQuery(spec.Filter, coll)
+	f, err := compileWriteQuery(spec.Filter, coll)
 	if err != nil {
 		return 0, err
 	}
@@ -502,7 +502,7 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 			return res, err
 		}
 	}
-	f, err := compileQuery(spec.Filter, coll)
+	f, err := compileWriteQuery(spec.Filter, coll)
 	if err != nil {
 		return res, err
 	}
@@ -634,4 +634,13 @@ func refuseCollatedUpdate(coll *mql.Collation, update bson.RawValue, arrayFilter
 		}
 	}
 	return nil
+}
+
+// compileWriteQuery is compileQuery for the filter of a write, where
+// $text is refused: writes here do not run text queries.
+func compileWriteQuery(filter bson.Raw, coll *mql.Collation) (*query, error) {
+	if _, _, ok := splitText(filter); ok {
+		return nil, mongoerr.New(mongoerr.CommandNotSupported, "$text in the filter of a write is not supported by this server")
+	}
+	return compileQuery(filter, coll)
 }
