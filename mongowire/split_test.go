@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tide-cdc/tide/internal/testenv"
+	"github.com/tide-cdc/tide/mongowire/internal/store"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
@@ -106,5 +108,43 @@ func TestDataSize(t *testing.T) {
 	raw = run(t, admin, bson.D{{Key: "dataSize", Value: "co.nothing"}})
 	if n := raw.Lookup("numObjects").AsInt64(); n != 0 {
 		t.Errorf("missing collection: numObjects %d", n)
+	}
+}
+
+// BenchmarkSplitVector: splitVector over the _id index of 1,000,000
+// documents of ~60 bytes, 64 split points, through the driver.
+//
+//	go test ./mongowire -run '^$' -bench 'SplitVector' -benchtime 5x -count 1
+func BenchmarkSplitVector(b *testing.B) {
+	s := testenv.MongoWire(b)
+	c := testenv.MongoClient(b, s.URI())
+	ns := store.Namespace{DB: "co", Coll: "big"}
+	const n = 1_000_000
+	docs := make([]bson.Raw, 0, 10_000)
+	for i := range n {
+		d, _ := bson.Marshal(bson.D{{Key: "_id", Value: int32(i)}, {Key: "pad", Value: "0123456789abcdef0123456789abcdef"}})
+		docs = append(docs, d)
+		if len(docs) == cap(docs) {
+			if _, errs := s.Store().Insert(ns, docs, true); len(errs) > 0 {
+				b.Fatal(errs[0].Err)
+			}
+			docs = docs[:0]
+		}
+	}
+	cmdRaw := func(cmd bson.D) bson.Raw {
+		r, err := c.Database("admin").RunCommand(b.Context(), cmd).Raw()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	info := cmdRaw(bson.D{{Key: "dataSize", Value: "co.big"}})
+	size := info.Lookup("size").AsInt64()
+	cmd := bson.D{{Key: "splitVector", Value: "co.big"}, {Key: "keyPattern", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "maxChunkSizeBytes", Value: 2 * size / 64}}
+	for b.Loop() {
+		raw := cmdRaw(cmd)
+		if keys, _ := raw.Lookup("splitKeys").Array().Values(); len(keys) < 60 {
+			b.Fatalf("%d split keys, want about 64", len(keys))
+		}
 	}
 }

@@ -20,6 +20,8 @@ package fts
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode"
 
 	"github.com/kljensen/snowball/english"
@@ -39,7 +41,19 @@ type Language struct {
 	Name string
 	stem func(word string, stemStopWords bool) string
 	stop func(word string) bool
+	// terms caches the folded term of each word seen (case- and
+	// diacritic-insensitive, the index's form), up to maxCachedTerms:
+	// stemming is most of the cost of a text query.
+	terms sync.Map // word -> cachedTerm
+	count atomic.Int64
 }
+
+type cachedTerm struct {
+	term string
+	ok   bool
+}
+
+const maxCachedTerms = 200_000
 
 var languages = map[string]*Language{
 	"english":   {Name: "english", stem: english.Stem, stop: english.IsStopWord},
@@ -85,13 +99,16 @@ func LookupLanguage(name string) (*Language, error) {
 // isDelimiter reports whether r separates words: everything but letters,
 // digits and combining marks.
 func isDelimiter(r rune) bool {
+	if r < 0x80 {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
+	}
 	return !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.Is(unicode.Mn, r)
 }
 
 // fold is the form a word is compared in: without diacritics unless
 // diacriticSensitive, lower-cased unless caseSensitive.
 func fold(word string, caseSensitive, diacriticSensitive bool) string {
-	if !diacriticSensitive {
+	if !diacriticSensitive && !isASCII(word) {
 		var b strings.Builder
 		for _, r := range norm.NFD.String(word) {
 			if !unicode.Is(unicode.Mn, r) {
@@ -115,6 +132,21 @@ func words(s string) []string {
 // word. A case-sensitive term keeps the case of the word where the stem
 // keeps its letters.
 func (l *Language) term(word string, caseSensitive, diacriticSensitive bool) (string, bool) {
+	if !caseSensitive && !diacriticSensitive {
+		if c, ok := l.terms.Load(word); ok {
+			ct := c.(cachedTerm)
+			return ct.term, ct.ok
+		}
+		t, ok := l.computeTerm(word, false, false)
+		if l.count.Add(1) <= maxCachedTerms {
+			l.terms.Store(word, cachedTerm{t, ok})
+		}
+		return t, ok
+	}
+	return l.computeTerm(word, caseSensitive, diacriticSensitive)
+}
+
+func (l *Language) computeTerm(word string, caseSensitive, diacriticSensitive bool) (string, bool) {
 	f := fold(word, caseSensitive, diacriticSensitive)
 	lower := strings.ToLower(f)
 	if l.stop != nil && l.stop(lower) {
@@ -183,10 +215,32 @@ func (l *Language) scoreString(s string, weight float64, scores map[string]float
 // hasWord reports whether s holds a word whose term in lang is in want,
 // under the given sensitivity.
 func (l *Language) hasWord(s string, want map[string]bool, caseSensitive, diacriticSensitive bool) bool {
-	for _, w := range words(s) {
-		if t, ok := l.term(w, caseSensitive, diacriticSensitive); ok && want[t] {
-			return true
+	has := func(w string) bool {
+		t, ok := l.term(w, caseSensitive, diacriticSensitive)
+		return ok && want[t]
+	}
+	start := -1
+	for i, r := range s {
+		switch {
+		case !isDelimiter(r):
+			if start < 0 {
+				start = i
+			}
+		case start >= 0:
+			if has(s[start:i]) {
+				return true
+			}
+			start = -1
 		}
 	}
-	return false
+	return start >= 0 && has(s[start:])
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

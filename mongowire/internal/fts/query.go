@@ -141,6 +141,17 @@ func (q *Query) Match(spec *Spec, doc bson.Raw) (float64, bool) {
 	if err != nil {
 		return 0, false
 	}
+	// Most documents hold none of the terms: find that out before
+	// scoring anything.
+	candidate := false
+	spec.strings(doc, func(s string, _ float64) {
+		if !candidate && lang.hasWord(s, q.positive, false, false) {
+			candidate = true
+		}
+	})
+	if !candidate {
+		return 0, false
+	}
 	scores := map[string]float64{}
 	var texts []string
 	spec.strings(doc, func(s string, w float64) {

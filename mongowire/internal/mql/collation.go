@@ -1,10 +1,10 @@
 package mql
 
 import (
-	"bytes"
 	"encoding/binary"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"golang.org/x/text/collate"
@@ -25,6 +25,7 @@ const icuVersion = "57.1"
 // collation. It is safe for concurrent use.
 type Collation struct {
 	spec      bson.D
+	id        string // spec, encoded: equal ids collate alike
 	tag       language.Tag
 	identical bool // strength 5: equal keys are ordered by the NFD code points
 	pool      sync.Pool
@@ -44,6 +45,32 @@ type collator struct {
 // "off", maxVariable "space" with alternate "shifted", and locales x/text
 // has no tailoring for.
 func ParseCollation(v bson.RawValue) (*Collation, error) {
+	if v.Type == bson.TypeEmbeddedDocument {
+		if c, ok := parsed.Load(string(v.Value)); ok {
+			return c.(*Collation), nil
+		}
+	}
+	c, err := parseCollation(v)
+	if err == nil && c != nil {
+		// Queries name the same few collations again and again: keep
+		// each, with its pool of collators, which are costly to build.
+		if n := parsedCount.Add(1); n <= maxParsed {
+			parsed.Store(string(v.Value), c)
+		}
+	}
+	return c, err
+}
+
+// parsed caches parsed collations by their document's bytes, up to
+// maxParsed of them.
+var (
+	parsed      sync.Map
+	parsedCount atomic.Int64
+)
+
+const maxParsed = 1024
+
+func parseCollation(v bson.RawValue) (*Collation, error) {
 	if v.Type != bson.TypeEmbeddedDocument {
 		return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'collation' is the wrong type '%s', expected type 'object'", typeName(v.Type))
 	}
@@ -187,6 +214,11 @@ func ParseCollation(v bson.RawValue) (*Collation, error) {
 		{Key: "version", Value: icuVersion},
 	}
 	c.pool.New = func() any { return &collator{c: collate.New(c.tag)} }
+	id, _ := bson.Marshal(c.spec)
+	c.id = string(id)
+	if c2, ok := byID.LoadOrStore(c.id, c); ok {
+		return c2.(*Collation), nil // the same collation, spelled another way
+	}
 	return c, nil
 }
 
@@ -266,10 +298,12 @@ func (c *Collation) SameAs(o *Collation) bool {
 	if c == nil || o == nil {
 		return c == nil && o == nil
 	}
-	a, _ := bson.Marshal(c.spec)
-	b, _ := bson.Marshal(o.spec)
-	return bytes.Equal(a, b)
+	return c == o || c.id == o.id
 }
+
+// byID holds one Collation per distinct specification, so that every
+// spelling of a collation shares one pool of collators.
+var byID sync.Map
 
 // Key returns the collation key of s: binary order of keys is the
 // collation's order of strings.
