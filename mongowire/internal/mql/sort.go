@@ -104,13 +104,18 @@ func (k sortKey) value(doc bson.Raw) bson.RawValue {
 			return nullValue
 		case bson.TypeArray:
 		default:
-			return k.coll.Transform(v)
+			if k.coll != nil {
+				return k.coll.Transform(v)
+			}
+			return v
 		}
 	}
 	var best bson.RawValue
 	found := false
 	visit := func(v bson.RawValue) {
-		v = k.coll.Transform(v)
+		if k.coll != nil {
+			v = k.coll.Transform(v)
+		}
 		if !found {
 			best, found = v, true
 			return

@@ -194,7 +194,10 @@ func groupKey(ec *evalCtx, id func(*evalCtx) (bson.RawValue, error), d bson.Raw,
 	if v.Type == 0 {
 		v = nullValue
 	}
-	return v, appendKey(dst, ec.coll.Transform(v)), nil
+	if ec.coll != nil {
+		return v, appendKey(dst, ec.coll.Transform(v)), nil
+	}
+	return v, appendKey(dst, v), nil
 }
 
 func (g *grouper) add(d bson.Raw) error {
