@@ -205,13 +205,22 @@ func TestCollationCommands(t *testing.T) {
 	if n, err := coll.CountDocuments(ctx, ping, options.Count().SetCollation(ci)); err != nil || n != 2 {
 		t.Errorf("count = %d, %v; want 2", n, err)
 	}
+	// $expr compares under the collation too; $max, which would return a
+	// collation key, is refused.
+	expr := bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{"$x", "Ping"}}}}}
+	cur, err := coll.Find(ctx, expr, options.Find().SetCollation(ci))
+	wantIDs(t, "$expr", idsOf(t, cur, err), 1, 2)
+	cur, err = coll.Find(ctx, expr)
+	wantIDs(t, "$expr binary", idsOf(t, cur, err))
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "m", Value: bson.D{{Key: "$max", Value: bson.A{"$x", "a"}}}}}}}}, options.Aggregate().SetCollation(ci))
+	wantCode(t, err, 115, "$max")
 	res := coll.Distinct(ctx, "x", bson.D{}, options.Distinct().SetCollation(ci))
 	var vals []string
 	if err := res.Decode(&vals); err != nil || !slices.Equal(vals, []string{"ping", "pong"}) {
 		t.Errorf("distinct = %v, %v; want [ping pong] (the first of equal values)", vals, err)
 	}
 	var got bson.M
-	err := coll.FindOneAndUpdate(ctx, ping, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}},
+	err = coll.FindOneAndUpdate(ctx, ping, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}},
 		options.FindOneAndUpdate().SetCollation(ci).SetSort(bson.D{{Key: "_id", Value: -1}})).Decode(&got)
 	if err != nil || got["_id"] != int32(2) {
 		t.Errorf("findOneAndUpdate = %v, %v; want _id 2", got, err)

@@ -8,19 +8,23 @@ import (
 
 // CompileFilterCollated compiles a filter whose string comparisons
 // ($eq, $ne, $gt..., $in, $nin, $all, inside $elemMatch, $not and the
-// logical operators) follow collation c, as mongod's do; $regex,
-// $type, $exists, $size and $mod do not depend on a collation, as in
-// mongod. A nil c is CompileFilter. $expr is refused under a non-simple
-// collation: its expressions compare binary here.
+// logical operators, and the comparison expressions of $expr) follow
+// collation c, as mongod's do; $regex, $type, $exists, $size and $mod do
+// not depend on a collation, as in mongod. A nil c is CompileFilter.
 func CompileFilterCollated(filter bson.Raw, c *Collation) (*Filter, error) {
 	f, err := CompileFilter(filter)
 	if err != nil || c == nil {
 		return f, err
 	}
-	for _, n := range f.top {
-		if err := collateNode(n, c); err != nil {
-			return nil, err
-		}
+	for i, n := range f.top {
+		f.top[i] = collateNode(n, c)
+	}
+	switch len(f.top) {
+	case 0:
+	case 1:
+		f.root = f.top[0]
+	default:
+		f.root = andNode(f.top)
 	}
 	f.coll = c
 	return f, nil
@@ -34,34 +38,33 @@ func (f *Filter) Collation() *Collation {
 	return f.coll
 }
 
-func collateNode(n node, c *Collation) error {
+// collateNode returns n comparing under c: operands become collation
+// keys (ops are changed in place, value nodes are replaced).
+func collateNode(n node, c *Collation) node {
 	switch x := n.(type) {
 	case andNode:
-		return collateNodes(x, c)
+		collateNodes(x, c)
 	case orNode:
-		return collateNodes(x, c)
+		collateNodes(x, c)
 	case norNode:
-		return collateNodes(x, c)
+		collateNodes(x, c)
 	case notNode:
-		return collateNode(x.n, c)
+		return notNode{n: collateNode(x.n, c)}
 	case *fieldNode:
-		return collateOp(x.op, c)
+		collateOp(x.op, c)
 	case exprMatchNode:
-		return mongoerr.New(mongoerr.CommandNotSupported, "$expr with a non-simple collation is not supported by this server")
+		return exprMatchNode{e: x.e, coll: c}
 	}
-	return nil
+	return n
 }
 
-func collateNodes(ns []node, c *Collation) error {
-	for _, n := range ns {
-		if err := collateNode(n, c); err != nil {
-			return err
-		}
+func collateNodes(ns []node, c *Collation) {
+	for i, n := range ns {
+		ns[i] = collateNode(n, c)
 	}
-	return nil
 }
 
-func collateOp(op valueOp, c *Collation) error {
+func collateOp(op valueOp, c *Collation) {
 	switch o := op.(type) {
 	case *eqOp:
 		o.orig, o.v, o.coll = o.v, c.Transform(o.v), c
@@ -81,9 +84,8 @@ func collateOp(op valueOp, c *Collation) error {
 		}
 		o.coll = c
 	case *elemMatchOp:
-		return collateNode(o.sub, c)
+		o.sub = collateNode(o.sub, c)
 	}
-	return nil
 }
 
 // collatedStages are the stages that run under a non-simple collation:
