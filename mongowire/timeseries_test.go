@@ -105,8 +105,30 @@ func TestTimeseriesCollection(t *testing.T) {
 
 	_, err = coll.Watch(ctx, mongo.Pipeline{})
 	wantCode(t, err, 166, "timeseries")
-	err = db.Collection("system.buckets.weather").FindOne(ctx, bson.D{}).Err()
-	wantCode(t, err, 115, "buckets")
+	// The buckets, as mongodump reads them: one uncompressed bucket per
+	// measurement; written back (as mongorestore does), they are
+	// measurements again.
+	buckets := db.Collection("system.buckets.weather")
+	var bucket bson.Raw
+	if bucket, err = buckets.FindOne(ctx, bson.D{{Key: "meta.sensorId", Value: 5578}}).Raw(); err != nil {
+		t.Fatal(err)
+	}
+	if bucket.Lookup("control", "version").AsInt64() != 1 || bucket.Lookup("data", "temp", "0").AsInt64() != 11 || bucket.Lookup("control", "min", "timestamp").Time().Minute() != 0 {
+		t.Errorf("bucket %s, want version 1 with the measurement of 11 and a rounded minimum time", bucket)
+	}
+	restored := db.Collection("restored")
+	if err := db.CreateCollection(ctx, "restored", options.CreateCollection().SetTimeSeriesOptions(options.TimeSeries().SetTimeField("timestamp").SetMetaField("metadata"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection("system.buckets.restored").InsertOne(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	var m bson.M
+	if err := restored.FindOne(ctx, bson.D{}).Decode(&m); err != nil || m["temp"] != int32(11) || m["metadata"].(bson.D)[0].Value != int32(5578) {
+		t.Errorf("unpacked %v, %v; want the measurement back", m, err)
+	}
+	_, err = db.Collection("system.buckets.nothing").InsertOne(ctx, bucket)
+	wantCode(t, err, 73, "cannot write to")
 	cur, err = coll.Indexes().List(ctx)
 	var specs []bson.M
 	if err == nil {

@@ -326,25 +326,16 @@ func compileQuery(filter bson.Raw, coll *mql.Collation) (*query, error) {
 
 // collationFor resolves the collation of a query on ns: the one the
 // command gives (given.Type != 0), else the collection's default. A view
-// has the simple collation, and refuses another as mongod does. Every
-// query passes here first, so it also refuses reading the buckets of a
-// time-series collection, which are listed but not kept.
+// has the simple collation, and refuses another as mongod does.
 func (s *Store) collationFor(ns Namespace, given bson.RawValue) (*mql.Collation, error) {
 	var def *mql.Collation
-	isView, buckets := false, false
+	isView := false
 	_ = s.read(func() error {
 		if c := s.collLocked(ns); c != nil {
 			def, isView = c.coll, c.view != nil
 		}
-		if base, ok := strings.CutPrefix(ns.Coll, "system.buckets."); ok {
-			c := s.collLocked(Namespace{DB: ns.DB, Coll: base})
-			buckets = c != nil && c.ts != nil
-		}
 		return nil
 	})
-	if buckets {
-		return nil, mongoerr.New(mongoerr.CommandNotSupported, "reading %s is not supported by this server: a time-series collection keeps its measurements as documents, not in buckets", ns)
-	}
 	if given.Type == 0 || given.Type == bson.TypeNull {
 		return def, nil
 	}

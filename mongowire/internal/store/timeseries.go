@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"math"
 	"strings"
 
@@ -112,8 +113,12 @@ func normaliseTimeseries(options bson.D) (bson.D, bool, error) {
 		return nil, false, mongoerr.New(mongoerr.BadValue, "The 'metaField' and 'timeField' cannot be the same")
 	case hasGran && bucketSpans[granularity] == 0:
 		return nil, false, mongoerr.New(mongoerr.BadValue, "Enumeration value '%s' for field 'timeseries.granularity' is not a valid value.", granularity)
+	case hasGran && hasSpan && !hasRound && maxSpan == int64(bucketSpans[granularity]):
+		// The listed form ({granularity, bucketMaxSpanSeconds}), as
+		// mongorestore sends it back: the span is the granularity's.
+		hasSpan = false
 	case hasGran && (hasSpan || hasRound):
-		return nil, false, mongoerr.New(mongoerr.InvalidOptions, "Time-series 'bucketMaxSpanSeconds' and 'bucketRoundingSeconds' cannot be set with 'granularity'")
+		return nil, false, mongoerr.New(mongoerr.InvalidOptions, "Time-series 'bucketMaxSpanSeconds' and 'bucketRoundingSeconds' cannot be set with 'granularity' (but for the granularity's own span)")
 	case hasSpan != hasRound:
 		return nil, false, mongoerr.New(mongoerr.InvalidOptions, "Time-series 'bucketMaxSpanSeconds' and 'bucketRoundingSeconds' must both be set")
 	case hasSpan && maxSpan != rounding:
@@ -272,4 +277,164 @@ func timeseriesTTL(c *collection) (float64, bool) {
 		return 0, false
 	}
 	return v.AsFloat64(), true
+}
+
+// bucketRounding is the rounding of a bucket's minimum time, in seconds,
+// by granularity (bucketRoundingSeconds when given).
+func (ts *tsSpec) rounding(options bson.D) int64 {
+	v := lookupD(options, "timeseries")
+	if r, ok := rawOption(lookupD(v, "bucketRoundingSeconds")); ok && isNumber(r.Type) {
+		return int64(r.AsFloat64())
+	}
+	g, _ := lookupD(v, "granularity").(string)
+	switch g {
+	case "minutes":
+		return 3600
+	case "hours":
+		return 86400
+	}
+	return 60
+}
+
+// bucketsOf shows measurements as mongod's system.buckets.<name> holds
+// them, one uncompressed (version 1) bucket per measurement: {_id,
+// control: {version: 1, min, max}, meta, data: {<field>: {"0": value}}},
+// the minimum time rounded down as mongod rounds it. It is what
+// mongodump reads, and insertBuckets reads it back.
+func bucketsOf(ts *tsSpec, rounding int64, docs []bson.Raw) []bson.Raw {
+	out := make([]bson.Raw, 0, len(docs))
+	for i, d := range docs {
+		elems, _ := d.Elements()
+		t, _ := d.Lookup(ts.timeField).DateTimeOK()
+		minT := t
+		if r := rounding * 1000; r > 0 {
+			minT = t - ((t%r)+r)%r
+		}
+		var id bson.ObjectID
+		binary.BigEndian.PutUint32(id[:4], uint32(minT/1000))
+		binary.BigEndian.PutUint64(id[4:], uint64(i))
+		var fields, minD, maxD, data bson.D
+		var meta bson.RawValue
+		for _, e := range elems {
+			if ts.metaField != "" && e.Key() == ts.metaField {
+				meta = e.Value()
+				continue
+			}
+			fields = append(fields, bson.E{Key: e.Key(), Value: e.Value()})
+		}
+		for _, f := range fields {
+			lo := f.Value
+			if f.Key == ts.timeField {
+				lo = bson.DateTime(minT)
+			}
+			minD = append(minD, bson.E{Key: f.Key, Value: lo})
+			maxD = append(maxD, f)
+			data = append(data, bson.E{Key: f.Key, Value: bson.D{{Key: "0", Value: f.Value}}})
+		}
+		b := bson.D{{Key: "_id", Value: id}, {Key: "control", Value: bson.D{{Key: "version", Value: int32(1)}, {Key: "min", Value: minD}, {Key: "max", Value: maxD}}}}
+		if meta.Type != 0 {
+			b = append(b, bson.E{Key: "meta", Value: meta})
+		}
+		b = append(b, bson.E{Key: "data", Value: data})
+		raw, err := bson.Marshal(b)
+		if err == nil {
+			out = append(out, raw)
+		}
+	}
+	return out
+}
+
+// bucketsView returns the buckets of a time-series collection when ns
+// is its system.buckets.<name> (ok), for the reads of viewDocs.
+func (s *Store) bucketsView(rd *Txn, ns Namespace) (docs []bson.Raw, ok bool) {
+	base, isBuckets := strings.CutPrefix(ns.Coll, "system.buckets.")
+	if !isBuckets {
+		return nil, false
+	}
+	var ts *tsSpec
+	var rounding int64
+	_ = s.read(func() error {
+		c := s.collLocked(Namespace{DB: ns.DB, Coll: base})
+		if c == nil || c.ts == nil || s.collLocked(ns) != nil {
+			return nil
+		}
+		ts, rounding, ok = c.ts, c.ts.rounding(c.info.Options), true
+		docs = s.docsAsLocked(rd, Namespace{DB: ns.DB, Coll: base}, c)
+		return nil
+	})
+	if !ok {
+		return nil, false
+	}
+	return bucketsOf(ts, rounding, docs), true
+}
+
+// unpackBuckets turns bucket documents written to system.buckets.<name>
+// (as mongorestore writes a dump's) into the measurements they hold.
+// Only uncompressed (version 1) buckets can be read.
+func unpackBuckets(ts *tsSpec, buckets []bson.Raw) ([]bson.Raw, *mongoerr.Error) {
+	var out []bson.Raw
+	for _, b := range buckets {
+		if v, _ := b.Lookup("control", "version").AsInt64OK(); v != 1 {
+			return nil, mongoerr.New(mongoerr.CommandNotSupported, "only uncompressed (version 1) time-series buckets can be written to this server")
+		}
+		data, ok := b.Lookup("data").DocumentOK()
+		if !ok {
+			return nil, mongoerr.New(mongoerr.BadValue, "a time-series bucket needs a data document")
+		}
+		meta := b.Lookup("meta")
+		cols, _ := data.Elements()
+		// The rows are the keys of the time field's column.
+		timeCol, ok := data.Lookup(ts.timeField).DocumentOK()
+		if !ok {
+			return nil, mongoerr.New(mongoerr.BadValue, "a time-series bucket needs the '%s' column", ts.timeField)
+		}
+		rows, _ := timeCol.Elements()
+		for _, row := range rows {
+			var d bson.D
+			for _, col := range cols {
+				cd, ok := col.Value().DocumentOK()
+				if !ok {
+					continue
+				}
+				if v, err := cd.LookupErr(row.Key()); err == nil {
+					d = append(d, bson.E{Key: col.Key(), Value: v})
+				}
+			}
+			if meta.Type != 0 && ts.metaField != "" {
+				d = append(d, bson.E{Key: ts.metaField, Value: meta})
+			}
+			raw, err := bson.Marshal(d)
+			if err != nil {
+				return nil, mongoerr.New(mongoerr.BadValue, "unpack a time-series bucket: %v", err)
+			}
+			out = append(out, raw)
+		}
+	}
+	return out, nil
+}
+
+// insertBuckets writes bucket documents to system.buckets.<name> as the
+// measurements they hold (mongorestore restores a time-series collection
+// so). n counts the buckets; a failure fails the batch at its first
+// bucket. Writing buckets of anything but a time-series collection is
+// refused as any system collection write is.
+func (s *Store) insertBuckets(rd *Txn, ns, base Namespace, buckets []bson.Raw, opts InsertOptions) (int, []WriteError) {
+	var ts *tsSpec
+	_ = s.read(func() error {
+		if c := s.collLocked(base); c != nil {
+			ts = c.ts
+		}
+		return nil
+	})
+	if ts == nil {
+		return 0, []WriteError{{Index: 0, Err: mongoerr.New(mongoerr.InvalidNamespace, "cannot write to '%s'", ns)}}
+	}
+	docs, err := unpackBuckets(ts, buckets)
+	if err != nil {
+		return 0, []WriteError{{Index: 0, Err: err}}
+	}
+	if _, errs := s.insert(rd, base, docs, opts); len(errs) > 0 {
+		return 0, []WriteError{{Index: 0, Err: errs[0].Err}}
+	}
+	return len(buckets), nil
 }

@@ -132,6 +132,9 @@ func (s *Store) InsertWith(ns Namespace, docs []bson.Raw, opts InsertOptions) (n
 }
 
 func (s *Store) insert(rd *Txn, ns Namespace, docs []bson.Raw, opts InsertOptions) (n int, errs []WriteError) {
+	if base, ok := strings.CutPrefix(ns.Coll, "system.buckets."); ok {
+		return s.insertBuckets(rd, ns, Namespace{DB: ns.DB, Coll: base}, docs, opts) // timeseries.go
+	}
 	ordered := opts.Ordered
 	err := s.writeAs(rd, func(t *tx) error {
 		n, errs = 0, nil // a write blocked by a transaction runs again
