@@ -28,7 +28,8 @@ var noAuthCommands = map[string]bool{
 // that is not the caller's own, or checks inside them filter the answer.
 var anyUserCommands = map[string]bool{
 	"listCommands": true, "whatsmyuri": true, "rolesInfo": true,
-	"listDatabases": true, // filtered to the caller's databases without the listDatabases action
+	"_hashBSONElement": true, // a test command computing a hash: it reads no data
+	"listDatabases":    true, // filtered to the caller's databases without the listDatabases action
 	// A user's own sessions (cmd_sessions.go); naming another's by its
 	// uid needs killAnySession, checked by killSessions.
 	"endSessions": true, "killSessions": true,

@@ -219,3 +219,19 @@ func isCode(err error, code int32) bool {
 	e, ok := mongoerr.As(err)
 	return ok && e.Code == code
 }
+
+// cmdHashBSONElement: {_hashBSONElement: <value>, seed?} -> {key, seed,
+// out}: mongod's hash of a value, as its hashed indexes and hashed shard
+// keys hold it (a test command, as in mongod).
+func (s *Server) cmdHashBSONElement(_ context.Context, _ *conn, r *request) (bson.D, error) {
+	v := r.cmd.Index(0).Value()
+	seed := int32(0)
+	if sv, err := r.cmd.LookupErr("seed"); err == nil {
+		n, ok := sv.AsInt64OK()
+		if !ok {
+			return nil, mongoerr.New(mongoerr.TypeMismatch, "seed must be a number")
+		}
+		seed = int32(n)
+	}
+	return bson.D{{Key: "key", Value: v}, {Key: "seed", Value: seed}, {Key: "out", Value: store.HashValue(v, seed)}}, nil
+}

@@ -52,6 +52,7 @@ func (s *Server) commandTable() map[string]command {
 		"createSearchIndexes": {run: s.cmdSearchIndex},
 		"createUser":          {run: s.cmdCreateUser},
 		"currentOp":           {run: s.cmdCurrentOp, adminOnly: true},
+		"_hashBSONElement":    {run: s.cmdHashBSONElement, testOnly: true},
 		"dataSize":            {run: s.cmdDataSize},
 		"dbStats":             {run: s.cmdDBStats},
 		"delete":              {run: s.cmdDelete, retryable: true},

@@ -456,6 +456,11 @@ func sameKey(a, b bson.D) bool {
 		if a[i].Key == "_fts" && b[i].Key == "_fts" {
 			continue // a text index's key: its fields are in its weights
 		}
+		if sa, ok := keyString(a[i].Value); ok {
+			if sb, ok := keyString(b[i].Value); ok && sa == sb && a[i].Key == b[i].Key {
+				continue // "hashed"
+			}
+		}
 		da, err1 := keyDirection(a[i].Value)
 		db, err2 := keyDirection(b[i].Value)
 		if a[i].Key != b[i].Key || err1 != nil || err2 != nil || da != db {

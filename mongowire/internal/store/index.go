@@ -46,6 +46,9 @@ type index struct {
 	// text is set on a text index (fts): it holds no entries and serves
 	// no ordinary predicate or sort, only $text queries (text.go).
 	text *fts.Spec
+	// hashed is set on a single-field hashed index (hashed.go): its keys
+	// are mongod's hashes of the values, for equality and $in.
+	hashed bool
 }
 
 func newIndex(spec IndexSpec) (*index, error) {
@@ -66,6 +69,20 @@ func newIndex(spec IndexSpec) (*index, error) {
 		}
 		if ix.text != nil && (e.Key == "_fts" || e.Key == "_ftsx") {
 			ix.paths = append(ix.paths, []string{e.Key})
+			ix.dirs = append(ix.dirs, 1)
+			continue
+		}
+		if s, ok := keyString(e.Value); ok && s == "hashed" {
+			switch {
+			case len(spec.Key) != 1:
+				return nil, mongoerr.New(mongoerr.CommandNotSupported, "index %q: compound hashed indexes are not supported by this server (a single hashed field is)", spec.Name)
+			case spec.Unique:
+				return nil, mongoerr.New(mongoerr.CannotCreateIndex, "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
+			case lookupD(spec.Options, "collation") != nil:
+				return nil, mongoerr.New(mongoerr.CommandNotSupported, "index %q: a hashed index with a collation is not supported by this server", spec.Name)
+			}
+			ix.hashed = true
+			ix.paths = append(ix.paths, strings.Split(e.Key, "."))
 			ix.dirs = append(ix.dirs, 1)
 			continue
 		}
@@ -260,6 +277,14 @@ func (ix *index) keys(doc bson.Raw, rid uint64) ([]entry, error) {
 		if ix.coll != nil {
 			for j := range vals {
 				vals[j] = ix.coll.Transform(vals[j])
+			}
+		}
+		if ix.hashed {
+			if multi {
+				return nil, hashedKeyError(ix.spec.Key[i].Key)
+			}
+			for j := range vals {
+				vals[j] = hashKey(vals[j])
 			}
 		}
 		vals = dedupeValues(vals)
@@ -509,4 +534,15 @@ func withCollation(options bson.D, c *mql.Collation) bson.D {
 		out = append(out, bson.E{Key: "collation", Value: c.Spec()})
 	}
 	return out
+}
+
+// keyString reads a key pattern value that is a string ("hashed", "text").
+func keyString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case bson.RawValue:
+		return x.StringValueOK()
+	}
+	return "", false
 }

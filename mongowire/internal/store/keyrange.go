@@ -119,7 +119,7 @@ func (s *Store) WalkKeyRange(ns Namespace, r KeyRange, fn func(key []bson.RawVal
 func (c *collection) keyIndex(pattern bson.D) *index {
 	var best *index
 	for _, ix := range c.indexes {
-		if len(ix.spec.Key) < len(pattern) || ix.multikey || ix.spec.Sparse || ix.partial != nil || ix.hidden() || ix.coll != nil || ix.text != nil {
+		if len(ix.spec.Key) < len(pattern) || ix.multikey || ix.spec.Sparse || ix.partial != nil || ix.hidden() || ix.coll != nil || ix.text != nil || ix.hashed {
 			continue
 		}
 		fits := true

@@ -97,6 +97,14 @@ func (c *collection) choose(preds []mql.Predicate, coll *mql.Collation) *access 
 		} else if ix.unique() && len(ix.paths) == 1 {
 			rank = 1
 		}
+		if ix.hashed {
+			pts := make([]bson.RawValue, len(p.Values))
+			for i, v := range p.Values {
+				pts[i] = hashKey(v)
+			}
+			consider(&access{ix: ix, points: pts, rank: rank + 1})
+			continue
+		}
 		switch p.Op {
 		case "$eq":
 			if len(p.Values) == 1 {
@@ -152,6 +160,9 @@ func (c *collection) leading(p mql.Predicate, preds []mql.Predicate, coll *mql.C
 		}
 		if !ix.coll.SameAs(coll) && slices.ContainsFunc(p.Values, mql.HasStrings) {
 			continue
+		}
+		if ix.hashed && p.Op != "$eq" && p.Op != "$in" {
+			continue // a hash keeps no order
 		}
 		if slices.ContainsFunc(ix.paths[0], func(s string) bool { _, err := strconv.Atoi(s); return err == nil }) {
 			continue

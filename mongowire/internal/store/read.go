@@ -106,7 +106,7 @@ func (c *collection) sortIndex(keys []sortKey, coll *mql.Collation) (sortWalk, b
 // or partial), whose values are the documents' sort keys: its collation
 // must be the sort's.
 func sortFits(ix *index, keys []sortKey, coll *mql.Collation) (sortWalk, bool) {
-	if len(keys) == 0 || len(keys) > len(ix.paths) || ix.multikey || ix.spec.Sparse || ix.partial != nil || ix.text != nil || !ix.coll.SameAs(coll) {
+	if len(keys) == 0 || len(keys) > len(ix.paths) || ix.multikey || ix.spec.Sparse || ix.partial != nil || ix.text != nil || ix.hashed || !ix.coll.SameAs(coll) {
 		return sortWalk{}, false
 	}
 	w := sortWalk{ix: ix, fields: len(keys)}
