@@ -301,3 +301,42 @@ func TestCollationRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestCollationViews: a view has its own default collation, its source's
+// is not inherited (db.createView's documentation), and a query may not
+// name another (167).
+func TestCollationViews(t *testing.T) {
+	_, c := setup(t)
+	ctx := t.Context()
+	db := c.Database("co")
+	en2 := &options.Collation{Locale: "en", Strength: 2}
+	if err := db.CreateCollection(ctx, "src", options.CreateCollection().SetCollation(en2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection("src").InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: int32(1)}, {Key: "x", Value: "ping"}},
+		bson.D{{Key: "_id", Value: int32(2)}, {Key: "x", Value: "PING"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateView(ctx, "plain", "src", mongo.Pipeline{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateView(ctx, "ci", "src", mongo.Pipeline{{{Key: "$sort", Value: bson.D{{Key: "x", Value: 1}}}}}, options.CreateView().SetCollation(en2)); err != nil {
+		t.Fatal(err)
+	}
+	ping := bson.D{{Key: "x", Value: "PING"}}
+	cur, err := db.Collection("src").Find(ctx, ping)
+	wantIDs(t, "the collection's default", idsOf(t, cur, err), 1, 2)
+	cur, err = db.Collection("plain").Find(ctx, ping)
+	wantIDs(t, "a view without a collation compares binary", idsOf(t, cur, err), 2)
+	cur, err = db.Collection("ci").Find(ctx, ping)
+	wantIDs(t, "a view with one", idsOf(t, cur, err), 1, 2)
+	cur, err = db.Collection("ci").Find(ctx, ping, options.Find().SetCollation(en2))
+	wantIDs(t, "the view's own collation named", idsOf(t, cur, err), 1, 2)
+	_, err = db.Collection("ci").Find(ctx, ping, options.Find().SetCollation(&options.Collation{Locale: "fr"}))
+	wantCode(t, err, 167, "Cannot override a view's default collation")
+	if n, err := db.Collection("ci").CountDocuments(ctx, bson.D{{Key: "x", Value: "Ping"}}); err != nil || n != 2 {
+		t.Errorf("count through the view = %d, %v; want 2", n, err)
+	}
+}

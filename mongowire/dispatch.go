@@ -280,8 +280,6 @@ func (s *Server) call(ctx context.Context, c *conn, r *request, fn commandFunc) 
 // write statements, in the indexes it creates) before anything runs, so
 // that a malformed or unsupported one fails with mongod's error (or
 // CommandNotSupported for what x/text cannot do) and never runs binary.
-// A view with a non-simple collation is refused: views here always
-// compare binary.
 func checkCollation(cmd bson.Raw) error {
 	check := func(doc bson.Raw) (*mql.Collation, error) {
 		v, err := doc.LookupErr("collation")
@@ -290,12 +288,8 @@ func checkCollation(cmd bson.Raw) error {
 		}
 		return mql.ParseCollation(v)
 	}
-	top, err := check(cmd)
-	if err != nil {
+	if _, err := check(cmd); err != nil {
 		return err
-	}
-	if _, err := cmd.LookupErr("viewOn"); err == nil && top != nil {
-		return mongoerr.New(mongoerr.CommandNotSupported, "a view with a non-simple collation is not supported by this server")
 	}
 	for _, field := range [...]string{"updates", "deletes", "indexes"} { // indexes: createIndexes
 		arr, ok := cmd.Lookup(field).ArrayOK()

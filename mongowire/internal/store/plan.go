@@ -337,7 +337,8 @@ func compileQuery(filter bson.Raw, coll *mql.Collation) (*query, error) {
 
 // collationFor resolves the collation of a query on ns: the one the
 // command gives (given.Type != 0), else the collection's default. A view
-// has the simple collation, and refuses another as mongod does.
+// has its own default (simple unless it was created with one, whatever
+// its source's) and refuses another, as mongod does.
 func (s *Store) collationFor(ns Namespace, given bson.RawValue) (*mql.Collation, error) {
 	var def *mql.Collation
 	isView := false
@@ -354,7 +355,7 @@ func (s *Store) collationFor(ns Namespace, given bson.RawValue) (*mql.Collation,
 	if err != nil {
 		return nil, err
 	}
-	if isView && coll != nil {
+	if isView && !coll.SameAs(def) {
 		return nil, mongoerr.New(167, "Cannot override a view's default collation")
 	}
 	return coll, nil

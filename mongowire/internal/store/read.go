@@ -245,7 +245,7 @@ func (s *Store) find(rd *Txn, ns Namespace, spec FindSpec) ([]bson.Raw, Plan, er
 	}
 	if docs, ok, err := s.viewDocs(rd, ns); ok || err != nil {
 		if err == nil {
-			docs, err = FindIn(docs, spec)
+			docs, err = findIn(docs, spec, coll)
 		}
 		return docs, Plan{}, err
 	}
@@ -341,7 +341,7 @@ func (s *Store) count(rd *Txn, ns Namespace, spec FindSpec) (int64, error) {
 	}
 	if docs, ok, err := s.viewDocs(rd, ns); ok || err != nil {
 		if err == nil {
-			docs, err = FindIn(docs, FindSpec{Filter: filter, Skip: skip, Limit: limit})
+			docs, err = findIn(docs, FindSpec{Filter: filter, Skip: skip, Limit: limit}, coll)
 		}
 		return int64(len(docs)), err
 	}
@@ -419,7 +419,7 @@ func (s *Store) distinct(rd *Txn, ns Namespace, key string, spec FindSpec) ([]bs
 	}
 	docs, isView, err := s.viewDocs(rd, ns)
 	if isView && err == nil {
-		docs, err = FindIn(docs, FindSpec{Filter: filter})
+		docs, err = findIn(docs, FindSpec{Filter: filter}, coll)
 	} else if err == nil {
 		docs, _, err = s.match(rd, ns, f, 0)
 	}
