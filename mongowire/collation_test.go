@@ -205,15 +205,26 @@ func TestCollationCommands(t *testing.T) {
 	if n, err := coll.CountDocuments(ctx, ping, options.Count().SetCollation(ci)); err != nil || n != 2 {
 		t.Errorf("count = %d, %v; want 2", n, err)
 	}
-	// $expr compares under the collation too; $max, which would return a
-	// collation key, is refused.
+	// $expr compares under the collation too; $max compares under it and
+	// returns the value, never its key; $maxN is refused.
 	expr := bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{"$x", "Ping"}}}}}
 	cur, err := coll.Find(ctx, expr, options.Find().SetCollation(ci))
 	wantIDs(t, "$expr", idsOf(t, cur, err), 1, 2)
 	cur, err = coll.Find(ctx, expr)
 	wantIDs(t, "$expr binary", idsOf(t, cur, err))
-	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "m", Value: bson.D{{Key: "$max", Value: bson.A{"$x", "a"}}}}}}}}, options.Aggregate().SetCollation(ci))
-	wantCode(t, err, 115, "$max")
+	var maxes []bson.M
+	cur, err = coll.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "top", Value: bson.D{{Key: "$max", Value: "$x"}}}, {Key: "set", Value: bson.D{{Key: "$addToSet", Value: "$x"}}}}}},
+		{{Key: "$project", Value: bson.D{{Key: "top", Value: 1}, {Key: "n", Value: bson.D{{Key: "$size", Value: "$set"}}}, {Key: "e", Value: bson.D{{Key: "$max", Value: bson.A{"B", "a"}}}}}}},
+	}, options.Aggregate().SetCollation(ci))
+	if err == nil {
+		err = cur.All(ctx, &maxes)
+	}
+	if err != nil || len(maxes) != 1 || maxes[0]["top"] != "pong" || maxes[0]["n"] != int32(2) || maxes[0]["e"] != "B" {
+		t.Errorf("collated $max and $addToSet = %v, %v; want top pong, 2 distinct values, e B", maxes, err)
+	}
+	_, err = coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "m", Value: bson.D{{Key: "$maxN", Value: bson.D{{Key: "input", Value: bson.A{"$x"}}, {Key: "n", Value: 1}}}}}}}}}, options.Aggregate().SetCollation(ci))
+	wantCode(t, err, 115, "$maxN")
 	res := coll.Distinct(ctx, "x", bson.D{}, options.Distinct().SetCollation(ci))
 	var vals []string
 	if err := res.Decode(&vals); err != nil || !slices.Equal(vals, []string{"ping", "pong"}) {
@@ -238,8 +249,36 @@ func TestCollationCommands(t *testing.T) {
 	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: ur.UpsertedID}}).Decode(&got); err != nil || got["x"] != "Pang" {
 		t.Errorf("upserted %v, %v; want x: Pang", got, err)
 	}
-	_, err = coll.UpdateOne(ctx, ping, bson.D{{Key: "$addToSet", Value: bson.D{{Key: "tags", Value: "a"}}}}, options.UpdateOne().SetCollation(ci))
-	wantCode(t, err, 115, "$addToSet")
+	// Update operators compare under the collation: $addToSet sees "A"
+	// in ["a"], $pull removes "a" for "A", $max of "a" and "B" is "B"
+	// (binary: "a").
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 3}}, bson.D{{Key: "$set", Value: bson.D{{Key: "tags", Value: bson.A{"a"}}, {Key: "m", Value: "a"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []bson.D{
+		{{Key: "$addToSet", Value: bson.D{{Key: "tags", Value: "A"}}}},
+		{{Key: "$push", Value: bson.D{{Key: "tags", Value: bson.D{{Key: "$each", Value: bson.A{"B", "c"}}, {Key: "$sort", Value: 1}}}}}},
+		{{Key: "$max", Value: bson.D{{Key: "m", Value: "B"}}}},
+	} {
+		if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 3}}, u, options.UpdateOne().SetCollation(ci)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var three bson.M
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: 3}}).Decode(&three); err != nil {
+		t.Fatal(err)
+	}
+	if tags := three["tags"].(bson.A); len(tags) != 3 || tags[0] != "a" || tags[1] != "B" || three["m"] != "B" {
+		t.Errorf("after the collated updates %v, want tags [a B c] and m B", three)
+	}
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 3}}, bson.D{{Key: "$pull", Value: bson.D{{Key: "tags", Value: "A"}}}}, options.UpdateOne().SetCollation(ci)); err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: 3}}).Decode(&three); err != nil || len(three["tags"].(bson.A)) != 2 {
+		t.Errorf("$pull under the collation: %v, %v; want a removed", three, err)
+	}
+	_, err = coll.UpdateOne(ctx, ping, bson.D{{Key: "$set", Value: bson.D{{Key: "tags.$[x]", Value: 1}}}}, options.UpdateOne().SetCollation(ci).SetArrayFilters([]any{bson.D{{Key: "x", Value: "a"}}}))
+	wantCode(t, err, 115, "arrayFilters")
 	dr, err := coll.DeleteMany(ctx, bson.D{{Key: "x", Value: "pInG"}}, options.DeleteMany().SetCollation(ci))
 	if err != nil || dr.DeletedCount != 2 {
 		t.Errorf("deleteMany = %+v, %v; want 2", dr, err)

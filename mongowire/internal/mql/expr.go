@@ -168,6 +168,8 @@ func (o *opExpr) eval(c *evalCtx) (bson.RawValue, error) {
 			for i := range vals {
 				vals[i] = c.coll.Transform(vals[i])
 			}
+		case collateAccumulator:
+			return evalArrayAccumulatorColl(o.name, vals, c.coll)
 		case refuseCollated:
 			return missing, collatedExprRefused(o.name)
 		}
@@ -180,6 +182,7 @@ func (o *opExpr) eval(c *evalCtx) (bson.RawValue, error) {
 // return the values compared (which must not become keys) are refused.
 const (
 	collateArgs = iota + 1
+	collateAccumulator
 	refuseCollated
 )
 
@@ -188,7 +191,7 @@ var underCollation = map[string]int{
 	"$lte": collateArgs, "$cmp": collateArgs, "$in": collateArgs, "$indexOfArray": collateArgs,
 	"$setEquals": collateArgs, "$setIsSubset": collateArgs,
 	"$setUnion": refuseCollated, "$setIntersection": refuseCollated, "$setDifference": refuseCollated,
-	"$max": refuseCollated, "$min": refuseCollated, "$maxN": refuseCollated, "$minN": refuseCollated,
+	"$max": collateAccumulator, "$min": collateAccumulator, "$maxN": refuseCollated, "$minN": refuseCollated,
 }
 
 func collatedExprRefused(name string) error {

@@ -102,6 +102,7 @@ var collatedStages = map[string]bool{
 var collatedAccumulators = map[string]bool{
 	"$sum": true, "$avg": true, "$count": true, "$first": true, "$last": true, "$push": true,
 	"$stdDevPop": true, "$stdDevSamp": true, "$mergeObjects": true, "$firstN": true, "$lastN": true,
+	"$min": true, "$max": true, "$addToSet": true,
 }
 
 // CompilePipelineCollated compiles an aggregation pipeline whose $match
@@ -144,4 +145,44 @@ func CompilePipelineCollated(stages []bson.Raw, c *Collation) (*Pipeline, error)
 	}
 	p.coll = c
 	return p, nil
+}
+
+// compareColl is Compare under c (nil: binary).
+func compareColl(c *Collation, a, b bson.RawValue) int {
+	if c == nil {
+		return Compare(a, b)
+	}
+	return Compare(c.Transform(a), c.Transform(b))
+}
+
+// WithCollation makes the update's comparisons ($min, $max, $addToSet,
+// $pull, $pullAll, $push's $sort) follow c, as mongod's do under a
+// command's collation. Array filters and pipeline updates keep comparing
+// binary, so they are refused: the caller must not use them under c.
+func (u *Update) WithCollation(c *Collation) error {
+	if c == nil {
+		return nil
+	}
+	if u.pipeline != nil {
+		return mongoerr.New(mongoerr.CommandNotSupported, "a pipeline update with a non-simple collation is not supported by this server")
+	}
+	if len(u.filters) > 0 {
+		return mongoerr.New(mongoerr.CommandNotSupported, "arrayFilters with a non-simple collation is not supported by this server")
+	}
+	for _, e := range u.entries {
+		e.coll = c
+		if e.pull != nil {
+			e.pull = collateNode(e.pull, c)
+		}
+		if p := e.push; p != nil {
+			p.coll = c
+			if p.sort != nil {
+				p.sort.coll = c
+				for i := range p.sort.keys {
+					p.sort.keys[i].coll = c
+				}
+			}
+		}
+	}
+	return nil
 }

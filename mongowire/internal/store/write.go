@@ -360,15 +360,15 @@ func (s *Store) update(rd *Txn, ns Namespace, spec UpdateSpec) (UpdateResult, er
 	if err != nil {
 		return res, err
 	}
-	if err := refuseCollatedUpdate(coll, spec.Update, spec.ArrayFilters); err != nil {
-		return res, err
-	}
 	f, err := compileWriteQuery(spec.Filter, coll)
 	if err != nil {
 		return res, err
 	}
 	u, err := compileUpdate(spec.Update, spec.ArrayFilters)
 	if err != nil {
+		return res, err
+	}
+	if err := u.WithCollation(coll); err != nil {
 		return res, err
 	}
 	if spec.Multi && u.IsReplacement() {
@@ -500,11 +500,6 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 	if err != nil {
 		return res, err
 	}
-	if hasUpdate {
-		if err := refuseCollatedUpdate(coll, spec.Update, spec.ArrayFilters); err != nil {
-			return res, err
-		}
-	}
 	f, err := compileWriteQuery(spec.Filter, coll)
 	if err != nil {
 		return res, err
@@ -524,6 +519,9 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 	var u *compiledUpdate
 	if hasUpdate {
 		if u, err = compileUpdate(spec.Update, spec.ArrayFilters); err != nil {
+			return res, err
+		}
+		if err := u.WithCollation(coll); err != nil {
 			return res, err
 		}
 	}
@@ -608,35 +606,6 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 		}
 	}
 	return res, nil
-}
-
-// refuseCollatedUpdate refuses, under a non-simple collation, the parts
-// of an update whose comparisons would need it and here compare binary:
-// $addToSet, $pull and $pullAll, array filters, and pipelines (their
-// expressions). Replacements and the other operators do not compare.
-func refuseCollatedUpdate(coll *mql.Collation, update bson.RawValue, arrayFilters []bson.Raw) error {
-	if coll == nil {
-		return nil
-	}
-	unsupported := func(what string) error {
-		return mongoerr.New(mongoerr.CommandNotSupported, "%s with a non-simple collation is not supported by this server", what)
-	}
-	if len(arrayFilters) > 0 {
-		return unsupported("arrayFilters")
-	}
-	switch update.Type {
-	case bson.TypeArray:
-		return unsupported("a pipeline update")
-	case bson.TypeEmbeddedDocument:
-		elems, _ := update.Document().Elements()
-		for _, e := range elems {
-			switch e.Key() {
-			case "$addToSet", "$pull", "$pullAll":
-				return unsupported(e.Key())
-			}
-		}
-	}
-	return nil
 }
 
 // compileWriteQuery is compileQuery for the filter of a write, where
