@@ -3,6 +3,7 @@ package fts
 import (
 	"math"
 	"slices"
+	"sync"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -70,4 +71,27 @@ func mustRaw(t *testing.T, d bson.D) bson.Raw {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestTermCacheConcurrent: the stem cache is shared by every query and
+// index of a language. Run with -race.
+func TestTermCacheConcurrent(t *testing.T) {
+	en, _ := LookupLanguage("english")
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				w := []string{"running", "Coffee", "bakeries", "the"}[(g+i)%4]
+				got, ok := en.term(w, false, false)
+				want, wantOK := en.computeTerm(w, false, false)
+				if got != want || ok != wantOK {
+					t.Errorf("term(%q) = %q, %v; want %q, %v", w, got, ok, want, wantOK)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
