@@ -75,11 +75,10 @@ func (s *Server) cmdSplitVector(ctx context.Context, _ *conn, r *request) (bson.
 	if !hasBytes && hasMB {
 		maxBytes = maxMB << 20
 	}
-	var keys [][]bson.RawValue
-	totals, err := s.data(ctx).WalkKeyRange(ns, rng, func(key []bson.RawValue, _ bson.Raw) bool {
-		keys = append(keys, key)
-		return true
-	})
+	// The collection's totals first (a walk that stops at once), to size
+	// the chunks; then one walk that takes the split points as it goes,
+	// holding only them.
+	totals, err := s.data(ctx).WalkKeyRange(ns, rng, func([]bson.RawValue, bson.Raw) bool { return false })
 	switch {
 	case errors.Is(err, store.ErrNoKeyIndex):
 		return nil, mongoerr.New(mongoerr.IndexNotFound, "couldn't find index over splitting key %s", patternString(rng.Pattern))
@@ -91,7 +90,24 @@ func (s *Server) cmdSplitVector(ctx context.Context, _ *conn, r *request) (bson.
 	} else if maxBytes <= 0 {
 		return nil, mongoerr.New(mongoerr.InvalidOptions, "need to specify the desired max chunk size (maxChunkSize or maxChunkSizeBytes)")
 	}
-	split := splitPoints(keys, totals, maxBytes, maxObjects, force)
+	var split [][]bson.RawValue
+	if totals.Size >= maxBytes && totals.Count > 0 {
+		keyCount := maxBytes / (2 * max(totals.Size/totals.Count, 1))
+		if maxObjects > 0 && maxObjects < keyCount {
+			keyCount = maxObjects
+		}
+		if force { // a first pass counts the range's keys: split at the median
+			var n int64
+			if _, err := s.data(ctx).WalkKeyRange(ns, rng, func([]bson.RawValue, bson.Raw) bool { n++; return true }); err != nil {
+				return nil, err
+			}
+			keyCount = n / 2
+		}
+		split, err = s.splitPoints(ctx, ns, rng, keyCount)
+		if err != nil {
+			return nil, err
+		}
+	}
 	if maxPoints > 0 && int64(len(split)) > maxPoints {
 		split = split[:maxPoints]
 	}
@@ -106,35 +122,28 @@ func (s *Server) cmdSplitVector(ctx context.Context, _ *conn, r *request) (bson.
 	return bson.D{{Key: "splitKeys", Value: out}}, nil
 }
 
-// splitPoints applies mongod's split rule to the keys of a range, in
-// index order.
-func splitPoints(keys [][]bson.RawValue, totals store.CollTotals, maxBytes, maxObjects int64, force bool) [][]bson.RawValue {
-	if totals.Size < maxBytes || totals.Count == 0 || len(keys) == 0 {
-		return nil
-	}
-	if compareKeys(keys[0], keys[len(keys)-1]) == 0 {
-		return nil // a single key value: nowhere to split
-	}
-	keyCount := maxBytes / (2 * max(totals.Size/totals.Count, 1))
-	if maxObjects > 0 && maxObjects < keyCount {
-		keyCount = maxObjects
-	}
-	if force {
-		keyCount = int64(len(keys)) / 2 // the first pass counted; split at the median
-	}
-	split := [][]bson.RawValue{keys[0]} // a sentinel, dropped below
+// splitPoints walks the range and applies mongod's split rule: a split
+// point each time more than keyCount keys were passed since the last
+// one, a key equal to the last split point (the first key, to begin with)
+// skipped.
+func (s *Server) splitPoints(ctx context.Context, ns store.Namespace, rng store.KeyRange, keyCount int64) ([][]bson.RawValue, error) {
+	var split [][]bson.RawValue // split[0] is the first key: a sentinel, dropped below
 	var count int64
-	for _, key := range keys {
+	_, err := s.data(ctx).WalkKeyRange(ns, rng, func(key []bson.RawValue, _ bson.Raw) bool {
+		if split == nil {
+			split = [][]bson.RawValue{key}
+		}
 		count++
-		if count > keyCount {
-			if compareKeys(key, split[len(split)-1]) == 0 {
-				continue // a key too frequent for one chunk: split on the next one
-			}
+		if count > keyCount && compareKeys(key, split[len(split)-1]) != 0 {
 			split = append(split, key)
 			count = 0
 		}
+		return true
+	})
+	if err != nil || len(split) == 0 {
+		return nil, err
 	}
-	return split[1:]
+	return split[1:], nil
 }
 
 func compareKeys(a, b []bson.RawValue) int {
