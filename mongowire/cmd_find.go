@@ -51,9 +51,9 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 	if err := letFind(r, &spec); err != nil {
 		return nil, err
 	}
-	if spec.Collation.Type != 0 && (tailable || ns == oplogNS || ns == replsetNS || ns == versionNS) {
+	if spec.Collation.Type != 0 && (ns == oplogNS || ns == replsetNS || ns == versionNS) {
 		if c, err := mql.ParseCollation(spec.Collation); err != nil || c != nil {
-			return nil, mongoerr.New(mongoerr.CommandNotSupported, "a non-simple collation on a tailable cursor or a system collection is not supported by this server")
+			return nil, mongoerr.New(mongoerr.CommandNotSupported, "a non-simple collation on the oplog or a local system collection is not supported by this server")
 		}
 	}
 	if tailable {

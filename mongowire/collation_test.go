@@ -379,3 +379,27 @@ func TestCollationViews(t *testing.T) {
 		t.Errorf("count through the view = %d, %v; want 2", n, err)
 	}
 }
+
+// TestCollationTailable: a tailable cursor on a capped collection with a
+// default collation matches under it.
+func TestCollationTailable(t *testing.T) {
+	_, c := setup(t)
+	ctx := t.Context()
+	db := c.Database("co")
+	if err := db.CreateCollection(ctx, "capped", options.CreateCollection().SetCapped(true).SetSizeInBytes(1<<20).
+		SetCollation(&options.Collation{Locale: "en", Strength: 2})); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("capped")
+	if _, err := coll.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: int32(1)}, {Key: "x", Value: "ping"}}, bson.D{{Key: "_id", Value: int32(2)}, {Key: "x", Value: "PONG"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := coll.Find(ctx, bson.D{{Key: "x", Value: "PING"}}, options.Find().SetCursorType(options.Tailable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx)
+	if !cur.TryNext(ctx) || cur.Current.Lookup("_id").Int32() != 1 {
+		t.Fatalf("tailable find under the default collation: %v, %v", cur.Current, cur.Err())
+	}
+}
