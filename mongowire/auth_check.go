@@ -28,7 +28,8 @@ var noAuthCommands = map[string]bool{
 // that is not the caller's own, or checks inside them filter the answer.
 var anyUserCommands = map[string]bool{
 	"listCommands": true, "whatsmyuri": true, "rolesInfo": true,
-	"listDatabases": true, // filtered to the caller's databases without the listDatabases action
+	"_hashBSONElement": true, // a test command computing a hash: it reads no data
+	"listDatabases":    true, // filtered to the caller's databases without the listDatabases action
 	// A user's own sessions (cmd_sessions.go); naming another's by its
 	// uid needs killAnySession, checked by killSessions.
 	"endSessions": true, "killSessions": true,
@@ -228,6 +229,10 @@ func (s *Server) permits(p *privileges, r *request) bool {
 			}
 		}
 		return p.on(need, r.db, "")
+	case "dataSize", "splitVector": // a full namespace; mongod asks find for dataSize, its splitVector action for splitVector
+		full, _ := r.cmd.Index(0).Value().StringValueOK()
+		db, coll, _ := strings.Cut(full, ".")
+		return r.name == "dataSize" && p.on(actFind, db, coll)
 	case "_mergeAuthzCollections": // mongorestore's user restore writes users of any database: root and restore
 		return p.restore
 	case "dropUser", "dropAllUsersFromDatabase":

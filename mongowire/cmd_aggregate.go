@@ -56,6 +56,9 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 	if stages, err = letPipeline(stages, let); err != nil {
 		return nil, err
 	}
+	if err := s.refuseCollatedAggregate(ctx, r, ns, stages); err != nil {
+		return nil, err
+	}
 	if explain { // aggregate's explain: true is the queryPlanner verbosity
 		return s.explainAggregate(ctx, r, r.cmd, "queryPlanner")
 	}
@@ -109,6 +112,9 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 		return s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 	}
 	if changestream.IsChangeStream(stages) {
+		if ns.Coll != "" && s.data(ctx).IsTimeseries(ns) {
+			return nil, mongoerr.New(166, "Cannot run aggregation on timeseries with namespace %s", ns) // as mongod: a time-series collection is a view there
+		}
 		return s.aggregateChangeStream(ctx, r, ns.Coll, cursorNS, batch)
 	}
 	if len(stages) > 0 && ns.Coll != "" {
@@ -134,14 +140,14 @@ func (s *Server) cmdAggregate(ctx context.Context, c *conn, r *request) (bson.D,
 		return s.openCursor(ctx, cursorNS, &sliceSource{}, cursorOptions{batchSize: batch})
 	}
 	if at, ok := s.snapshotAt(ctx, r); ok {
-		docs, err := s.data(ctx).AggregateAt(ns, stages, at, lim)
+		docs, err := s.data(ctx).AggregateAtWith(ns, stages, at, lim, collationArg(r.cmd))
 		if err != nil {
 			return nil, err
 		}
 		reply, err := s.openCursor(ctx, cursorNS, &sliceSource{docs: docs}, cursorOptions{batchSize: batch})
 		return withAtClusterTime(reply, at), err
 	}
-	docs, err := s.data(ctx).Aggregate(ns, stages, lim)
+	docs, err := s.data(ctx).AggregateWith(ns, stages, lim, collationArg(r.cmd))
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +194,42 @@ func (s *Server) writeStageInput(ctx context.Context, c *conn, r *request, ns st
 	if ns.Coll == "" {
 		return nil, false, nil
 	}
-	docs, err = s.data(ctx).Aggregate(ns, pre, lim)
+	docs, err = s.data(ctx).AggregateWith(ns, pre, lim, collationArg(r.cmd))
 	return docs, err == nil, err
+}
+
+// refuseCollatedAggregate refuses a non-simple collation where the
+// pipeline does not run over a collection's documents through the store
+// (which applies it): database-level pipelines, change streams, the
+// local and oplog collections, $collStats, and $merge, whose matching on
+// its "on" fields would compare binary.
+func (s *Server) refuseCollatedAggregate(ctx context.Context, r *request, ns store.Namespace, stages []bson.Raw) error {
+	if !nonSimpleCollation(r.cmd) {
+		return nil
+	}
+	_, static := s.staticDocs(ctx, ns)
+	first, last := "", ""
+	if len(stages) > 0 {
+		if e, err := stages[0].IndexErr(0); err == nil {
+			first = e.Key()
+		}
+		if e, err := stages[len(stages)-1].IndexErr(0); err == nil {
+			last = e.Key()
+		}
+	}
+	if ns.Coll == "" || static || ns == oplogNS || changestream.IsChangeStream(stages) || first == "$collStats" || last == "$merge" {
+		return mongoerr.New(mongoerr.CommandNotSupported, "a non-simple collation is not supported by this server for this pipeline (only over a collection's documents)")
+	}
+	return nil
+}
+
+// nonSimpleCollation reports whether doc gives a collation other than
+// the simple one (checkCollation has parsed it).
+func nonSimpleCollation(doc bson.Raw) bool {
+	v := collationArg(doc)
+	if v.Type == 0 {
+		return false
+	}
+	c, err := mql.ParseCollation(v)
+	return err != nil || c != nil
 }

@@ -294,7 +294,7 @@ func (ap *applier) createWithUUID(db string, o bson.Raw, ui bson.Binary) error {
 			return err
 		}
 	}
-	if err := refuseCollation(raw); err != nil {
+	if err := checkCollation(raw); err != nil {
 		return err
 	}
 	ns, err := collNS(r)

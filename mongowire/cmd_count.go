@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
 // cmdCount: {count: "c", query, skip, limit} -> {n}.
@@ -27,7 +28,7 @@ func (s *Server) cmdCount(ctx context.Context, _ *conn, r *request) (bson.D, err
 	if limit < 0 { // a negative limit counts as its absolute value
 		limit = -limit
 	}
-	n, err := s.data(ctx).Count(ns, q, skip, limit)
+	n, err := s.data(ctx).CountWith(ns, store.FindSpec{Filter: q, Skip: skip, Limit: limit, Collation: collationArg(r.cmd)})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
@@ -91,7 +92,25 @@ func checkIDIndex(ns store.Namespace, r *request, v bson.RawValue) error {
 			return mongoerr.New(mongoerr.CannotCreateIndex, "Invalid index specification %s; cannot create an index with v=%s", spec, numberString(vv))
 		}
 	}
-	return refuseCollation(spec)
+	// The _id index has the collection's collation, and says so.
+	want, err := mql.ParseCollation(collationArg(r.cmd))
+	if collationArg(r.cmd).Type == 0 {
+		want, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	got, err := mql.ParseCollation(collationArg(spec))
+	if collationArg(spec).Type == 0 {
+		got, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	if !got.SameAs(want) {
+		return mongoerr.New(mongoerr.BadValue, "'idIndex' must have the same collation as the collection.")
+	}
+	return nil
 }
 
 func isNumberOne(v bson.RawValue) bool {

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/tide-cdc/tide/mongowire/internal/fts"
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
@@ -55,6 +56,7 @@ func parseIndexSpec(raw bson.Raw) (store.IndexSpec, error) {
 	if err != nil {
 		return spec, mongoerr.New(mongoerr.InvalidBSON, "index specification: %v", err)
 	}
+	var textOpts bson.D // text index options, kept only for a text key
 	for _, e := range elems {
 		v := e.Value()
 		switch e.Key() {
@@ -87,18 +89,25 @@ func parseIndexSpec(raw bson.Raw) (store.IndexSpec, error) {
 			switch {
 			case honouredIndexOptions[e.Key()]:
 				spec.Options = append(spec.Options, bson.E{Key: e.Key(), Value: v})
+			case textIndexOptions[e.Key()]:
+				textOpts = append(textOpts, bson.E{Key: e.Key(), Value: v})
 			case unsupportedIndexOptions[e.Key()]:
-				return spec, mongoerr.New(mongoerr.CommandNotSupported, "index option '%s' is not supported by this server (text, geo and wildcard indexes are not)", e.Key())
+				return spec, mongoerr.New(mongoerr.CommandNotSupported, "index option '%s' is not supported by this server (geo and wildcard indexes are not)", e.Key())
 			default:
 				return spec, mongoerr.New(codeInvalidIndexSpecificationOption, "The field '%s' is not valid for an index specification. Specification: %s", e.Key(), raw)
 			}
 		}
 	}
+	isText := fts.IsTextKey(spec.Key)
 	for _, k := range spec.Key {
-		if k.Key == "$**" || strings.HasSuffix(k.Key, ".$**") {
-			return spec, mongoerr.New(mongoerr.CommandNotSupported, "wildcard indexes are not supported by this server")
+		if (k.Key == "$**" || strings.HasSuffix(k.Key, ".$**")) && !isText {
+			return spec, mongoerr.New(mongoerr.CommandNotSupported, "wildcard indexes are not supported by this server (wildcard text indexes are)")
 		}
 	}
+	if len(textOpts) > 0 && !isText {
+		return spec, mongoerr.New(codeInvalidIndexSpecificationOption, "The field '%s' is not valid for an index specification other than a text index. Specification: %s", textOpts[0].Key, raw)
+	}
+	spec.Options = append(spec.Options, textOpts...)
 	if hidden, _ := lookupOption(spec.Options, "hidden"); hidden && spec.Name == "_id_" {
 		return spec, mongoerr.New(mongoerr.BadValue, "can't hide _id index")
 	}
@@ -120,6 +129,10 @@ func indexName(key bson.D) string {
 		}
 		b.WriteString(k.Key)
 		b.WriteByte('_')
+		if rv, ok := k.Value.(bson.RawValue); ok && rv.Type == bson.TypeString {
+			b.WriteString(rv.StringValue()) // {a: "text"} is a_text
+			continue
+		}
 		fmt.Fprint(&b, k.Value)
 	}
 	return b.String()
@@ -141,9 +154,13 @@ var honouredIndexOptions = map[string]bool{
 
 // unsupportedIndexOptions belong to index types this server lacks.
 var unsupportedIndexOptions = map[string]bool{
-	"weights": true, "default_language": true, "language_override": true, "textIndexVersion": true,
 	"2dsphereIndexVersion": true, "bits": true, "min": true, "max": true, "bucketSize": true,
 	"wildcardProjection": true, "coarsestIndexedLevel": true, "finestIndexedLevel": true,
+}
+
+// textIndexOptions are the options of a text index (fts.Normalise).
+var textIndexOptions = map[string]bool{
+	"weights": true, "default_language": true, "language_override": true, "textIndexVersion": true,
 }
 
 // lookupOption returns an index option's truth and whether it is set.

@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
 // cmdDelete: {delete: "c", deletes: [{q, limit}], ordered} -> {n, writeErrors?}.
@@ -21,8 +22,9 @@ func (s *Server) cmdDelete(ctx context.Context, _ *conn, r *request) (bson.D, er
 	// The statements are parsed before any runs: a malformed one fails
 	// the whole command, as mongod's IDL parser does.
 	type deleteStmt struct {
-		q     bson.Raw
-		limit int
+		q         bson.Raw
+		limit     int
+		collation bson.RawValue
 	}
 	let, err := commandLet(r)
 	if err != nil {
@@ -49,7 +51,7 @@ func (s *Server) cmdDelete(ctx context.Context, _ *conn, r *request) (bson.D, er
 		if q, err = letFilter(q, let); err != nil {
 			return nil, err
 		}
-		parsed[i] = deleteStmt{q: q, limit: int(limit)}
+		parsed[i] = deleteStmt{q: q, limit: int(limit), collation: collationArg(stmt)}
 	}
 	var (
 		n         int
@@ -58,7 +60,7 @@ func (s *Server) cmdDelete(ctx context.Context, _ *conn, r *request) (bson.D, er
 	for i, st := range parsed {
 		k, err := 0, s.statementHint(ns, stmts[i])
 		if err == nil {
-			k, err = s.data(ctx).Delete(ns, st.q, st.limit)
+			k, err = s.data(ctx).DeleteWith(ns, store.DeleteSpec{Filter: st.q, Limit: st.limit, Collation: st.collation})
 		}
 		if err == nil {
 			n += k

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
 // cmdDistinct: {distinct: "c", key, query} -> {values}.
@@ -23,10 +25,11 @@ func (s *Server) cmdDistinct(ctx context.Context, _ *conn, r *request) (bson.D, 
 	}
 	at, snapshot := s.snapshotAt(ctx, r)
 	var vals []bson.RawValue
+	spec := store.FindSpec{Filter: q, Collation: collationArg(r.cmd)}
 	if snapshot {
-		vals, err = s.data(ctx).DistinctAt(ns, key, q, at)
+		vals, err = s.data(ctx).DistinctAtWith(ns, key, spec, at)
 	} else {
-		vals, err = s.data(ctx).Distinct(ns, key, q)
+		vals, err = s.data(ctx).DistinctWith(ns, key, spec)
 	}
 	if err != nil {
 		return nil, err

@@ -53,7 +53,7 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 	case "find":
 		ns, nsErr = collNS(sub)
 		a := newArgs(sub)
-		spec = store.FindSpec{Filter: a.doc("filter"), Sort: a.doc("sort"), Projection: a.doc("projection")}
+		spec = store.FindSpec{Filter: a.doc("filter"), Sort: a.doc("sort"), Projection: a.doc("projection"), Collation: collationArg(inner)}
 		spec.Skip, _ = a.int64("skip")
 		spec.Limit, _ = a.int64("limit")
 		if a.err != nil {
@@ -74,7 +74,7 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 	case "count":
 		ns, nsErr = collNS(sub)
 		a := newArgs(sub)
-		spec = store.FindSpec{Filter: a.doc("query")}
+		spec = store.FindSpec{Filter: a.doc("query"), Collation: collationArg(inner)}
 		if a.err != nil {
 			return nil, a.err
 		}
@@ -82,7 +82,7 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 	case "distinct":
 		ns, nsErr = collNS(sub)
 		a := newArgs(sub)
-		spec = store.FindSpec{Filter: a.doc("query")}
+		spec = store.FindSpec{Filter: a.doc("query"), Collation: collationArg(inner)}
 		if a.err != nil {
 			return nil, a.err
 		}
@@ -115,7 +115,7 @@ func (s *Server) cmdExplain(ctx context.Context, _ *conn, r *request) (bson.D, e
 // queryPlanner) of a find-like read with the given stages above its scan.
 func (s *Server) explainFind(ctx context.Context, ns store.Namespace, spec store.FindSpec, wrapping []bson.E, verbosity string) (bson.D, error) {
 	start := time.Now()
-	plan, err := s.data(ctx).Explain(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort, Skip: spec.Skip, Limit: spec.Limit})
+	plan, err := s.data(ctx).Explain(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort, Skip: spec.Skip, Limit: spec.Limit, Collation: spec.Collation})
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func (s *Server) explainFind(ctx context.Context, ns store.Namespace, spec store
 		}},
 	}
 	if verbosity != "queryPlanner" {
-		docs, err := s.data(ctx).Find(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort, Skip: spec.Skip, Limit: spec.Limit})
+		docs, err := s.data(ctx).Find(ns, store.FindSpec{Filter: spec.Filter, Sort: spec.Sort, Skip: spec.Skip, Limit: spec.Limit, Collation: spec.Collation})
 		if err != nil {
 			return nil, err
 		}
@@ -240,20 +240,28 @@ func (s *Server) scanStage(ctx context.Context, ns store.Namespace, filter bson.
 			spec = sp
 		}
 	}
+	ixscan := bson.D{
+		{Key: "stage", Value: "IXSCAN"},
+		{Key: "keyPattern", Value: spec.Key},
+		{Key: "indexName", Value: plan.Index},
+	}
+	for _, o := range spec.Options {
+		if o.Key == "collation" { // as mongod shows an index's collation
+			ixscan = append(ixscan, o)
+		}
+	}
+	ixscan = append(ixscan,
+		bson.E{Key: "isMultiKey", Value: false},
+		bson.E{Key: "isUnique", Value: spec.Unique},
+		bson.E{Key: "isSparse", Value: spec.Sparse},
+		bson.E{Key: "isPartial", Value: false},
+		bson.E{Key: "indexVersion", Value: int32(2)},
+		bson.E{Key: "direction", Value: direction},
+	)
 	return bson.D{
 		{Key: "stage", Value: "FETCH"},
 		{Key: "filter", Value: orEmpty(filter)},
-		{Key: "inputStage", Value: bson.D{
-			{Key: "stage", Value: "IXSCAN"},
-			{Key: "keyPattern", Value: spec.Key},
-			{Key: "indexName", Value: plan.Index},
-			{Key: "isMultiKey", Value: false},
-			{Key: "isUnique", Value: spec.Unique},
-			{Key: "isSparse", Value: spec.Sparse},
-			{Key: "isPartial", Value: false},
-			{Key: "indexVersion", Value: int32(2)},
-			{Key: "direction", Value: direction},
-		}},
+		{Key: "inputStage", Value: ixscan},
 	}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
@@ -21,6 +22,7 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 		Filter:     a.doc("filter"),
 		Sort:       a.doc("sort"),
 		Projection: a.doc("projection"),
+		Collation:  collationArg(r.cmd),
 	}
 	skip, _ := a.int64("skip")
 	limit, _ := a.int64("limit")
@@ -48,6 +50,11 @@ func (s *Server) cmdFind(ctx context.Context, _ *conn, r *request) (bson.D, erro
 	spec.Skip, spec.Limit = skip, limit
 	if err := letFind(r, &spec); err != nil {
 		return nil, err
+	}
+	if spec.Collation.Type != 0 && (ns == oplogNS || ns == replsetNS || ns == versionNS) {
+		if c, err := mql.ParseCollation(spec.Collation); err != nil || c != nil {
+			return nil, mongoerr.New(mongoerr.CommandNotSupported, "a non-simple collation on the oplog or a local system collection is not supported by this server")
+		}
 	}
 	if tailable {
 		return s.findTailable(ctx, ns, spec, batch, awaitData) // tailable.go

@@ -28,6 +28,7 @@ func (s *Server) cmdFindAndModify(ctx context.Context, _ *conn, r *request) (bso
 		ArrayFilters: a.docs("arrayFilters"),
 
 		BypassValidation: a.bool("bypassDocumentValidation"),
+		Collation:        collationArg(r.cmd),
 	}
 	if a.err != nil {
 		return nil, a.err

@@ -71,9 +71,17 @@ func (s *Server) cmdListCollections(ctx context.Context, _ *conn, r *request) (b
 			{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}, {Key: "uuid", Value: info.UUID}}},
 			{Key: "idIndex", Value: idIndex},
 		}
-		if info.View {
+		switch {
+		case info.View:
 			full = viewListing(info.Name, options) // views.go
-		} else if info.Clustered() {
+		case info.Timeseries: // as mongod 7.0 lists one: no uuid, no idIndex
+			full = bson.D{
+				{Key: "name", Value: info.Name},
+				{Key: "type", Value: "timeseries"},
+				{Key: "options", Value: options},
+				{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}}},
+			}
+		case info.TimeseriesBuckets || info.Clustered():
 			full = full[:4] // mongod lists the clusteredIndex option, no idIndex
 		}
 		if err := emit(info.Name, full); err != nil {

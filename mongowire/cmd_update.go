@@ -90,6 +90,7 @@ func parseUpdateStatement(stmt bson.Raw) (store.UpdateSpec, error) {
 		ArrayFilters: a.docs("arrayFilters"),
 		Upsert:       a.bool("upsert"),
 		Multi:        a.bool("multi"),
+		Collation:    collationArg(stmt),
 	}
 	if a.err != nil {
 		return spec, a.err

@@ -29,6 +29,11 @@ type dataStore interface {
 	Update(store.Namespace, store.UpdateSpec) (store.UpdateResult, error)
 	Delete(ns store.Namespace, filter bson.Raw, limit int) (int, error)
 	FindAndModify(store.Namespace, store.FindAndModifySpec) (store.FindAndModifyResult, error)
+	// The same under a collation (store.FindSpec.Collation).
+	CountWith(store.Namespace, store.FindSpec) (int64, error)
+	DistinctWith(ns store.Namespace, key string, spec store.FindSpec) ([]bson.RawValue, error)
+	AggregateWith(ns store.Namespace, stages []bson.Raw, lim mql.Limits, collation bson.RawValue) ([]bson.Raw, error)
+	DeleteWith(store.Namespace, store.DeleteSpec) (int, error)
 	CreateIndexes(store.Namespace, []store.IndexSpec) (createdCollection bool, before, after int, err error)
 }
 
@@ -48,6 +53,9 @@ type catalog interface {
 	ReplicaSetID() bson.ObjectID
 	OpenTransactions() int
 	Explain(store.Namespace, store.FindSpec) (store.Plan, error)
+	IsTimeseries(store.Namespace) bool
+	// An index walk, for splitVector and dataSize (cmd_split.go).
+	WalkKeyRange(ns store.Namespace, r store.KeyRange, fn func(key []bson.RawValue, doc bson.Raw) bool) (store.CollTotals, error)
 
 	// Reads at a cluster time (readConcern snapshot outside a
 	// transaction), and pipelines over given documents ($documents,
@@ -56,6 +64,8 @@ type catalog interface {
 	FindAt(ns store.Namespace, spec store.FindSpec, ts bson.Timestamp) ([]bson.Raw, error)
 	AggregateAt(ns store.Namespace, stages []bson.Raw, ts bson.Timestamp, lim mql.Limits) ([]bson.Raw, error)
 	DistinctAt(ns store.Namespace, key string, filter bson.Raw, ts bson.Timestamp) ([]bson.RawValue, error)
+	AggregateAtWith(ns store.Namespace, stages []bson.Raw, ts bson.Timestamp, lim mql.Limits, collation bson.RawValue) ([]bson.Raw, error)
+	DistinctAtWith(ns store.Namespace, key string, spec store.FindSpec, ts bson.Timestamp) ([]bson.RawValue, error)
 	AggregateDocs(db string, stages []bson.Raw, input []bson.Raw, lim mql.Limits) ([]bson.Raw, error)
 
 	// DDL.

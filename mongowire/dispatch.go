@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
 
 // request is one command as dispatch sees it.
@@ -51,6 +52,8 @@ func (s *Server) commandTable() map[string]command {
 		"createSearchIndexes": {run: s.cmdSearchIndex},
 		"createUser":          {run: s.cmdCreateUser},
 		"currentOp":           {run: s.cmdCurrentOp, adminOnly: true},
+		"_hashBSONElement":    {run: s.cmdHashBSONElement, testOnly: true},
+		"dataSize":            {run: s.cmdDataSize},
 		"dbStats":             {run: s.cmdDBStats},
 		"delete":              {run: s.cmdDelete, retryable: true},
 		"distinct":            {run: s.cmdDistinct},
@@ -89,6 +92,7 @@ func (s *Server) commandTable() map[string]command {
 		"saslContinue":        {run: s.cmdSaslContinue},
 		"saslStart":           {run: s.cmdSaslStart},
 		"serverStatus":        {run: s.cmdServerStatus},
+		"splitVector":         {run: s.cmdSplitVector},
 		"update":              {run: s.cmdUpdate, retryable: true},
 		"updateSearchIndex":   {run: s.cmdSearchIndex},
 		"updateUser":          {run: s.cmdUpdateUser},
@@ -219,7 +223,7 @@ func (s *Server) runCommand(ctx context.Context, c *conn, r *request) ([]byte, e
 	if err := s.commandHint(r); err != nil {
 		return s.errorReply(err), nil
 	}
-	if err := refuseCollation(r.cmd); err != nil {
+	if err := checkCollation(r.cmd); err != nil {
 		return s.errorReply(err), nil
 	}
 	if inTransaction(r.cmd) { // txn.go
@@ -281,25 +285,19 @@ func (s *Server) call(ctx context.Context, c *conn, r *request, fn commandFunc) 
 	return reply, err
 }
 
-// refuseCollation refuses a collation other than the simple (binary) one,
-// at the top of the command, in a write statement or in an index to create
-// (which could serve no query): comparisons here are
-// always binary, and silently ignoring a collation would return wrong
-// results.
-func refuseCollation(cmd bson.Raw) error {
-	check := func(doc bson.Raw) error {
+// checkCollation parses every collation of a command (at its top, in its
+// write statements, in the indexes it creates) before anything runs, so
+// that a malformed or unsupported one fails with mongod's error (or
+// CommandNotSupported for what x/text cannot do) and never runs binary.
+func checkCollation(cmd bson.Raw) error {
+	check := func(doc bson.Raw) (*mql.Collation, error) {
 		v, err := doc.LookupErr("collation")
 		if err != nil || v.Type == bson.TypeNull {
-			return nil
+			return nil, nil
 		}
-		if d, ok := v.DocumentOK(); ok {
-			if elems, _ := d.Elements(); len(elems) == 0 || d.Lookup("locale").StringValue() == "simple" {
-				return nil
-			}
-		}
-		return mongoerr.New(mongoerr.CommandNotSupported, "collation %s is not supported by this server: only the simple (binary) collation is", v)
+		return mql.ParseCollation(v)
 	}
-	if err := check(cmd); err != nil {
+	if _, err := check(cmd); err != nil {
 		return err
 	}
 	for _, field := range [...]string{"updates", "deletes", "indexes"} { // indexes: createIndexes
@@ -310,13 +308,23 @@ func refuseCollation(cmd bson.Raw) error {
 		vals, _ := arr.Values()
 		for _, v := range vals {
 			if d, ok := v.DocumentOK(); ok {
-				if err := check(d); err != nil {
+				if _, err := check(d); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// collationArg is the collation a command or statement gives (Type 0
+// when it gives none, and then the collection's default applies).
+func collationArg(doc bson.Raw) bson.RawValue {
+	v, err := doc.LookupErr("collation")
+	if err != nil || v.Type == bson.TypeNull {
+		return bson.RawValue{}
+	}
+	return v
 }
 
 // okReply appends ok: 1 and the cluster time to reply and encodes it.

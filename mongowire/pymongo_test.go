@@ -60,3 +60,43 @@ print("tour ok")
 		t.Fatalf("pymongo tour: %v\n%s", err, out)
 	}
 }
+
+// TestPymongoCollationTextTimeseries: the collation examples of pymongo's
+// documentation (Collation, CollationStrength), a text index with its
+// score sorted as pymongo spells it, and a time-series collection.
+func TestPymongoCollationTextTimeseries(t *testing.T) {
+	py := pymongoPython(t)
+	s, _ := setup(t)
+	script := `
+import sys, datetime, pymongo
+from pymongo.collation import Collation, CollationStrength
+c = pymongo.MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000)
+db = c.pydocs
+db.create_collection("contacts", collation=Collation(locale="fr_CA"))
+db.contacts.create_index("name", unique=True)
+spec = db.contacts.index_information()["name_1"]["collation"]
+assert spec["locale"] == "fr_CA" and spec["backwards"] is True, spec
+db.people.insert_many([{"first_name": "jürgen"}, {"first_name": "Jürgen"}, {"first_name": "jurgen"}])
+r = db.people.update_many({"first_name": "jürgen"}, {"$set": {"verified": 1}},
+    collation=Collation(locale="de", strength=CollationStrength.SECONDARY))
+assert r.modified_count == 2, r.raw_result
+n = db.people.count_documents({"first_name": "JURGEN"}, collation=Collation(locale="de", strength=CollationStrength.PRIMARY))
+assert n == 3, n
+db.articles.create_index([("subject", pymongo.TEXT)])
+db.articles.insert_many([{"_id": 1, "subject": "coffee"}, {"_id": 2, "subject": "Coffee Shopping"}, {"_id": 3, "subject": "Baking a cake"}])
+res = list(db.articles.find({"$text": {"$search": "coffee"}}, {"score": {"$meta": "textScore"}}).sort([("score", {"$meta": "textScore"})]))
+assert [d["_id"] for d in res] == [1, 2] and res[0]["score"] > res[1]["score"], res
+db.create_collection("weather", timeseries={"timeField": "timestamp", "metaField": "metadata", "granularity": "hours"})
+db.weather.insert_many([{"metadata": {"sensorId": 5578}, "timestamp": datetime.datetime(2021, 5, 18, h), "temp": 12 + h} for h in range(3)])
+info = [x for x in db.list_collections() if x["name"] == "weather"][0]
+assert info["type"] == "timeseries" and info["options"]["timeseries"]["granularity"] == "hours", info
+assert db.weather.count_documents({"metadata.sensorId": 5578}) == 3
+print("docs ok")
+`
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "-c", script, s.URI()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "docs ok") {
+		t.Fatalf("pymongo: %v\n%s", err, out)
+	}
+}

@@ -24,11 +24,11 @@ type tailOptions struct {
 	returned    int64
 }
 
-func newTailOptions(spec store.FindSpec) (*tailOptions, error) {
+func newTailOptions(spec store.FindSpec, coll *mql.Collation) (*tailOptions, error) {
 	if err := checkNaturalSort(spec.Sort); err != nil {
 		return nil, err
 	}
-	f, err := mql.CompileFilter(spec.Filter)
+	f, err := mql.CompileFilterCollated(spec.Filter, coll)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +174,28 @@ func (t *oplogTail) Close() {}
 
 // findTailable answers a tailable find on ns.
 func (s *Server) findTailable(ctx context.Context, ns store.Namespace, spec store.FindSpec, batch int64, awaitData bool) (bson.D, error) {
-	opt, err := newTailOptions(spec)
+	// The find's collation, else the collection's default (a capped
+	// collection may have one).
+	collation := spec.Collation
+	if info, ok := s.data(ctx).Collection(ns); ok && collation.Type == 0 {
+		for _, o := range info.Options {
+			if o.Key == "collation" {
+				raw, err := bson.Marshal(bson.D{o})
+				if err == nil {
+					collation = bson.Raw(raw).Lookup("collation")
+				}
+			}
+		}
+	}
+	var coll *mql.Collation
+	if collation.Type != 0 {
+		c, err := mql.ParseCollation(collation)
+		if err != nil {
+			return nil, err
+		}
+		coll = c
+	}
+	opt, err := newTailOptions(spec, coll)
 	if err != nil {
 		return nil, err
 	}

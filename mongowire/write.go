@@ -60,5 +60,8 @@ func refuseSystemWrite(r *request) error {
 	if !ok || !strings.HasPrefix(coll, "system.") || coll == "system.js" {
 		return nil
 	}
+	if r.name == "insert" && strings.HasPrefix(coll, "system.buckets.") {
+		return nil // a time-series collection's buckets, as mongorestore writes them; the store refuses others
+	}
 	return mongoerr.New(mongoerr.InvalidNamespace, "cannot write to '%s.%s'", r.db, coll)
 }

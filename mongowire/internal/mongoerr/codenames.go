@@ -7,6 +7,7 @@ package mongoerr
 func init() {
 	for code, name := range map[int32]string{
 		24:    "LockTimeout",
+		263:   "IncompatibleCollationVersion",
 		64:    "WriteConcernFailed",
 		79:    "UnknownReplWriteConcern",
 		100:   "UnsatisfiableWriteConcern",

@@ -23,6 +23,19 @@ func newAccumulator(name string) accumulator {
 	return op.new()
 }
 
+// newAccumulatorColl is newAccumulator whose comparisons ($min, $max,
+// $addToSet) follow c: they compare collation keys and keep the values.
+func newAccumulatorColl(name string, c *Collation) accumulator {
+	acc := newAccumulator(name)
+	switch a := acc.(type) {
+	case *minMaxAcc:
+		a.coll = c
+	case *setAcc:
+		a.coll = c
+	}
+	return acc
+}
+
 // numSum adds numbers without allocating while they stay int32/int64
 // (promoting as MongoDB does) or double; decimals fall back to arith.
 type numSum struct {
@@ -104,9 +117,10 @@ func (a *avgAcc) result() bson.RawValue {
 }
 
 type minMaxAcc struct {
-	max bool
-	v   bson.RawValue
-	set bool
+	max  bool
+	v    bson.RawValue
+	set  bool
+	coll *Collation // nil: binary
 }
 
 func (a *minMaxAcc) add(v bson.RawValue) {
@@ -117,7 +131,7 @@ func (a *minMaxAcc) add(v bson.RawValue) {
 		a.v, a.set = v, true
 		return
 	}
-	c := Compare(v, a.v)
+	c := compareColl(a.coll, v, a.v)
 	if (a.max && c > 0) || (!a.max && c < 0) {
 		a.v = v
 	}
@@ -172,13 +186,14 @@ func (a *pushAcc) result() bson.RawValue { return vArray(a.vals) }
 type setAcc struct {
 	vals []bson.RawValue
 	seen map[string]bool
+	coll *Collation // nil: binary
 }
 
 func (a *setAcc) add(v bson.RawValue) {
 	if v.Type == 0 {
 		return
 	}
-	k := string(appendKey(nil, v))
+	k := string(appendKey(nil, a.coll.Transform(v)))
 	if a.seen[k] {
 		return
 	}
@@ -191,11 +206,15 @@ func (a *setAcc) result() bson.RawValue { return vArray(a.vals) }
 // evalArrayAccumulator is the expression form of $sum/$avg/$min/$max:
 // over the elements of a single array argument, or over the arguments.
 func evalArrayAccumulator(name string, args []bson.RawValue) (bson.RawValue, error) {
+	return evalArrayAccumulatorColl(name, args, nil)
+}
+
+func evalArrayAccumulatorColl(name string, args []bson.RawValue, c *Collation) (bson.RawValue, error) {
 	vals := args
 	if len(args) == 1 && args[0].Type == bson.TypeArray {
 		vals = arrayValues(args[0].Value)
 	}
-	acc := newAccumulator(name)
+	acc := newAccumulatorColl(name, c)
 	for _, v := range vals {
 		acc.add(v)
 	}

@@ -151,7 +151,11 @@ func compileNExpr(name string, arg bson.RawValue, vars scope) (expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	compares := name != "$firstN" && name != "$lastN"
 	return lazyExpr{fn: func(c *evalCtx) (bson.RawValue, error) {
+		if compares && c.coll != nil {
+			return missing, collatedExprRefused(name)
+		}
 		acc, err := s.newAcc(c)
 		if err != nil {
 			return missing, err

@@ -50,6 +50,12 @@
 //     $$variables with their constant values before compiling.
 //   - Regular expressions run on Go's RE2: PCRE-only constructs
 //     (lookaround, backreferences) are refused as invalid (51091).
+//   - Collations (collation.go, filter_collation.go) work by keys: a
+//     Collation turns every string of a value into its x/text collation
+//     key, so that Compare, appendKey and an index's order of transformed
+//     values are the collation's. Filters, sorts, group keys, comparison
+//     expressions and update operators compile "collated" and transform
+//     what they compare, never what they return.
 //
 // # Files
 //

@@ -23,6 +23,7 @@ type evalCtx struct {
 	current bson.Raw
 	now     time.Time
 	vars    map[string]bson.RawValue // $let, $map and $filter bindings
+	coll    *Collation               // comparisons follow it (nil: binary)
 }
 
 func (c *evalCtx) with(name string, v bson.RawValue) *evalCtx {
@@ -161,7 +162,40 @@ func (o *opExpr) eval(c *evalCtx) (bson.RawValue, error) {
 		}
 		vals[i] = v
 	}
+	if c.coll != nil {
+		switch underCollation[o.name] {
+		case collateArgs:
+			for i := range vals {
+				vals[i] = c.coll.Transform(vals[i])
+			}
+		case collateAccumulator:
+			return evalArrayAccumulatorColl(o.name, vals, c.coll)
+		case refuseCollated:
+			return missing, collatedExprRefused(o.name)
+		}
+	}
 	return o.fn(o.name, vals)
+}
+
+// How an operator meets a non-simple collation: the comparisons that
+// answer a boolean or a position compare collation keys; those that
+// return the values compared (which must not become keys) are refused.
+const (
+	collateArgs = iota + 1
+	collateAccumulator
+	refuseCollated
+)
+
+var underCollation = map[string]int{
+	"$eq": collateArgs, "$ne": collateArgs, "$gt": collateArgs, "$gte": collateArgs, "$lt": collateArgs,
+	"$lte": collateArgs, "$cmp": collateArgs, "$in": collateArgs, "$indexOfArray": collateArgs,
+	"$setEquals": collateArgs, "$setIsSubset": collateArgs,
+	"$setUnion": refuseCollated, "$setIntersection": refuseCollated, "$setDifference": refuseCollated,
+	"$max": collateAccumulator, "$min": collateAccumulator, "$maxN": refuseCollated, "$minN": refuseCollated,
+}
+
+func collatedExprRefused(name string) error {
+	return mongoerr.New(mongoerr.CommandNotSupported, "%s with a non-simple collation is not supported by this server", name)
 }
 
 // lazyExpr evaluates its arguments itself ($cond, $and, $or, $ifNull,

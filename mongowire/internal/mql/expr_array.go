@@ -60,6 +60,9 @@ func compileSortArray(arg bson.RawValue, vars scope) (expr, error) {
 		return nil, mongoerr.New(2942505, "$sortArray requires sortBy to be either 1, -1, or a sort document, found: %s", shortString(sortBy))
 	}
 	return lazyExpr{func(c *evalCtx) (bson.RawValue, error) {
+		if c.coll != nil {
+			return missing, collatedExprRefused("$sortArray")
+		}
 		in, err := inE.eval(c)
 		if err != nil {
 			return missing, err

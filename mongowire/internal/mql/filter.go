@@ -16,6 +16,7 @@ const maxFilterDepth = 100
 type Filter struct {
 	root node // nil matches everything
 	top  []node
+	coll *Collation // nil: simple (filter_collation.go)
 }
 
 // node is one compiled predicate over a document.
@@ -157,11 +158,19 @@ func (f *Filter) EqualityFields() bson.D {
 		}
 		switch op := fn.op.(type) {
 		case *eqOp:
-			out = setPathD(out, fn.path, op.v)
+			v := op.v
+			if op.coll != nil {
+				v = op.orig
+			}
+			out = setPathD(out, fn.path, v)
 		case *inOp:
 			// {$in: [x]} is an equality.
 			if len(op.vals) == 1 && len(op.res) == 0 && !op.hasNull {
-				out = setPathD(out, fn.path, op.vals[0])
+				v := op.vals[0]
+				if op.coll != nil {
+					v = op.orig[0]
+				}
+				out = setPathD(out, fn.path, v)
 			}
 		}
 	}

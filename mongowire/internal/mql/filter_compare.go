@@ -14,11 +14,18 @@ import (
 type eqOp struct {
 	v    bson.RawValue
 	null bool
+	// Under a collation, v holds collation keys (the value as given is
+	// orig) and each tested value is transformed the same way.
+	orig bson.RawValue
+	coll *Collation
 }
 
 func (o *eqOp) test(v bson.RawValue, _ bool) (bool, int) {
 	if o.null {
 		return isNullOrMissing(v), -1
+	}
+	if o.coll != nil {
+		v = o.coll.Transform(v)
 	}
 	if v.Type == o.v.Type && bytes.Equal(v.Value, o.v.Value) {
 		return true, -1
@@ -38,9 +45,13 @@ func isNullOrMissing(v bson.RawValue) bool {
 type cmpOp struct {
 	name string // $gt $gte $lt $lte
 	v    bson.RawValue
+	coll *Collation // as in eqOp
 }
 
 func (o *cmpOp) test(v bson.RawValue, _ bool) (bool, int) {
+	if o.coll != nil {
+		v = o.coll.Transform(v)
+	}
 	switch o.v.Type {
 	case bson.TypeNull:
 		if o.name == "$gte" || o.name == "$lte" {
@@ -76,6 +87,8 @@ type inOp struct {
 	res     []*regexp.Regexp
 	hasNull bool
 	set     map[string]struct{} // keys of vals, for long lists
+	orig    []bson.RawValue     // vals as given, when a collation made vals keys
+	coll    *Collation          // as in eqOp
 }
 
 // inSetMin is the list length from which $in hashes its values.
@@ -88,13 +101,17 @@ func (o *inOp) test(v bson.RawValue, _ bool) (bool, int) {
 	if v.Type == 0 {
 		return false, -1
 	}
+	raw := v
+	if o.coll != nil {
+		v = o.coll.Transform(v)
+	}
 	if o.set != nil {
 		var buf [64]byte
 		_, ok := o.set[string(appendKey(buf[:0], v))]
 		if ok {
 			return true, -1
 		}
-		return o.testRegex(v), -1
+		return o.testRegex(raw), -1
 	}
 	for _, w := range o.vals {
 		if w.Type == v.Type && bytes.Equal(w.Value, v.Value) {
@@ -104,7 +121,7 @@ func (o *inOp) test(v bson.RawValue, _ bool) (bool, int) {
 			return true, -1
 		}
 	}
-	return o.testRegex(v), -1
+	return o.testRegex(raw), -1
 }
 
 func (o *inOp) testRegex(v bson.RawValue) bool {

@@ -3,6 +3,7 @@ package mql
 import (
 	"math"
 	"regexp"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -112,10 +113,13 @@ func coerceInt64(v bson.RawValue) (int64, string) {
 	return int64(f), ""
 }
 
-type exprMatchNode struct{ e *Expr }
+type exprMatchNode struct {
+	e    *Expr
+	coll *Collation // its comparisons follow it (filter_collation.go)
+}
 
 func (n exprMatchNode) match(doc bson.Raw, _ *int) bool {
-	v, err := n.e.Eval(doc)
+	v, err := n.e.e.eval(&evalCtx{root: doc, current: doc, now: time.Now(), coll: n.coll})
 	return err == nil && truthy(v)
 }
 
@@ -125,7 +129,7 @@ func parseExprMatch(_ string, v bson.RawValue, _ int) (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return exprMatchNode{e}, nil
+	return exprMatchNode{e: e}, nil
 }
 
 // parseText refuses $text: no collection here has a text index.

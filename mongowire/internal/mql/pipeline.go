@@ -20,8 +20,9 @@ type Env interface {
 // use.
 type Pipeline struct {
 	stages []stage
-	names  []string // the stages' names, for errors
-	builds bool     // some stage makes new documents (not only selects or orders)
+	names  []string   // the stages' names, for errors
+	builds bool       // some stage makes new documents (not only selects or orders)
+	coll   *Collation // its expressions and group keys compare under it (nil: binary)
 }
 
 // A stage is one compiled pipeline stage, in one of three shapes:
@@ -86,6 +87,7 @@ func feed(p proc, docs []bson.Raw) error {
 }
 
 type runCtx struct {
+	coll    *Collation // nil: binary
 	env     Env
 	now     time.Time
 	lim     *Limits
@@ -115,7 +117,7 @@ func (c *runCtx) tempDir() string {
 }
 
 func (c *runCtx) eval(e *Expr, doc bson.Raw) (bson.RawValue, error) {
-	return e.evalIn(&evalCtx{root: doc, current: doc, now: c.now})
+	return e.evalIn(&evalCtx{root: doc, current: doc, now: c.now, coll: c.coll})
 }
 
 // CompilePipeline compiles an aggregation pipeline. Stages and
@@ -200,6 +202,7 @@ func (p *Pipeline) Run(env Env, input []bson.Raw) ([]bson.Raw, error) {
 // result it builds) is reserved from lim.Budget until it returns.
 func (p *Pipeline) RunLimited(env Env, input []bson.Raw, lim Limits) ([]bson.Raw, error) {
 	c := newRunCtx(env, time.Now(), lim)
+	c.coll = p.coll
 	defer c.close()
 	return p.collect(c, input)
 }

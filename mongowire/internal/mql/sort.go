@@ -13,11 +13,35 @@ import (
 // safe for concurrent use.
 type Sort struct {
 	keys []sortKey
+	coll *Collation // nil: strings sort binary
 }
 
 type sortKey struct {
 	path []string
-	dir  int // 1 ascending, -1 descending
+	dir  int        // 1 ascending, -1 descending
+	coll *Collation // the Sort's
+}
+
+// CompileSortCollated compiles a sort whose strings order by collation c
+// (nil: binary, as CompileSort).
+func CompileSortCollated(s bson.Raw, c *Collation) (*Sort, error) {
+	out, err := CompileSort(s)
+	if err != nil || c == nil {
+		return out, err
+	}
+	out.coll = c
+	for i := range out.keys {
+		out.keys[i].coll = c
+	}
+	return out, nil
+}
+
+// Collation is the collation the sort was compiled with (nil: simple).
+func (s *Sort) Collation() *Collation {
+	if s == nil {
+		return nil
+	}
+	return s.coll
 }
 
 // CompileSort compiles a sort specification. Each value must be 1 or -1
@@ -71,7 +95,8 @@ func (s *Sort) Compare(a, b bson.Raw) int {
 	return 0
 }
 
-// value is the sort key of doc for k.
+// value is the sort key of doc for k: under a collation, its strings are
+// collation keys.
 func (k sortKey) value(doc bson.Raw) bson.RawValue {
 	if len(k.path) == 1 {
 		switch v := lookup(doc, k.path[0]); v.Type {
@@ -79,12 +104,18 @@ func (k sortKey) value(doc bson.Raw) bson.RawValue {
 			return nullValue
 		case bson.TypeArray:
 		default:
+			if k.coll != nil {
+				return k.coll.Transform(v)
+			}
 			return v
 		}
 	}
 	var best bson.RawValue
 	found := false
 	visit := func(v bson.RawValue) {
+		if k.coll != nil {
+			v = k.coll.Transform(v)
+		}
 		if !found {
 			best, found = v, true
 			return

@@ -362,7 +362,7 @@ func (p *groupProc) spillPush(d bson.Raw) error {
 }
 
 func (p *groupProc) spillBuffer() error {
-	ec := &evalCtx{now: p.c.now}
+	ec := &evalCtx{now: p.c.now, coll: p.c.coll}
 	recs := make([]record, len(p.buf.docs))
 	for i, d := range p.buf.docs {
 		_, key, err := groupKey(ec, p.g.id.evalIn, d, nil)

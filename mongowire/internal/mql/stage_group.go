@@ -108,12 +108,12 @@ func compileAccField(name string, f bson.RawValue) (groupAcc, error) {
 }
 
 // newAccs returns fresh accumulators for the group with key id.
-func newAccs(accs []groupAcc, id bson.RawValue, now time.Time) ([]accumulator, error) {
+func newAccs(accs []groupAcc, id bson.RawValue, now time.Time, coll *Collation) ([]accumulator, error) {
 	out := make([]accumulator, len(accs))
 	var idDoc bson.Raw
 	for i, a := range accs {
 		if a.spec == nil {
-			out[i] = newAccumulator(a.op)
+			out[i] = newAccumulatorColl(a.op, coll)
 			continue
 		}
 		// n may depend on the group key only: it sees {_id: <key>}.
@@ -181,7 +181,7 @@ type group struct {
 }
 
 func newGrouper(c *runCtx, id func(*evalCtx) (bson.RawValue, error), accs []groupAcc) *grouper {
-	return &grouper{c: c, id: id, accs: accs, groups: map[string]*group{}, ec: &evalCtx{now: c.now}}
+	return &grouper{c: c, id: id, accs: accs, groups: map[string]*group{}, ec: &evalCtx{now: c.now, coll: c.coll}}
 }
 
 // groupKey returns d's group id and its key bytes, appended to dst.
@@ -194,6 +194,9 @@ func groupKey(ec *evalCtx, id func(*evalCtx) (bson.RawValue, error), d bson.Raw,
 	if v.Type == 0 {
 		v = nullValue
 	}
+	if ec.coll != nil {
+		return v, appendKey(dst, ec.coll.Transform(v)), nil
+	}
 	return v, appendKey(dst, v), nil
 }
 
@@ -205,7 +208,7 @@ func (g *grouper) add(d bson.Raw) error {
 	g.key = key
 	gr, ok := g.groups[string(key)]
 	if !ok {
-		as, err := newAccs(g.accs, id, g.c.now)
+		as, err := newAccs(g.accs, id, g.c.now, g.c.coll)
 		if err != nil {
 			return err
 		}
@@ -571,7 +574,7 @@ func (s *bucketAutoStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 		key bson.RawValue
 		doc bson.Raw
 	}
-	ec := &evalCtx{now: c.now}
+	ec := &evalCtx{now: c.now, coll: c.coll}
 	items := make([]keyed, len(in))
 	for i, d := range in {
 		ec.root, ec.current = d, d
@@ -610,7 +613,7 @@ func (s *bucketAutoStage) run(c *runCtx, in []bson.Raw) ([]bson.Raw, error) {
 	}
 	next := 0
 	for i := 0; i < s.buckets && next < len(items); i++ {
-		accs, err := newAccs(s.accs, nullValue, c.now)
+		accs, err := newAccs(s.accs, nullValue, c.now, c.coll)
 		if err != nil {
 			return nil, err
 		}

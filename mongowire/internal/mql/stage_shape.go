@@ -29,7 +29,7 @@ func compileProjectStage(name string, v bson.RawValue) (stage, error) {
 type projectStage struct{ p *Projection }
 
 func (s projectStage) each(c *runCtx, d bson.Raw, emit func(bson.Raw) error) error {
-	r, err := s.p.apply(d, -1, &evalCtx{root: d, current: d, now: c.now})
+	r, err := s.p.apply(d, -1, &evalCtx{root: d, current: d, now: c.now, coll: c.coll})
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func compileAddFields(spec bson.Raw) (stage, error) {
 func (s addFieldsStage) each(c *runCtx, d bson.Raw, emit func(bson.Raw) error) error {
 	root := rawNode(vDoc(d))
 	root.load()
-	ec := &evalCtx{root: d, current: d, now: c.now}
+	ec := &evalCtx{root: d, current: d, now: c.now, coll: c.coll}
 	for _, f := range s {
 		v, err := f.e.evalIn(ec)
 		if err != nil {

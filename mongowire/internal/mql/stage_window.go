@@ -623,7 +623,7 @@ func (s *windowStage) compute(c *runCtx, o windowOutput, in []bson.Raw, p []int,
 	// An accumulator: its input for each document, then folded over each
 	// document's window.
 	inputs := make([]bson.RawValue, len(p))
-	ec := &evalCtx{now: c.now}
+	ec := &evalCtx{now: c.now, coll: c.coll}
 	for j, i := range p {
 		ec.root, ec.current = in[i], in[i]
 		v, err := o.acc.e.evalIn(ec)
@@ -638,7 +638,7 @@ func (s *windowStage) compute(c *runCtx, o windowOutput, in []bson.Raw, p []int,
 		}
 		// n of $topN and the like sees the current document.
 		d := in[p[j]]
-		return o.acc.spec.newAcc(&evalCtx{root: d, current: d, now: c.now})
+		return o.acc.spec.newAcc(&evalCtx{root: d, current: d, now: c.now, coll: c.coll})
 	}
 	add := func(a accumulator, k int) {
 		if da, ok := a.(docAccumulator); ok {

@@ -41,6 +41,7 @@ type updateEntry struct {
 	pull     node            // $pull condition over wrapped elements or element documents
 	pullWrap bool            // pull tests {"": element}
 	pullEq   bool            // pull by equality with arg
+	coll     *Collation      // comparisons follow it (WithCollation; nil: binary)
 	bitOps   []bitOp
 }
 
@@ -48,8 +49,9 @@ type pushSpec struct {
 	each     []bson.RawValue
 	position *int64
 	slice    *int64
-	sort     *Sort // sort by fields of element documents
-	sortDir  int   // 1/-1: sort whole elements
+	sort     *Sort      // sort by fields of element documents
+	sortDir  int        // 1/-1: sort whole elements
+	coll     *Collation // the update's (nil: binary)
 }
 
 type bitOp struct {

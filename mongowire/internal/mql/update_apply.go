@@ -310,7 +310,7 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 			setVal(e.arg)
 			return nil
 		}
-		c := Compare(e.arg, cur.value())
+		c := compareColl(e.coll, e.arg, cur.value())
 		if (e.op == "$min" && c < 0) || (e.op == "$max" && c > 0) {
 			setVal(e.arg)
 		}
@@ -363,7 +363,7 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 			elems = e.push.apply(elems)
 		} else {
 			for _, v := range e.each {
-				if !slices.ContainsFunc(elems, func(x bson.RawValue) bool { return Equal(x, v) }) {
+				if !slices.ContainsFunc(elems, func(x bson.RawValue) bool { return compareColl(e.coll, x, v) == 0 }) {
 					elems = append(elems, v)
 				}
 			}
@@ -411,9 +411,9 @@ func (a *applier) applyAt(e *updateEntry, t target) error {
 func (e *updateEntry) pulls(x bson.RawValue) bool {
 	switch {
 	case e.op == "$pullAll":
-		return slices.ContainsFunc(e.each, func(v bson.RawValue) bool { return Equal(x, v) })
+		return slices.ContainsFunc(e.each, func(v bson.RawValue) bool { return compareColl(e.coll, x, v) == 0 })
 	case e.pullEq:
-		return Equal(x, e.arg)
+		return compareColl(e.coll, x, e.arg) == 0
 	case e.pullWrap:
 		return e.pull.match(wrapValue(x), nil)
 	}
@@ -435,7 +435,7 @@ func (p *pushSpec) apply(elems []bson.RawValue) []bson.RawValue {
 	out = append(out, elems[pos:]...)
 	switch {
 	case p.sortDir != 0:
-		slices.SortStableFunc(out, func(a, b bson.RawValue) int { return p.sortDir * Compare(a, b) })
+		slices.SortStableFunc(out, func(a, b bson.RawValue) int { return p.sortDir * compareColl(p.coll, a, b) })
 	case p.sort != nil:
 		slices.SortStableFunc(out, func(a, b bson.RawValue) int {
 			return p.sort.Compare(docOrEmpty(a), docOrEmpty(b))

@@ -48,6 +48,10 @@ type CollectionInfo struct {
 	Options          bson.D      // as given to create, e.g. changeStreamPreAndPostImages
 	PreAndPostImages bool
 	View             bool // a view: Options hold viewOn and pipeline; no UUID
+	Timeseries       bool // a time-series collection: Options hold timeseries
+	// TimeseriesBuckets marks the system.buckets.<name> entry that
+	// ListCollections adds for each time-series collection.
+	TimeseriesBuckets bool
 }
 
 // DatabaseInfo describes a database.
@@ -80,6 +84,15 @@ type UpdateSpec struct {
 	Upsert, Multi bool
 	// BypassValidation skips the collection's validator (bypassDocumentValidation).
 	BypassValidation bool
+	Collation        bson.RawValue // as in FindSpec
+}
+
+// DeleteSpec is one delete statement: Limit 0 deletes every matching
+// document, 1 the first.
+type DeleteSpec struct {
+	Filter    bson.Raw
+	Limit     int
+	Collation bson.RawValue // as in FindSpec
 }
 
 // UpdateResult is the outcome of one update statement.
@@ -94,7 +107,8 @@ type FindAndModifySpec struct {
 	Update               bson.RawValue
 	Remove, New, Upsert  bool
 	ArrayFilters         []bson.Raw
-	BypassValidation     bool // bypassDocumentValidation
+	BypassValidation     bool          // bypassDocumentValidation
+	Collation            bson.RawValue // as in FindSpec
 }
 
 // FindAndModifyResult is the outcome of a findAndModify.
@@ -109,6 +123,9 @@ type FindAndModifyResult struct {
 type FindSpec struct {
 	Filter, Sort, Projection bson.Raw
 	Skip, Limit              int64
+	// Collation is the command's collation document; absent (Type 0),
+	// the collection's default applies.
+	Collation bson.RawValue
 }
 
 // OplogEntry records one write. Extra holds the details of DDL entries:

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/tide-cdc/tide/mongowire/internal/fts"
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 )
 
@@ -30,7 +31,18 @@ func createExtra(options bson.D) bson.D {
 func (s *Store) createLocked(ns Namespace, uuid bson.Binary, options bson.D) *collection {
 	info := CollectionInfo{Name: ns.Coll, UUID: uuid, Options: options, PreAndPostImages: prePostEnabled(options)}
 	c := newCollection(info)
+	if coll, err := parseCollationOption(lookupD(options, "collation")); err == nil && coll != nil {
+		// The collection's default collation, which its _id index has too.
+		c.coll = coll
+		id, err := newIndex(IndexSpec{Name: idIndexSpec.Name, Key: idIndexSpec.Key, Options: bson.D{{Key: "collation", Value: coll.Spec()}}})
+		if err == nil {
+			c.indexes[0] = id
+		}
+	}
 	c.validator = newValidator(options)
+	if c.ts = parseTimeseries(options); c.ts != nil {
+		c.info.Timeseries = true
+	}
 	setCappedLocked(c, options)
 	if v, err := parseView(options); err == nil && v != nil {
 		c.view, c.info.View, c.info.UUID = v, true, bson.Binary{}
@@ -158,10 +170,12 @@ func (s *Store) create(ns Namespace, options bson.D, uuid bson.Binary, given boo
 	if err := validNamespace(ns); err != nil {
 		return err
 	}
+	options, isTS, err := normaliseTimeseries(options) // timeseries.go
+	if err != nil {
+		return err
+	}
 	for _, o := range options {
 		switch o.Key {
-		case "timeseries":
-			return mongoerr.New(mongoerr.CommandNotSupported, "time-series collections are not supported by this server")
 		case "changeStreamPreAndPostImages":
 			if err := checkPrePost(o.Value); err != nil {
 				return err
@@ -171,6 +185,17 @@ func (s *Store) create(ns Namespace, options bson.D, uuid bson.Binary, given boo
 	if err := checkValidatorOptions(options); err != nil {
 		return err
 	}
+	for _, o := range options {
+		if o.Key != "collation" {
+			continue
+		}
+		coll, err := parseCollationOption(o.Value)
+		if err != nil {
+			return err
+		}
+		options = withCollation(options, coll)
+		break
+	}
 	if err := checkCapped(options); err != nil {
 		return err
 	}
@@ -178,8 +203,10 @@ func (s *Store) create(ns Namespace, options bson.D, uuid bson.Binary, given boo
 	if err != nil {
 		return err
 	}
-	if options, err = normaliseClustered(options); err != nil {
-		return err
+	if !isTS {
+		if options, err = normaliseClustered(options); err != nil {
+			return err
+		}
 	}
 	return s.write(func(t *tx) error {
 		if s.collLocked(ns) != nil {
@@ -426,6 +453,14 @@ func sameKey(a, b bson.D) bool {
 		return false
 	}
 	for i := range a {
+		if a[i].Key == "_fts" && b[i].Key == "_fts" {
+			continue // a text index's key: its fields are in its weights
+		}
+		if sa, ok := keyString(a[i].Value); ok {
+			if sb, ok := keyString(b[i].Value); ok && sa == sb && a[i].Key == b[i].Key {
+				continue // "hashed"
+			}
+		}
 		da, err1 := keyDirection(a[i].Value)
 		db, err2 := keyDirection(b[i].Value)
 		if a[i].Key != b[i].Key || err1 != nil || err2 != nil || da != db {
@@ -459,6 +494,13 @@ func (s *Store) createIndexes(rd *Txn, ns Namespace, specs []IndexSpec) (created
 		if specs[i].Name == "" {
 			specs[i].Name = IndexName(specs[i].Key)
 		}
+		if fts.IsTextKey(specs[i].Key) { // mongod's stored form: {_fts: "text", _ftsx: 1}, weights, languages
+			key, opts, err := fts.Normalise(specs[i].Key, specs[i].Options)
+			if err != nil {
+				return false, 0, 0, err
+			}
+			specs[i].Key, specs[i].Options = key, opts
+		}
 		if _, err := newIndex(specs[i]); err != nil {
 			return false, 0, 0, err
 		}
@@ -485,6 +527,7 @@ func (s *Store) createIndexes(rd *Txn, ns Namespace, specs []IndexSpec) (created
 		before = len(c.indexes)
 		var built []IndexSpec
 		for _, spec := range specs {
+			spec = c.collatedSpec(spec)
 			done, err := checkNewIndex(c, spec)
 			if err == nil && !done {
 				var ix *index
@@ -514,8 +557,18 @@ func (s *Store) createIndexes(rd *Txn, ns Namespace, specs []IndexSpec) (created
 // checkNewIndex compares a requested index with the existing ones: done
 // means an identical index exists.
 func checkNewIndex(c *collection, spec IndexSpec) (done bool, err error) {
+	if fts.IsTextKey(spec.Key) {
+		for _, ix := range c.indexes {
+			if ix.text != nil && ix.spec.Name != spec.Name {
+				return false, mongoerr.New(mongoerr.CannotCreateIndex, "only one text index per collection allowed, found existing text index \"%s\"", ix.spec.Name)
+			}
+		}
+	}
 	for _, ix := range c.indexes {
-		same := sameKey(ix.spec.Key, spec.Key)
+		// The collation identifies an index as its key does: two indexes
+		// may share a key under different collations.
+		coll, _ := parseCollationOption(lookupD(spec.Options, "collation"))
+		same := sameKey(ix.spec.Key, spec.Key) && ix.coll.SameAs(coll)
 		switch {
 		case ix.spec.Name == spec.Name && same && ix.spec.Unique == spec.Unique && ix.spec.Sparse == spec.Sparse:
 			return true, nil
@@ -548,6 +601,9 @@ func (s *Store) ListIndexes(ns Namespace) ([]IndexSpec, error) {
 			return err
 		}
 		out = clusteredSpecs(c, c.specs())
+		if c.ts != nil {
+			out = out[1:] // a time-series collection has no _id index to list
+		}
 		return nil
 	})
 	return out, err
@@ -590,5 +646,17 @@ func dropIndexLocked(c *collection, name string) IndexSpec {
 	i := slices.IndexFunc(c.indexes, func(ix *index) bool { return ix.spec.Name == name })
 	spec := c.indexes[i].spec
 	c.indexes = slices.Delete(c.indexes, i, i+1)
+	return spec
+}
+
+// collatedSpec gives spec its full collation: the one it names, or else
+// the collection's default, as mongod does; a simple collation is not
+// shown.
+func (c *collection) collatedSpec(spec IndexSpec) IndexSpec {
+	coll := c.coll
+	if v := lookupD(spec.Options, "collation"); v != nil {
+		coll, _ = parseCollationOption(v) // newIndex has checked it
+	}
+	spec.Options = withCollation(spec.Options, coll)
 	return spec
 }

@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
+	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
 
 // record is a stored document and its record id. Record ids grow with
@@ -30,6 +31,10 @@ type collection struct {
 	capSize, capMax int64
 	capHead         int
 	view            *viewDef // a view (view.go): no documents of its own
+	// coll is the default collation (nil: simple), of queries that give
+	// none and of indexes created without one.
+	coll *mql.Collation
+	ts   *tsSpec // a time-series collection (timeseries.go)
 }
 
 var idIndexSpec = IndexSpec{Name: "_id_", Key: bson.D{{Key: "_id", Value: int32(1)}}}
@@ -76,8 +81,8 @@ func (c *collection) keysOf(doc bson.Raw, rid uint64) ([][]entry, error) {
 // checkUnique reports the first unique index violated by keys.
 func (c *collection) checkUnique(ns Namespace, keys [][]entry, self uint64) *mongoerr.Error {
 	for i, ix := range c.indexes {
-		if !ix.unique() && !ix.prepared() && i != 0 {
-			continue
+		if !ix.unique() && !ix.prepared() && i != 0 || i == 0 && c.ts != nil {
+			continue // a time-series _id is not unique
 		}
 		for j := range keys[i] {
 			if ix.conflict(&keys[i][j], self) != 0 {
@@ -201,7 +206,7 @@ func (c *collection) remove(p int) {
 // byID returns the position of the document whose _id equals id, or -1.
 func (c *collection) byID(id bson.RawValue) int {
 	ix := c.indexes[0]
-	probe := entry{k0: id}
+	probe := entry{k0: ix.coll.Transform(id)}
 	p := -1
 	ix.tree.ascend(&probe, func(e *entry) bool {
 		if ix.compareKeys(e, &probe) == 0 {

@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/tide-cdc/tide/mongowire/internal/fts"
 	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
@@ -36,6 +38,17 @@ type index struct {
 	// range bounds are then not intersected, since different elements may
 	// satisfy different bounds.
 	multikey bool
+	// coll is the index's collation (nil: simple): its string keys are
+	// collation keys, so only queries with the same collation may use it
+	// for strings, and a unique index treats collation-equal strings as
+	// duplicates.
+	coll *mql.Collation
+	// text is set on a text index (fts): it holds no entries and serves
+	// no ordinary predicate or sort, only $text queries (text.go).
+	text *fts.Spec
+	// hashed is set on a single-field hashed index (hashed.go): its keys
+	// are mongod's hashes of the values, for equality and $in.
+	hashed bool
 }
 
 func newIndex(spec IndexSpec) (*index, error) {
@@ -43,9 +56,35 @@ func newIndex(spec IndexSpec) (*index, error) {
 	if len(spec.Key) == 0 {
 		return nil, mongoerr.New(mongoerr.BadValue, "index %q: key pattern must not be empty", spec.Name)
 	}
+	if fts.IsTextKey(spec.Key) {
+		t, err := fts.SpecOf(spec.Options)
+		if err != nil {
+			return nil, err
+		}
+		ix.text = t
+	}
 	for _, e := range spec.Key {
 		if e.Key == "" {
 			return nil, mongoerr.New(mongoerr.BadValue, "index %q: empty field name in key pattern", spec.Name)
+		}
+		if ix.text != nil && (e.Key == "_fts" || e.Key == "_ftsx") {
+			ix.paths = append(ix.paths, []string{e.Key})
+			ix.dirs = append(ix.dirs, 1)
+			continue
+		}
+		if s, ok := keyString(e.Value); ok && s == "hashed" {
+			switch {
+			case len(spec.Key) != 1:
+				return nil, mongoerr.New(mongoerr.CommandNotSupported, "index %q: compound hashed indexes are not supported by this server (a single hashed field is)", spec.Name)
+			case spec.Unique:
+				return nil, mongoerr.New(mongoerr.CannotCreateIndex, "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.")
+			case lookupD(spec.Options, "collation") != nil:
+				return nil, mongoerr.New(mongoerr.CommandNotSupported, "index %q: a hashed index with a collation is not supported by this server", spec.Name)
+			}
+			ix.hashed = true
+			ix.paths = append(ix.paths, strings.Split(e.Key, "."))
+			ix.dirs = append(ix.dirs, 1)
+			continue
 		}
 		dir, err := keyDirection(e.Value)
 		if err != nil {
@@ -55,6 +94,14 @@ func newIndex(spec IndexSpec) (*index, error) {
 		ix.dirs = append(ix.dirs, dir)
 	}
 	for _, o := range spec.Options {
+		if o.Key == "collation" {
+			c, err := parseCollationOption(o.Value)
+			if err != nil {
+				return nil, err
+			}
+			ix.coll = c
+			continue
+		}
 		if o.Key != "partialFilterExpression" {
 			continue
 		}
@@ -214,6 +261,9 @@ func (ix *index) keys(doc bson.Raw, rid uint64) ([]entry, error) {
 	if ix.partial != nil && !ix.partial.Match(doc) {
 		return nil, nil
 	}
+	if ix.text != nil {
+		return nil, ix.text.CheckDocument(doc) // a language mongod could not index refuses the write
+	}
 	per := make([][]bson.RawValue, len(ix.paths))
 	found := false
 	multiField := -1
@@ -223,6 +273,19 @@ func (ix *index) keys(doc bson.Raw, rid uint64) ([]entry, error) {
 		ix.multikey = ix.multikey || multi
 		if len(vals) == 0 {
 			vals = []bson.RawValue{nullValue}
+		}
+		if ix.coll != nil {
+			for j := range vals {
+				vals[j] = ix.coll.Transform(vals[j])
+			}
+		}
+		if ix.hashed {
+			if multi {
+				return nil, hashedKeyError(ix.spec.Key[i].Key)
+			}
+			for j := range vals {
+				vals[j] = hashKey(vals[j])
+			}
 		}
 		vals = dedupeValues(vals)
 		if len(vals) > 1 {
@@ -369,12 +432,20 @@ func (ix *index) dupKeyError(ns Namespace, e *entry) *mongoerr.Error {
 	keyValue := bson.D{}
 	for i, k := range ix.spec.Key {
 		v, _ := entryKey(e, i)
+		if ix.coll != nil && v.Type == bson.TypeString {
+			// A collation key is bytes, not text: shown in hex, as the
+			// index holds it and not as any document spells it.
+			v = bson.RawValue{Type: bson.TypeString, Value: bsoncore.AppendString(nil, fmt.Sprintf("%x", v.Value[4:len(v.Value)-1]))}
+		}
 		shown = append(shown, k.Key+": "+formatKeyValue(v))
 		keyValue = append(keyValue, bson.E{Key: k.Key, Value: v})
 	}
 	err := mongoerr.New(mongoerr.DuplicateKey, "E11000 duplicate key error collection: %s index: %s dup key: { %s }",
 		ns, ix.spec.Name, strings.Join(shown, ", "))
 	err.Info = bson.D{{Key: "keyPattern", Value: ix.spec.Key}, {Key: "keyValue", Value: keyValue}}
+	if ix.coll != nil {
+		err.Info = append(err.Info, bson.E{Key: "collation", Value: ix.coll.Spec()})
+	}
 	return err
 }
 
@@ -418,4 +489,60 @@ func IndexName(key bson.D) string {
 		parts = append(parts, e.Key+"_"+v)
 	}
 	return strings.Join(parts, "_")
+}
+
+// parseCollationOption parses a collation given as an option of create or
+// of an index, in any of the shapes options arrive in.
+func parseCollationOption(v any) (*mql.Collation, error) {
+	var raw bson.Raw
+	switch x := v.(type) {
+	case bson.RawValue:
+		if x.Type != bson.TypeEmbeddedDocument {
+			return mql.ParseCollation(x)
+		}
+		raw = x.Value
+	case bson.Raw:
+		raw = x
+	case bson.D, bson.M:
+		raw, _ = bson.Marshal(x)
+	default:
+		return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'collation' is the wrong type, expected type 'object'")
+	}
+	return mql.ParseCollation(bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: raw})
+}
+
+// withCollation returns options with their collation option replaced by
+// c's full specification (as mongod reports it), or removed when c is
+// nil (simple).
+func withCollation(options bson.D, c *mql.Collation) bson.D {
+	if c == nil && lookupD(options, "collation") == nil {
+		return options
+	}
+	out := make(bson.D, 0, len(options)+1)
+	seen := false
+	for _, o := range options {
+		if o.Key != "collation" {
+			out = append(out, o)
+			continue
+		}
+		seen = true
+		if c != nil {
+			out = append(out, bson.E{Key: "collation", Value: c.Spec()})
+		}
+	}
+	if !seen && c != nil {
+		out = append(out, bson.E{Key: "collation", Value: c.Spec()})
+	}
+	return out
+}
+
+// keyString reads a key pattern value that is a string ("hashed", "text").
+func keyString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case bson.RawValue:
+		return x.StringValueOK()
+	}
+	return "", false
 }

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/tide-cdc/tide/mongowire/internal/mongoerr"
 	"github.com/tide-cdc/tide/mongowire/internal/mql"
 )
 
@@ -77,7 +78,7 @@ type access struct {
 
 // choose picks the best index access for the filter's predicates, or nil
 // for a collection scan.
-func (c *collection) choose(preds []mql.Predicate) *access {
+func (c *collection) choose(preds []mql.Predicate, coll *mql.Collation) *access {
 	var best *access
 	ranges := map[string]*access{}
 	consider := func(a *access) {
@@ -86,7 +87,7 @@ func (c *collection) choose(preds []mql.Predicate) *access {
 		}
 	}
 	for _, p := range preds {
-		ix := c.leading(p.Path, preds)
+		ix := c.leading(p, preds, coll)
 		if ix == nil {
 			continue
 		}
@@ -95,6 +96,14 @@ func (c *collection) choose(preds []mql.Predicate) *access {
 			rank = 0
 		} else if ix.unique() && len(ix.paths) == 1 {
 			rank = 1
+		}
+		if ix.hashed {
+			pts := make([]bson.RawValue, len(p.Values))
+			for i, v := range p.Values {
+				pts[i] = hashKey(v)
+			}
+			consider(&access{ix: ix, points: pts, rank: rank + 1})
+			continue
 		}
 		switch p.Op {
 		case "$eq":
@@ -140,12 +149,20 @@ func (c *collection) choose(preds []mql.Predicate) *access {
 // leading returns an index whose first field is path, preferring _id, then
 // unique single-field indexes. A partial index is used only when the
 // query's predicates imply its filter; paths through numeric components
-// (positional array paths) are not used.
-func (c *collection) leading(path string, preds []mql.Predicate) *index {
+// (positional array paths) are not used. An index whose collation is not
+// the query's serves only predicates without strings, as in mongod.
+func (c *collection) leading(p mql.Predicate, preds []mql.Predicate, coll *mql.Collation) *index {
+	path := p.Path
 	var found *index
 	for _, ix := range c.indexes {
-		if ix.spec.Key[0].Key != path || ix.hidden() || !ix.answers(preds) {
+		if ix.spec.Key[0].Key != path || ix.hidden() || ix.text != nil || !ix.answers(preds) {
 			continue
+		}
+		if !ix.coll.SameAs(coll) && slices.ContainsFunc(p.Values, mql.HasStrings) {
+			continue
+		}
+		if ix.hashed && p.Op != "$eq" && p.Op != "$in" {
+			continue // a hash keeps no order
 		}
 		if slices.ContainsFunc(ix.paths[0], func(s string) bool { _, err := strconv.Atoi(s); return err == nil }) {
 			continue
@@ -271,7 +288,7 @@ func (a *access) walk(reverse bool, fn func(e *entry) bool) int {
 // false to stop. The plan says what was examined.
 func (c *collection) scan(q *query, fn func(p int, doc bson.Raw) bool) Plan {
 	var plan Plan
-	a := c.choose(q.preds)
+	a := c.choose(q.preds, q.coll)
 	if a == nil {
 		for p, r := range c.recs {
 			if r.doc == nil {
@@ -303,15 +320,43 @@ func (c *collection) scan(q *query, fn func(p int, doc bson.Raw) bool) Plan {
 type query struct {
 	*mql.Filter
 	preds []mql.Predicate
+	coll  *mql.Collation // nil: simple
 }
 
-// compileQuery compiles a filter; its index predicates are mql's
-// Predicates, which leave out every constraint an index cannot answer
-// alone (null, arrays, regexes, and $in lists holding them).
-func compileQuery(filter bson.Raw) (*query, error) {
-	f, err := mql.CompileFilter(filter)
+// compileQuery compiles a filter under a collation (nil: simple); its
+// index predicates are mql's Predicates, which leave out every
+// constraint an index cannot answer alone (null, arrays, regexes, and
+// $in lists holding them), and hold collation keys for strings.
+func compileQuery(filter bson.Raw, coll *mql.Collation) (*query, error) {
+	f, err := mql.CompileFilterCollated(filter, coll)
 	if err != nil {
 		return nil, err
 	}
-	return &query{Filter: f, preds: f.Predicates()}, nil
+	return &query{Filter: f, preds: f.Predicates(), coll: coll}, nil
+}
+
+// collationFor resolves the collation of a query on ns: the one the
+// command gives (given.Type != 0), else the collection's default. A view
+// has its own default (simple unless it was created with one, whatever
+// its source's) and refuses another, as mongod does.
+func (s *Store) collationFor(ns Namespace, given bson.RawValue) (*mql.Collation, error) {
+	var def *mql.Collation
+	isView := false
+	_ = s.read(func() error {
+		if c := s.collLocked(ns); c != nil {
+			def, isView = c.coll, c.view != nil
+		}
+		return nil
+	})
+	if given.Type == 0 || given.Type == bson.TypeNull {
+		return def, nil
+	}
+	coll, err := mql.ParseCollation(given)
+	if err != nil {
+		return nil, err
+	}
+	if isView && !coll.SameAs(def) {
+		return nil, mongoerr.New(167, "Cannot override a view's default collation")
+	}
+	return coll, nil
 }

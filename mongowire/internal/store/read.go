@@ -61,13 +61,13 @@ func (s *Store) matchSorted(rd *Txn, ns Namespace, f *query, sortSpec bson.Raw, 
 		if s.overlayLocked(rd, ns) != nil {
 			return nil // the caller matches through the overlay and sorts
 		}
-		a := c.choose(f.preds)
+		a := c.choose(f.preds, f.coll)
 		var w sortWalk
 		if a != nil {
-			if w, ok = sortFits(a.ix, keys); !ok {
+			if w, ok = sortFits(a.ix, keys, f.coll); !ok {
 				return nil
 			}
-		} else if w, ok = c.sortIndex(keys); !ok {
+		} else if w, ok = c.sortIndex(keys, f.coll); !ok {
 			return nil
 		}
 		docs, plan = c.walkSorted(w, a, f, want)
@@ -85,14 +85,14 @@ type sortWalk struct {
 
 // sortIndex returns an index that fits the sort, preferring the one with
 // the fewest fields.
-func (c *collection) sortIndex(keys []sortKey) (sortWalk, bool) {
+func (c *collection) sortIndex(keys []sortKey, coll *mql.Collation) (sortWalk, bool) {
 	var best sortWalk
 	found := false
 	for _, ix := range c.indexes {
 		if ix.hidden() {
 			continue
 		}
-		if w, ok := sortFits(ix, keys); ok && (!found || len(ix.paths) < len(best.ix.paths)) {
+		if w, ok := sortFits(ix, keys, coll); ok && (!found || len(ix.paths) < len(best.ix.paths)) {
 			best, found = w, true
 		}
 	}
@@ -103,9 +103,10 @@ func (c *collection) sortIndex(keys []sortKey) (sortWalk, bool) {
 // documents in the order of the sort: the sort's fields are the index's
 // first fields, with all directions equal to the index's or all opposite,
 // and the index has exactly one entry per document (not multikey, sparse
-// or partial), whose values are the documents' sort keys.
-func sortFits(ix *index, keys []sortKey) (sortWalk, bool) {
-	if len(keys) == 0 || len(keys) > len(ix.paths) || ix.multikey || ix.spec.Sparse || ix.partial != nil {
+// or partial), whose values are the documents' sort keys: its collation
+// must be the sort's.
+func sortFits(ix *index, keys []sortKey, coll *mql.Collation) (sortWalk, bool) {
+	if len(keys) == 0 || len(keys) > len(ix.paths) || ix.multikey || ix.spec.Sparse || ix.partial != nil || ix.text != nil || ix.hashed || !ix.coll.SameAs(coll) {
 		return sortWalk{}, false
 	}
 	w := sortWalk{ix: ix, fields: len(keys)}
@@ -238,19 +239,27 @@ func (s *Store) Explain(ns Namespace, spec FindSpec) (Plan, error) {
 }
 
 func (s *Store) find(rd *Txn, ns Namespace, spec FindSpec) ([]bson.Raw, Plan, error) {
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return nil, Plan{}, err
+	}
 	if docs, ok, err := s.viewDocs(rd, ns); ok || err != nil {
 		if err == nil {
-			docs, err = FindIn(docs, spec)
+			docs, err = findIn(docs, spec, coll)
 		}
 		return docs, Plan{}, err
 	}
-	f, err := compileQuery(spec.Filter)
+	if text, rest, ok := splitText(spec.Filter); ok { // text.go
+		docs, err := s.findText(rd, ns, spec, text, rest, coll)
+		return docs, Plan{}, err
+	}
+	f, err := compileQuery(spec.Filter, coll)
 	if err != nil {
 		return nil, Plan{}, err
 	}
 	var sorter *mql.Sort
 	if len(spec.Sort) > 0 {
-		if sorter, err = mql.CompileSort(spec.Sort); err != nil {
+		if sorter, err = mql.CompileSortCollated(spec.Sort, coll); err != nil {
 			return nil, Plan{}, err
 		}
 	}
@@ -316,17 +325,31 @@ func window[T any](s []T, skip, limit int64) []T {
 
 // Count counts the matching documents after skip, up to limit (0 = all).
 func (s *Store) Count(ns Namespace, filter bson.Raw, skip, limit int64) (int64, error) {
-	return s.count(nil, ns, filter, skip, limit)
+	return s.count(nil, ns, FindSpec{Filter: filter, Skip: skip, Limit: limit})
 }
 
-func (s *Store) count(rd *Txn, ns Namespace, filter bson.Raw, skip, limit int64) (int64, error) {
+// CountWith is Count of spec's Filter, Skip, Limit and Collation.
+func (s *Store) CountWith(ns Namespace, spec FindSpec) (int64, error) {
+	return s.count(nil, ns, spec)
+}
+
+func (s *Store) count(rd *Txn, ns Namespace, spec FindSpec) (int64, error) {
+	filter, skip, limit := spec.Filter, spec.Skip, spec.Limit
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return 0, err
+	}
 	if docs, ok, err := s.viewDocs(rd, ns); ok || err != nil {
 		if err == nil {
-			docs, err = FindIn(docs, FindSpec{Filter: filter, Skip: skip, Limit: limit})
+			docs, err = findIn(docs, FindSpec{Filter: filter, Skip: skip, Limit: limit}, coll)
 		}
 		return int64(len(docs)), err
 	}
-	f, err := compileQuery(filter)
+	if text, rest, ok := splitText(filter); ok {
+		docs, err := s.findText(rd, ns, FindSpec{Skip: skip, Limit: limit}, text, rest, coll)
+		return int64(len(docs)), err
+	}
+	f, err := compileQuery(filter, coll)
 	if err != nil {
 		return 0, err
 	}
@@ -375,28 +398,40 @@ func (s *Store) count(rd *Txn, ns Namespace, filter bson.Raw, skip, limit int64)
 // Distinct returns the distinct values of key among the matching documents,
 // in MongoDB's sort order; array values contribute their elements.
 func (s *Store) Distinct(ns Namespace, key string, filter bson.Raw) ([]bson.RawValue, error) {
-	return s.distinct(nil, ns, key, filter)
+	return s.distinct(nil, ns, key, FindSpec{Filter: filter})
 }
 
-func (s *Store) distinct(rd *Txn, ns Namespace, key string, filter bson.Raw) ([]bson.RawValue, error) {
-	f, err := compileQuery(filter)
+// DistinctWith is Distinct of spec's Filter under spec's Collation:
+// values equal under it count once, as the first of them met.
+func (s *Store) DistinctWith(ns Namespace, key string, spec FindSpec) ([]bson.RawValue, error) {
+	return s.distinct(nil, ns, key, spec)
+}
+
+func (s *Store) distinct(rd *Txn, ns Namespace, key string, spec FindSpec) ([]bson.RawValue, error) {
+	filter := spec.Filter
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return nil, err
+	}
+	f, err := compileQuery(filter, coll)
 	if err != nil {
 		return nil, err
 	}
 	docs, isView, err := s.viewDocs(rd, ns)
 	if isView && err == nil {
-		docs, err = FindIn(docs, FindSpec{Filter: filter})
+		docs, err = findIn(docs, FindSpec{Filter: filter}, coll)
 	} else if err == nil {
 		docs, _, err = s.match(rd, ns, f, 0)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return distinctOf(docs, key), nil
+	return distinctOf(docs, key, coll), nil
 }
 
-// distinctOf returns the distinct values of key among docs.
-func distinctOf(docs []bson.Raw, key string) []bson.RawValue {
+// distinctOf returns the distinct values of key among docs, equal under
+// coll (nil: simple) counting once.
+func distinctOf(docs []bson.Raw, key string, coll *mql.Collation) []bson.RawValue {
 	path := strings.Split(key, ".")
 	var vals []bson.RawValue
 	for _, d := range docs {
@@ -406,6 +441,20 @@ func distinctOf(docs []bson.Raw, key string) []bson.RawValue {
 				vals = append(vals, v)
 			}
 		}
+	}
+	if coll != nil {
+		keys := make([]bson.RawValue, len(vals))
+		idx := make([]int, len(vals))
+		for i, v := range vals {
+			keys[i], idx[i] = coll.Transform(v), i
+		}
+		sort.SliceStable(idx, func(i, j int) bool { return mql.Compare(keys[idx[i]], keys[idx[j]]) < 0 })
+		idx = slices.CompactFunc(idx, func(a, b int) bool { return mql.Compare(keys[a], keys[b]) == 0 })
+		out := make([]bson.RawValue, len(idx))
+		for i, j := range idx {
+			out[i] = vals[j]
+		}
+		return out
 	}
 	sort.SliceStable(vals, func(i, j int) bool { return mql.Compare(vals[i], vals[j]) < 0 })
 	return slices.CompactFunc(vals, func(a, b bson.RawValue) bool { return mql.Compare(a, b) == 0 })
@@ -422,11 +471,28 @@ func hasNull(doc bson.Raw, path []string) bool {
 // A leading $match selects its input through an index when it can;
 // $lookup reads other collections of ns.DB.
 func (s *Store) Aggregate(ns Namespace, stages []bson.Raw, lim mql.Limits) ([]bson.Raw, error) {
-	return s.aggregate(nil, ns, stages, lim)
+	return s.aggregate(nil, ns, stages, lim, bson.RawValue{})
 }
 
-func (s *Store) aggregate(rd *Txn, ns Namespace, stages []bson.Raw, lim mql.Limits) ([]bson.Raw, error) {
-	p, err := mql.CompilePipeline(stages)
+// AggregateWith is Aggregate under the given collation (absent, Type 0:
+// the collection's default).
+func (s *Store) AggregateWith(ns Namespace, stages []bson.Raw, lim mql.Limits, collation bson.RawValue) ([]bson.Raw, error) {
+	return s.aggregate(nil, ns, stages, lim, collation)
+}
+
+func (s *Store) aggregate(rd *Txn, ns Namespace, stages []bson.Raw, lim mql.Limits, collation bson.RawValue) ([]bson.Raw, error) {
+	coll, err := s.collationFor(ns, collation)
+	if err != nil {
+		return nil, err
+	}
+	if len(stages) > 0 {
+		if m, err := stages[0].LookupErr("$match"); err == nil && m.Type == bson.TypeEmbeddedDocument {
+			if text, rest, ok := splitText(m.Document()); ok { // text.go
+				return s.aggregateText(rd, ns, text, rest, stages[1:], lim, coll)
+			}
+		}
+	}
+	p, err := mql.CompilePipelineCollated(stages, coll)
 	if err != nil {
 		return nil, err
 	}
@@ -439,11 +505,11 @@ func (s *Store) aggregate(rd *Txn, ns Namespace, stages []bson.Raw, lim mql.Limi
 	var f *query
 	if len(stages) > 0 {
 		if m, err := stages[0].LookupErr("$match"); err == nil && m.Type == bson.TypeEmbeddedDocument {
-			f, _ = compileQuery(m.Document()) // the pipeline applies the $match again
+			f, _ = compileQuery(m.Document(), coll) // the pipeline applies the $match again
 		}
 	}
 	if f == nil {
-		if f, err = compileQuery(nil); err != nil {
+		if f, err = compileQuery(nil, nil); err != nil {
 			return nil, err
 		}
 	}

@@ -262,13 +262,17 @@ func tsString(ts bson.Timestamp) string { return fmt.Sprintf("Timestamp(%d, %d)"
 
 // FindAt runs a query against the documents of ns as they were at ts.
 func (s *Store) FindAt(ns Namespace, spec FindSpec, ts bson.Timestamp) ([]bson.Raw, error) {
-	f, err := compileQuery(spec.Filter)
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return nil, err
+	}
+	f, err := compileQuery(spec.Filter, coll)
 	if err != nil {
 		return nil, err
 	}
 	var sorter *mql.Sort
 	if len(spec.Sort) > 0 {
-		if sorter, err = mql.CompileSort(spec.Sort); err != nil {
+		if sorter, err = mql.CompileSortCollated(spec.Sort, coll); err != nil {
 			return nil, err
 		}
 	}
@@ -311,7 +315,17 @@ func (s *Store) FindAt(ns Namespace, spec FindSpec, ts bson.Timestamp) ([]bson.R
 // ts, within lim; $lookup and the other stages that read collections read
 // them at ts too.
 func (s *Store) AggregateAt(ns Namespace, stages []bson.Raw, ts bson.Timestamp, lim mql.Limits) ([]bson.Raw, error) {
-	p, err := mql.CompilePipeline(stages)
+	return s.AggregateAtWith(ns, stages, ts, lim, bson.RawValue{})
+}
+
+// AggregateAtWith is AggregateAt under the given collation (absent: the
+// collection's default).
+func (s *Store) AggregateAtWith(ns Namespace, stages []bson.Raw, ts bson.Timestamp, lim mql.Limits, collation bson.RawValue) ([]bson.Raw, error) {
+	coll, err := s.collationFor(ns, collation)
+	if err != nil {
+		return nil, err
+	}
+	p, err := mql.CompilePipelineCollated(stages, coll)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +340,17 @@ func (s *Store) AggregateAt(ns Namespace, stages []bson.Raw, ts bson.Timestamp, 
 
 // DistinctAt is Distinct over the documents of ns as they were at ts.
 func (s *Store) DistinctAt(ns Namespace, key string, filter bson.Raw, ts bson.Timestamp) ([]bson.RawValue, error) {
-	f, err := compileQuery(filter)
+	return s.DistinctAtWith(ns, key, FindSpec{Filter: filter}, ts)
+}
+
+// DistinctAtWith is DistinctAt of spec's Filter under spec's Collation.
+func (s *Store) DistinctAtWith(ns Namespace, key string, spec FindSpec, ts bson.Timestamp) ([]bson.RawValue, error) {
+	filter := spec.Filter
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return nil, err
+	}
+	f, err := compileQuery(filter, coll)
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +364,7 @@ func (s *Store) DistinctAt(ns Namespace, key string, filter bson.Raw, ts bson.Ti
 			docs = append(docs, d)
 		}
 	}
-	return distinctOf(docs, key), nil
+	return distinctOf(docs, key, coll), nil
 }
 
 // envAt gives a pipeline the other collections of a database at ts.

@@ -359,6 +359,9 @@ func (s *Store) ListCollections(db string) []CollectionInfo {
 	for _, c := range s.dbs[db] {
 		if s.madeByOtherLocked(nil, c) == nil { // not one an open transaction created
 			out = append(out, c.info)
+			if c.ts != nil {
+				out = append(out, bucketsInfo(c.info))
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

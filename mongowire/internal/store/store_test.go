@@ -110,9 +110,9 @@ func TestCatalogErrors(t *testing.T) {
 		"create view cycle": {func(s *Store) error {
 			return s.Create(Namespace{"db", "v"}, bson.D{{Key: "viewOn", Value: "v"}})
 		}, codeGraphContainsCycle},
-		"create timeseries": {func(s *Store) error {
-			return s.Create(Namespace{"db", "t"}, bson.D{{Key: "timeseries", Value: bson.D{{Key: "timeField", Value: "t"}}}})
-		}, mongoerr.CommandNotSupported},
+		"create timeseries without timeField": {func(s *Store) error {
+			return s.Create(Namespace{"db", "t"}, bson.D{{Key: "timeseries", Value: bson.D{{Key: "metaField", Value: "m"}}}})
+		}, 40414},
 		"create bad pre-images option": {func(s *Store) error {
 			return s.Create(Namespace{"db", "p"}, bson.D{{Key: "changeStreamPreAndPostImages", Value: true}})
 		}, mongoerr.TypeMismatch},
@@ -134,8 +134,8 @@ func TestCatalogErrors(t *testing.T) {
 			return err
 		}, mongoerr.IndexNotFound},
 		"dropIndexes _id_": {func(s *Store) error { _, err := s.DropIndexes(nsA, []string{"_id_"}); return err }, mongoerr.InvalidOptions},
-		"createIndexes text": {func(s *Store) error {
-			_, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "x", Value: "text"}}}})
+		"createIndexes 2dsphere": {func(s *Store) error {
+			_, _, _, err := s.CreateIndexes(nsA, []IndexSpec{{Key: bson.D{{Key: "x", Value: "2dsphere"}}}})
 			return err
 		}, mongoerr.CommandNotSupported},
 		"createIndexes same name other key": {func(s *Store) error {

@@ -89,6 +89,14 @@ func (s *Store) ExpireTTL(now time.Time) (int, error) {
 	err := s.read(func() error {
 		for db, colls := range s.dbs {
 			for name, c := range colls {
+				if secs, ok := timeseriesTTL(c); ok { // measurements expire by their time
+					f := bson.D{{Key: c.ts.timeField, Value: bson.D{{Key: "$lt", Value: bson.NewDateTimeFromTime(now.Add(-time.Duration(secs * float64(time.Second))))}}}}
+					raw, err := bson.Marshal(f)
+					if err != nil {
+						return err
+					}
+					targets = append(targets, ttlTarget{ns: Namespace{DB: db, Coll: name}, uuid: c.info.UUID, index: "_id_", filter: raw})
+				}
 				if secs, ok := clusteredTTL(c); ok {
 					f := bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: bson.NewDateTimeFromTime(now.Add(-time.Duration(secs * float64(time.Second))))}}}}
 					raw, err := bson.Marshal(f)
@@ -147,7 +155,7 @@ func (s *Store) ExpireTTL(now time.Time) (int, error) {
 
 // expireIndex deletes the expired documents of one TTL index, in batches.
 func (s *Store) expireIndex(tg ttlTarget) (int, error) {
-	f, err := compileQuery(tg.filter)
+	f, err := compileQuery(tg.filter, nil)
 	if err != nil {
 		return 0, err
 	}

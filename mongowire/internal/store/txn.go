@@ -693,17 +693,32 @@ func (x *Txn) Find(ns Namespace, spec FindSpec) ([]bson.Raw, error) {
 
 // Count is Store.Count as the transaction sees the data.
 func (x *Txn) Count(ns Namespace, filter bson.Raw, skip, limit int64) (int64, error) {
-	return x.s.count(x, ns, filter, skip, limit)
+	return x.s.count(x, ns, FindSpec{Filter: filter, Skip: skip, Limit: limit})
+}
+
+// CountWith is Store.CountWith as the transaction sees the data.
+func (x *Txn) CountWith(ns Namespace, spec FindSpec) (int64, error) {
+	return x.s.count(x, ns, spec)
 }
 
 // Distinct is Store.Distinct as the transaction sees the data.
 func (x *Txn) Distinct(ns Namespace, key string, filter bson.Raw) ([]bson.RawValue, error) {
-	return x.s.distinct(x, ns, key, filter)
+	return x.s.distinct(x, ns, key, FindSpec{Filter: filter})
+}
+
+// DistinctWith is Store.DistinctWith as the transaction sees the data.
+func (x *Txn) DistinctWith(ns Namespace, key string, spec FindSpec) ([]bson.RawValue, error) {
+	return x.s.distinct(x, ns, key, spec)
 }
 
 // Aggregate is Store.Aggregate as the transaction sees the data.
 func (x *Txn) Aggregate(ns Namespace, stages []bson.Raw, lim mql.Limits) ([]bson.Raw, error) {
-	return x.s.aggregate(x, ns, stages, lim)
+	return x.s.aggregate(x, ns, stages, lim, bson.RawValue{})
+}
+
+// AggregateWith is Store.AggregateWith as the transaction sees the data.
+func (x *Txn) AggregateWith(ns Namespace, stages []bson.Raw, lim mql.Limits, collation bson.RawValue) ([]bson.Raw, error) {
+	return x.s.aggregate(x, ns, stages, lim, collation)
 }
 
 // Insert is Store.Insert within the transaction.
@@ -723,7 +738,12 @@ func (x *Txn) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 
 // Delete is Store.Delete within the transaction.
 func (x *Txn) Delete(ns Namespace, filter bson.Raw, limit int) (int, error) {
-	return x.s.delete(x, ns, filter, limit)
+	return x.s.delete(x, ns, DeleteSpec{Filter: filter, Limit: limit})
+}
+
+// DeleteWith is Store.DeleteWith within the transaction.
+func (x *Txn) DeleteWith(ns Namespace, spec DeleteSpec) (int, error) {
+	return x.s.delete(x, ns, spec)
 }
 
 // FindAndModify is Store.FindAndModify within the transaction.

@@ -25,6 +25,7 @@ const (
 type viewDef struct {
 	on       string // collection or view of the same database
 	pipeline []bson.Raw
+	coll     *mql.Collation // the view's default collation (nil: simple), never its source's
 }
 
 // parseView reads viewOn and pipeline from create options; nil when the
@@ -84,7 +85,14 @@ func parseView(options bson.D) (*viewDef, error) {
 			v.pipeline = append(v.pipeline, d)
 		}
 	}
-	if _, err := mql.CompilePipeline(v.pipeline); err != nil {
+	if c := lookupD(options, "collation"); c != nil {
+		coll, err := parseCollationOption(c)
+		if err != nil {
+			return nil, err
+		}
+		v.coll = coll
+	}
+	if _, err := mql.CompilePipelineCollated(v.pipeline, v.coll); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -132,6 +140,9 @@ func (s *Store) checkViewGraphLocked(ns Namespace, v *viewDef) error {
 
 // viewDocs returns the documents a view shows, and whether ns is a view.
 func (s *Store) viewDocs(rd *Txn, ns Namespace) ([]bson.Raw, bool, error) {
+	if docs, ok := s.bucketsView(rd, ns); ok { // timeseries.go
+		return docs, true, nil
+	}
 	var chain []*viewDef
 	var docs []bson.Raw
 	err := s.read(func() error {
@@ -158,7 +169,7 @@ func (s *Store) viewDocs(rd *Txn, ns Namespace) ([]bson.Raw, bool, error) {
 		return nil, false, err
 	}
 	for i := len(chain) - 1; i >= 0; i-- {
-		p, err := mql.CompilePipeline(chain[i].pipeline)
+		p, err := mql.CompilePipelineCollated(chain[i].pipeline, chain[i].coll)
 		if err != nil {
 			return nil, true, err
 		}
@@ -173,7 +184,12 @@ func (s *Store) viewDocs(rd *Txn, ns Namespace) ([]bson.Raw, bool, error) {
 // collection's): filter, sort, skip, limit, projection, as find does on a
 // collection.
 func FindIn(docs []bson.Raw, spec FindSpec) ([]bson.Raw, error) {
-	f, err := mql.CompileFilter(spec.Filter)
+	return findIn(docs, spec, nil)
+}
+
+// findIn is FindIn under a collation (a view's).
+func findIn(docs []bson.Raw, spec FindSpec, coll *mql.Collation) ([]bson.Raw, error) {
+	f, err := mql.CompileFilterCollated(spec.Filter, coll)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +200,7 @@ func FindIn(docs []bson.Raw, spec FindSpec) ([]bson.Raw, error) {
 		}
 	}
 	if len(spec.Sort) > 0 {
-		sorter, err := mql.CompileSort(spec.Sort)
+		sorter, err := mql.CompileSortCollated(spec.Sort, coll)
 		if err != nil {
 			return nil, err
 		}

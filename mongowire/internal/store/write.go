@@ -132,6 +132,9 @@ func (s *Store) InsertWith(ns Namespace, docs []bson.Raw, opts InsertOptions) (n
 }
 
 func (s *Store) insert(rd *Txn, ns Namespace, docs []bson.Raw, opts InsertOptions) (n int, errs []WriteError) {
+	if base, ok := strings.CutPrefix(ns.Coll, "system.buckets."); ok {
+		return s.insertBuckets(rd, ns, Namespace{DB: ns.DB, Coll: base}, docs, opts) // timeseries.go
+	}
 	ordered := opts.Ordered
 	err := s.writeAs(rd, func(t *tx) error {
 		n, errs = 0, nil // a write blocked by a transaction runs again
@@ -141,6 +144,9 @@ func (s *Store) insert(rd *Txn, ns Namespace, docs []bson.Raw, opts InsertOption
 		}
 		for i, d := range docs {
 			doc, werr := prepare(d)
+			if werr == nil && c.ts != nil {
+				werr = c.ts.checkMeasurement(doc)
+			}
 			if werr == nil {
 				werr = s.validate(ns, c, doc, nil, opts.BypassValidation)
 			}
@@ -350,12 +356,19 @@ func (s *Store) Update(ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 
 func (s *Store) update(rd *Txn, ns Namespace, spec UpdateSpec) (UpdateResult, error) {
 	res := UpdateResult{}
-	f, err := compileQuery(spec.Filter)
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return res, err
+	}
+	f, err := compileWriteQuery(spec.Filter, coll)
 	if err != nil {
 		return res, err
 	}
 	u, err := compileUpdate(spec.Update, spec.ArrayFilters)
 	if err != nil {
+		return res, err
+	}
+	if err := u.WithCollation(coll); err != nil {
 		return res, err
 	}
 	if spec.Multi && u.IsReplacement() {
@@ -366,6 +379,11 @@ func (s *Store) update(rd *Txn, ns Namespace, spec UpdateSpec) (UpdateResult, er
 		if c := s.collLocked(ns); c != nil {
 			if err := t.refuseCapped(ns, c); err != nil {
 				return err
+			}
+			if c.ts != nil {
+				if err := c.ts.checkUpdate(spec); err != nil {
+					return err
+				}
 			}
 			limit := 1
 			if spec.Multi {
@@ -402,11 +420,21 @@ func (s *Store) update(rd *Txn, ns Namespace, spec UpdateSpec) (UpdateResult, er
 // Delete deletes the matching documents: all of them with limit 0, the
 // first with limit 1.
 func (s *Store) Delete(ns Namespace, filter bson.Raw, limit int) (int, error) {
-	return s.delete(nil, ns, filter, limit)
+	return s.delete(nil, ns, DeleteSpec{Filter: filter, Limit: limit})
 }
 
-func (s *Store) delete(rd *Txn, ns Namespace, filter bson.Raw, limit int) (int, error) {
-	f, err := compileQuery(filter)
+// DeleteWith is Delete of one statement with its collation.
+func (s *Store) DeleteWith(ns Namespace, spec DeleteSpec) (int, error) {
+	return s.delete(nil, ns, spec)
+}
+
+func (s *Store) delete(rd *Txn, ns Namespace, spec DeleteSpec) (int, error) {
+	limit := spec.Limit
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return 0, err
+	}
+	f, err := compileWriteQuery(spec.Filter, coll)
 	if err != nil {
 		return 0, err
 	}
@@ -468,13 +496,17 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 	case !spec.Remove && !hasUpdate:
 		return res, mongoerr.New(mongoerr.FailedToParse, "Either an update or remove=true must be specified")
 	}
-	f, err := compileQuery(spec.Filter)
+	coll, err := s.collationFor(ns, spec.Collation)
+	if err != nil {
+		return res, err
+	}
+	f, err := compileWriteQuery(spec.Filter, coll)
 	if err != nil {
 		return res, err
 	}
 	var sorter *mql.Sort
 	if len(spec.Sort) > 0 {
-		if sorter, err = mql.CompileSort(spec.Sort); err != nil {
+		if sorter, err = mql.CompileSortCollated(spec.Sort, coll); err != nil {
 			return res, err
 		}
 	}
@@ -489,6 +521,9 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 		if u, err = compileUpdate(spec.Update, spec.ArrayFilters); err != nil {
 			return res, err
 		}
+		if err := u.WithCollation(coll); err != nil {
+			return res, err
+		}
 	}
 	positional := -1
 	err = s.writeAs(rd, func(t *tx) error {
@@ -498,6 +533,9 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 		if c != nil {
 			if err := t.refuseCapped(ns, c); err != nil {
 				return err
+			}
+			if c.ts != nil && !spec.Remove {
+				return mongoerr.New(mongoerr.InvalidOptions, "Cannot perform a findAndModify with an update on a time-series collection")
 			}
 			limit := 1
 			if sorter != nil {
@@ -568,4 +606,13 @@ func (s *Store) findAndModify(rd *Txn, ns Namespace, spec FindAndModifySpec) (Fi
 		}
 	}
 	return res, nil
+}
+
+// compileWriteQuery is compileQuery for the filter of a write, where
+// $text is refused: writes here do not run text queries.
+func compileWriteQuery(filter bson.Raw, coll *mql.Collation) (*query, error) {
+	if _, _, ok := splitText(filter); ok {
+		return nil, mongoerr.New(mongoerr.CommandNotSupported, "$text in the filter of a write is not supported by this server")
+	}
+	return compileQuery(filter, coll)
 }
