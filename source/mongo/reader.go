@@ -51,6 +51,10 @@ type reader struct {
 	msnap    *multiSnapshot
 
 	lastNS nsCache // the namespace of the last event, reused by the next
+
+	// isnapFrag is the "isnap" member of stream positions: the progress
+	// of the running incremental snapshots; empty when none runs.
+	isnapFrag []byte
 }
 
 // resumePos is resumePos, naming the catalog epoch for many collections.
@@ -62,13 +66,21 @@ func (r *reader) startAfterPos(tok bson.Raw) cdc.Position {
 	return r.withEpoch(startAfterPos(tok))
 }
 
-// withEpoch turns {...} into {...,"catalog":n} for many collections.
+// withEpoch turns {...} into {...,"catalog":n} for many collections, and
+// adds the progress of running incremental snapshots ("isnap") before it.
 func (r *reader) withEpoch(p cdc.Position) cdc.Position {
-	if r.s.multi == nil {
+	if r.s.multi == nil && len(r.isnapFrag) == 0 {
 		return p
 	}
-	p = append(p[:len(p)-1], `,"catalog":`...)
-	p = strconv.AppendUint(p, r.epoch, 10)
+	p = p[:len(p)-1]
+	if len(r.isnapFrag) > 0 {
+		p = append(p, ',')
+		p = append(p, r.isnapFrag...)
+	}
+	if r.s.multi != nil {
+		p = append(p, `,"catalog":`...)
+		p = strconv.AppendUint(p, r.epoch, 10)
+	}
 	return append(p, '}')
 }
 
@@ -534,6 +546,12 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 	// cut short by a failure is read again from its first fragment.
 	r.frags.reset()
 	for {
+		if cs.RemainingBatchLength() == 0 {
+			// Between two batches: the incremental snapshots' turn.
+			if err := r.isnapStep(ctx); err != nil {
+				return progressed, err
+			}
+		}
 		if r.next(ctx) {
 			progressed = true
 			raw, err := r.copyCurrent(cs.Current)
@@ -562,6 +580,9 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 			switch ev.Op {
 			case cdc.OpDrop, cdc.OpRename, cdc.OpDropDatabase:
 				r.lastDDL, r.renamedTo = ev.Op, renameTarget(ev)
+				if s.isnap.work.Load() {
+					r.isnapDDL(&ev)
+				}
 			}
 			if s.multi != nil {
 				var uuid []byte

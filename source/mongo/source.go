@@ -46,6 +46,7 @@ type Source struct {
 	closeErr   error
 
 	metrics counters
+	isnap   isnapState // incremental snapshots
 }
 
 // counters are updated by the reader, Poll and Ack, and read by Stats.
@@ -312,7 +313,15 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 		}
 	}
 
+	if restored != nil {
+		if err := s.isnap.restore(restored.Meta, pos); err != nil {
+			return fmt.Errorf("%w; %s", err, resetHint)
+		}
+	}
 	r := &reader{s: s}
+	s.isnap.mu.Lock()
+	r.isnapFrag, _ = appendISnap(nil, s.isnap.runs, nil)
+	s.isnap.mu.Unlock()
 	if s.multi != nil {
 		catPos := pos
 		if pos != nil && pos.Resnapshot != nil {
@@ -325,6 +334,9 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	if err := r.prepare(ctx, pos); err != nil {
 		return err
 	}
+	s.isnap.mu.Lock()
+	s.isnap.client = s.client
+	s.isnap.mu.Unlock()
 	readCtx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.readerDone = make(chan struct{})
@@ -377,6 +389,7 @@ func (s *Source) Ack(_ context.Context, upTo cdc.Position) error {
 		s.metrics.committedT.Store(uint64(ts.T)<<32 | uint64(ts.I))
 	}
 	s.metrics.lastAck.Store(time.Now().UnixNano())
+	s.isnap.ack(upTo)
 	return nil
 }
 
@@ -393,6 +406,7 @@ func (s *Source) Identity() map[string]string {
 	if s.multi != nil {
 		s.multi.epochs.meta(m)
 	}
+	s.isnap.identity(m)
 	return m
 }
 
@@ -400,6 +414,9 @@ func (s *Source) Identity() map[string]string {
 // called more than once.
 func (s *Source) Close() error {
 	s.closeOnce.Do(func() {
+		s.isnap.mu.Lock()
+		s.isnap.client = nil
+		s.isnap.mu.Unlock()
 		if s.stop != nil {
 			s.stop()
 			<-s.readerDone

@@ -1,0 +1,355 @@
+package mongo
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+// mirror applies events to a map, as a mirror sink does, and checks on
+// the way that no snapshot row of a document comes after a newer change
+// of it: each document carries a version v that only grows, and a
+// deleted document never comes back.
+type mirror struct {
+	t       testing.TB
+	docs    map[string]bson.Raw // namespace + canonical _id -> document
+	v       map[string]int64    // the highest version handed out
+	deleted map[string]bool
+	snaps   int  // snapshot rows applied
+	delta   bool // updates carry no document
+}
+
+func newMirror(t testing.TB) *mirror {
+	return &mirror{t: t, docs: map[string]bson.Raw{}, v: map[string]int64{}, deleted: map[string]bool{}}
+}
+
+func mkey(ns string, key []byte) string {
+	id := bson.Raw(key).Lookup("_id")
+	return ns + " " + id.String()
+}
+
+func (m *mirror) apply(evs []cdc.Event) {
+	m.t.Helper()
+	for _, ev := range evs {
+		switch ev.Op {
+		case cdc.OpUpdate:
+			if ev.FullDocument != nil {
+				m.put(ev)
+				continue
+			}
+			if ev.UpdateDesc == nil {
+				continue // update_lookup found the document deleted since: its delete follows
+			}
+			// delta: the writer's updates set v only
+			k := mkey(ev.Namespace, ev.DocumentKey)
+			v, ok := bson.Raw(ev.UpdateDesc).Lookup("updatedFields", "v").AsInt64OK()
+			if !ok {
+				m.t.Fatalf("update of %s without updatedFields.v: %v", k, bson.Raw(ev.UpdateDesc))
+			}
+			m.check(ev, k, v)
+			if d, ok := m.docs[k]; ok {
+				var doc bson.D
+				if err := bson.Unmarshal(d, &doc); err != nil {
+					m.t.Fatal(err)
+				}
+				for i := range doc {
+					if doc[i].Key == "v" {
+						doc[i].Value = int32(v)
+					}
+				}
+				m.docs[k], _ = bson.Marshal(doc)
+			}
+		case cdc.OpSnapshot, cdc.OpInsert, cdc.OpReplace:
+			m.put(ev)
+		case cdc.OpDelete:
+			k := mkey(ev.Namespace, ev.DocumentKey)
+			delete(m.docs, k)
+			m.deleted[k] = true
+		}
+	}
+}
+
+// check fails when a version of k comes after a newer one, or after its delete.
+func (m *mirror) check(ev cdc.Event, k string, v int64) {
+	m.t.Helper()
+	if m.deleted[k] {
+		m.t.Fatalf("%s of %s after its delete", ev.Op, k)
+	}
+	if old, ok := m.v[k]; ok && v < old {
+		m.t.Fatalf("%s of %s with version %d after version %d: a row older than a change already handed out", ev.Op, k, v, old)
+	}
+	m.v[k] = v
+}
+
+func (m *mirror) put(ev cdc.Event) {
+	m.t.Helper()
+	{
+		{
+			k := mkey(ev.Namespace, ev.DocumentKey)
+			v, _ := bson.Raw(ev.FullDocument).Lookup("v").AsInt64OK()
+			m.check(ev, k, v)
+			m.docs[k] = ev.FullDocument
+			if ev.Op == cdc.OpSnapshot {
+				m.snaps++
+			}
+		}
+	}
+}
+
+// equal compares the mirror with the collections.
+func (m *mirror) equal(e *multiEnv, nss ...string) {
+	m.t.Helper()
+	want := map[string]bson.Raw{}
+	for _, ns := range nss {
+		cur, err := e.coll(ns).Find(context.Background(), bson.D{})
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		for cur.Next(context.Background()) {
+			d := bson.Raw(append([]byte(nil), cur.Current...))
+			want[mkey(ns, bsonKey(d))] = d
+		}
+		cur.Close(context.Background())
+	}
+	bad := 0
+	for k, d := range want {
+		got, ok := m.docs[k]
+		if !ok && m.delta {
+			// A document dropped from its chunk for an update in the
+			// window is known by the update's delta only: its version.
+			v, _ := d.Lookup("v").AsInt64OK()
+			if mv, known := m.v[k]; known && mv == v {
+				continue
+			}
+		}
+		if !ok || !bytesEqual(got, d) {
+			if bad++; bad < 5 {
+				m.t.Errorf("%s: mirror has %v, source %v", k, got, d)
+			}
+		}
+	}
+	for k := range m.docs {
+		if _, ok := want[k]; !ok {
+			if bad++; bad < 5 {
+				m.t.Errorf("%s: in the mirror, not in the source", k)
+			}
+		}
+	}
+	if bad > 0 {
+		m.t.Fatalf("%d differences (mirror %d documents, source %d)", bad, len(m.docs), len(want))
+	}
+}
+
+func bsonKey(d bson.Raw) []byte {
+	id := d.Lookup("_id")
+	k, _ := bson.Marshal(bson.D{{Key: "_id", Value: id}})
+	return k
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// writer changes documents of the collections until stopped: updates
+// (v+1), deletes and inserts over the keys being copied.
+type writer struct {
+	stop chan struct{}
+	done chan error
+}
+
+// hot, if not nil, names keys about to be copied: half the writes go there.
+func startWriter(t testing.TB, e *multiEnv, n int, hot func() (string, int, bool), nss ...string) *writer {
+	w := &writer{stop: make(chan struct{}), done: make(chan error, 1)}
+	go func() { // owned by the test: stopWriter stops it and waits
+		rng := rand.New(rand.NewPCG(1, 2))
+		next := 1_000_000
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				w.done <- nil
+				return
+			default:
+			}
+			coll := e.coll(nss[rng.IntN(len(nss))])
+			id := rng.IntN(n)
+			if hot != nil && rng.IntN(2) == 0 {
+				if ns, lo, ok := hot(); ok {
+					// Two updates in a row: a window that holds both
+					// shows a row handed out before them as a regression.
+					coll, id = e.coll(ns), lo+1+rng.IntN(100)
+					if _, err := coll.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}}); err != nil {
+						w.done <- err
+						return
+					}
+				}
+			}
+			var err error
+			switch r := rng.IntN(10); {
+			case r < 7:
+				_, err = coll.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}})
+			case r < 8:
+				_, err = coll.DeleteOne(context.Background(), bson.D{{Key: "_id", Value: id}})
+			default:
+				next++
+				_, err = coll.InsertOne(context.Background(), bson.D{{Key: "_id", Value: next}, {Key: "v", Value: 0}, {Key: "pad", Value: strings.Repeat("x", 50)}})
+			}
+			if err != nil {
+				w.done <- err
+				return
+			}
+			if i%20 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	return w
+}
+
+func (w *writer) halt(t testing.TB) {
+	t.Helper()
+	close(w.stop)
+	if err := <-w.done; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+}
+
+func fill(t testing.TB, e *multiEnv, ns string, n int) {
+	t.Helper()
+	docs := make([]any, 0, 1000)
+	for i := 0; i < n; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: 0}, {Key: "status", Value: []string{"open", "closed"}[i%2]}, {Key: "pad", Value: strings.Repeat("x", 50)}})
+		if len(docs) == cap(docs) || i == n-1 {
+			if _, err := e.coll(ns).InsertMany(context.Background(), docs); err != nil {
+				t.Fatal(err)
+			}
+			docs = docs[:0]
+		}
+	}
+}
+
+// hotKeys returns the last _id copied of a collection being copied.
+func hotKeys(src *Source) func() (string, int, bool) {
+	return func() (string, int, bool) {
+		m := &src.isnap
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, r := range m.runs {
+			for _, t := range r.active {
+				if n, ok := t.last.AsInt64OK(); ok {
+					return t.ns, int(n), true
+				}
+			}
+		}
+		return "", 0, false
+	}
+}
+
+// isnapInfo returns snapshot id as src lists it.
+func isnapInfo(src *Source, id string) cdc.SnapshotInfo {
+	for _, in := range src.Snapshots() {
+		if in.ID == id {
+			return in
+		}
+	}
+	return cdc.SnapshotInfo{}
+}
+
+// drainUntil polls src into m until cond, which sees each batch, holds.
+func drainUntil(t testing.TB, src *Source, m *mirror, cond func([]cdc.Event) bool) []cdc.Event {
+	t.Helper()
+	var all []cdc.Event
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		evs, err := src.Poll(t.Context(), nil, 1000)
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		m.apply(evs)
+		all = append(all, evs...)
+		if cond(evs) {
+			return all
+		}
+		if len(evs) == 0 {
+			select {
+			case <-src.Ready():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not reached within 60s; snapshots %+v", src.Snapshots())
+		}
+	}
+}
+
+func stateIs(src *Source, id, state string) func([]cdc.Event) bool {
+	return func([]cdc.Event) bool { return isnapInfo(src, id).State == state }
+}
+
+// catchUp inserts a sentinel and polls until it arrives.
+func catchUp(t testing.TB, e *multiEnv, src *Source, m *mirror, ns string) {
+	t.Helper()
+	id := fmt.Sprintf("sentinel-%d", time.Now().UnixNano())
+	if _, err := e.coll(ns).InsertOne(context.Background(), bson.D{{Key: "_id", Value: id}, {Key: "v", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	drainUntil(t, src, m, func(evs []cdc.Event) bool {
+		for _, ev := range evs {
+			if got, _ := bson.Raw(ev.DocumentKey).Lookup("_id").StringValueOK(); ev.Op == cdc.OpInsert && got == id {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestIncrementalSnapshotWhileWriting(t *testing.T) {
+	testChunkRead = func() { time.Sleep(3 * time.Millisecond) }
+	t.Cleanup(func() { testChunkRead = nil })
+	for _, mode := range []string{"delta", "update_lookup"} {
+		t.Run(mode, func(t *testing.T) { testIncrementalWhileWriting(t, mode) })
+	}
+}
+
+func testIncrementalWhileWriting(t *testing.T, mode string) {
+	e := newMultiEnv(t, "shop.a", "shop.b", "shop.c")
+	fill(t, e, "shop.a", 6000)
+	fill(t, e, "shop.b", 3000)
+	cfg := e.config(t, "shop", "*")
+	cfg.FullDocument = mode
+	src := openSource(t, cfg, nil)
+	m := newMirror(t)
+	m.delta = mode == "delta"
+	w := startWriter(t, e, 6000, hotKeys(src), "shop.a", "shop.b")
+	defer func() {
+		select {
+		case <-w.stop:
+		default:
+			w.halt(t)
+		}
+	}()
+	id, err := src.RequestSnapshot(t.Context(), cdc.SnapshotRequest{Collections: []string{"shop.b", "shop.a"}, Chunk: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second request for a collection being copied is refused.
+	_, err = src.RequestSnapshot(t.Context(), cdc.SnapshotRequest{Collections: []string{"shop.a"}})
+	wantErr(t, err, cdc.ErrSnapshotConflict, "shop.a", "snapshot "+id)
+
+	drainUntil(t, src, m, stateIs(src, id, cdc.SnapshotDone))
+	w.halt(t)
+	catchUp(t, e, src, m, "shop.b")
+	m.equal(e, "shop.a", "shop.b")
+	in := isnapInfo(src, id)
+	if in.DoneDocuments == 0 || m.snaps != int(in.DoneDocuments) {
+		t.Errorf("done_documents %d, snapshot rows %d", in.DoneDocuments, m.snaps)
+	}
+	if src.isnap.dropped.Load() == 0 {
+		t.Errorf("no chunk document was dropped for a change in its window: the writer did not overlap the copy")
+	}
+	t.Logf("snapshot rows %d, dropped %d; info %+v", m.snaps, src.isnap.dropped.Load(), in)
+}
