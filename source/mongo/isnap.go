@@ -606,4 +606,5 @@ func appendISnap(dst []byte, runs []*isnapRun, sub *isnapTask) (prefix, suffix [
 	}
 	return dst, nil
 }
+
 var _ cdc.IncrementalSnapshotter = (*Source)(nil)
