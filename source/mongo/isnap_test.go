@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,4 +353,211 @@ func testIncrementalWhileWriting(t *testing.T, mode string) {
 		t.Errorf("no chunk document was dropped for a change in its window: the writer did not overlap the copy")
 	}
 	t.Logf("snapshot rows %d, dropped %d; info %+v", m.snaps, src.isnap.dropped.Load(), in)
+}
+
+// TestIncrementalSnapshotResumes stops the source five times during a
+// snapshot, each time restoring the checkpoint of an event polled before
+// (what the sink had committed), and requires the mirror to end equal to
+// the source with no row older than a change before it.
+func TestIncrementalSnapshotResumes(t *testing.T) {
+	testChunkRead = func() { time.Sleep(time.Millisecond) }
+	t.Cleanup(func() { testChunkRead = nil })
+	e := newMultiEnv(t, "shop.a", "shop.b")
+	fill(t, e, "shop.a", 5000)
+	fill(t, e, "shop.b", 5000)
+	cfg := e.config(t, "shop", "*")
+	cfg.FullDocument = "update_lookup"
+	cfg.SnapshotParallelism = 1
+	src := New(cfg)
+	if err := src.Open(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { src.Close() }()
+	var hotSrc atomic.Pointer[Source]
+	hotSrc.Store(src)
+	w := startWriter(t, e, 5000, func() (string, int, bool) { return hotKeys(hotSrc.Load())() }, "shop.a", "shop.b")
+	defer func() {
+		select {
+		case <-w.stop:
+		default:
+			w.halt(t)
+		}
+	}()
+	id, err := src.RequestSnapshot(t.Context(), cdc.SnapshotRequest{Collections: []string{"shop.a", "shop.b"}, Chunk: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMirror(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var cp cdc.Checkpoint
+	for crash := 0; crash < 5; crash++ {
+		var evs []cdc.Event
+		for len(evs) < 1500 && isnapInfo(src, id).State != cdc.SnapshotDone {
+			got, err := src.Poll(t.Context(), nil, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, got...)
+			if len(got) == 0 {
+				select {
+				case <-src.Ready():
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}
+		if len(evs) == 0 {
+			t.Fatalf("crash %d: nothing polled; snapshots %+v", crash, src.Snapshots())
+		}
+		// The sink committed up to event k; the identity is the source's
+		// as of the commit, which Poll may have run ahead of.
+		k := rng.IntN(len(evs))
+		m.apply(evs[:k+1])
+		cp = cdc.Checkpoint{Source: evs[k].Pos, Meta: src.Identity()}
+		if err := src.Ack(t.Context(), evs[k].Pos); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.Close(); err != nil {
+			t.Fatal(err)
+		}
+		src = New(cfg)
+		if err := src.Open(t.Context(), &cp); err != nil {
+			t.Fatalf("crash %d: open from %s: %v", crash, cp.Source, err)
+		}
+		hotSrc.Store(src)
+		t.Logf("crash %d after %d of %d events: %+v", crash, k+1, len(evs), isnapInfo(src, id))
+	}
+	drainUntil(t, src, m, stateIs(src, id, cdc.SnapshotDone))
+	w.halt(t)
+	catchUp(t, e, src, m, "shop.b")
+	m.equal(e, "shop.a", "shop.b")
+	// Listed as done after a restart too.
+	cp = cdc.Checkpoint{Source: nil, Meta: src.Identity()}
+	ids := src.Snapshots()
+	if len(ids) != 1 || ids[0].State != cdc.SnapshotDone {
+		t.Fatalf("snapshots %+v, want one done", ids)
+	}
+}
+
+func TestIncrementalSnapshotFilter(t *testing.T) {
+	e := newMultiEnv(t, "shop.a")
+	fill(t, e, "shop.a", 1000)
+	src := openSource(t, e.config(t, "shop", "*"), nil)
+	id, err := src.RequestSnapshot(t.Context(), cdc.SnapshotRequest{Collections: []string{"shop.a"}, Filter: []byte(`{"status": "open", "_id": {"$gte": 100}}`), Chunk: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMirror(t)
+	evs := drainUntil(t, src, m, stateIs(src, id, cdc.SnapshotDone))
+	seen := map[int]bool{}
+	for _, ev := range evs {
+		if ev.Op != cdc.OpSnapshot {
+			continue
+		}
+		n := docID(t, ev)
+		if seen[n] {
+			t.Errorf("document %d copied twice", n)
+		}
+		seen[n] = true
+		if n < 100 || n%2 != 0 {
+			t.Errorf("document %d does not match the filter", n)
+		}
+	}
+	if len(seen) != 450 {
+		t.Errorf("copied %d documents, want the 450 that match", len(seen))
+	}
+	in := isnapInfo(src, id)
+	if in.DoneDocuments != 450 || in.Filter == "" {
+		t.Errorf("info %+v", in)
+	}
+}
+
+func TestIncrementalSnapshotRefused(t *testing.T) {
+	e := newMultiEnv(t, "shop.a", "other.x")
+	src := openSource(t, e.config(t, "shop", "*"), nil)
+	cases := map[string]struct {
+		req    cdc.SnapshotRequest
+		target error
+		words  []string
+	}{
+		"no collections":  {cdc.SnapshotRequest{}, cdc.ErrSnapshotRequest, []string{"at least one"}},
+		"no database":     {cdc.SnapshotRequest{Collections: []string{"a"}}, cdc.ErrSnapshotRequest, []string{`"db.coll"`}},
+		"not captured":    {cdc.SnapshotRequest{Collections: []string{"other.x"}}, cdc.ErrSnapshotRequest, []string{"other.x", "not captured"}},
+		"missing":         {cdc.SnapshotRequest{Collections: []string{"shop.nope"}}, cdc.ErrSnapshotRequest, []string{"shop.nope", "does not exist"}},
+		"filter not JSON": {cdc.SnapshotRequest{Collections: []string{"shop.a"}, Filter: []byte(`{"status":`)}, cdc.ErrSnapshotRequest, []string{"filter", "Extended JSON"}},
+		"filter array":    {cdc.SnapshotRequest{Collections: []string{"shop.a"}, Filter: []byte(`[1]`)}, cdc.ErrSnapshotRequest, []string{"filter", "object"}},
+		"filter operator": {cdc.SnapshotRequest{Collections: []string{"shop.a"}, Filter: []byte(`{"status": {"$bogus": 1}}`)}, cdc.ErrSnapshotRequest, []string{"filter", "refused by the server", "$bogus"}},
+		"chunk negative":  {cdc.SnapshotRequest{Collections: []string{"shop.a"}, Chunk: -1}, cdc.ErrSnapshotRequest, []string{"chunk -1"}},
+		"chunk too big":   {cdc.SnapshotRequest{Collections: []string{"shop.a"}, Chunk: 1 << 30}, cdc.ErrSnapshotRequest, []string{"chunk"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := src.RequestSnapshot(t.Context(), c.req)
+			wantErr(t, err, c.target, c.words...)
+		})
+	}
+	if got := src.Snapshots(); len(got) != 0 {
+		t.Errorf("refused requests left snapshots: %+v", got)
+	}
+	// Single collection: only that one.
+	e2 := newEnv(t)
+	one := openSource(t, e2.config(t), nil)
+	_, err := one.RequestSnapshot(t.Context(), cdc.SnapshotRequest{Collections: []string{"shop.other"}})
+	wantErr(t, err, cdc.ErrSnapshotRequest, "not captured")
+	wantErr(t, one.CancelSnapshot("7"), cdc.ErrSnapshotNotFound)
+}
+
+func TestIncrementalSnapshotCancel(t *testing.T) {
+	testChunkRead = func() { time.Sleep(2 * time.Millisecond) }
+	t.Cleanup(func() { testChunkRead = nil })
+	e := newMultiEnv(t, "shop.a")
+	fill(t, e, "shop.a", 3000)
+	src := openSource(t, e.config(t, "shop", "*"), nil)
+	id, err := src.RequestSnapshot(t.Context(), cdc.SnapshotRequest{Collections: []string{"shop.a"}, Chunk: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMirror(t)
+	drainUntil(t, src, m, func([]cdc.Event) bool { return m.snaps >= 100 })
+	if err := src.CancelSnapshot(id); err != nil {
+		t.Fatal(err)
+	}
+	drainUntil(t, src, m, stateIs(src, id, cdc.SnapshotCancelled))
+	after := m.snaps
+	time.Sleep(100 * time.Millisecond)
+	drainUntil(t, src, m, func(evs []cdc.Event) bool { return len(evs) == 0 })
+	if m.snaps != after || after >= 3000 || after%10 != 0 {
+		t.Errorf("rows %d at the cancellation, %d after: want a chunk boundary and nothing after", after, m.snaps)
+	}
+	in := isnapInfo(src, id)
+	if in.Reason == "" || in.DoneDocuments != int64(after) {
+		t.Errorf("info %+v", in)
+	}
+	wantErr(t, src.CancelSnapshot(id), cdc.ErrSnapshotConflict, "already cancelled")
+	// The collection may be asked for again.
+	if _, err := src.RequestSnapshot(t.Context(), cdc.SnapshotRequest{Collections: []string{"shop.a"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIncrementalSnapshotDropped(t *testing.T) {
+	testChunkRead = func() { time.Sleep(2 * time.Millisecond) }
+	t.Cleanup(func() { testChunkRead = nil })
+	e := newMultiEnv(t, "shop.a", "shop.b")
+	fill(t, e, "shop.a", 3000)
+	fill(t, e, "shop.b", 100)
+	src := openSource(t, e.config(t, "shop", "*"), nil)
+	id, err := src.RequestSnapshot(t.Context(), cdc.SnapshotRequest{Collections: []string{"shop.a", "shop.b"}, Chunk: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMirror(t)
+	drainUntil(t, src, m, func([]cdc.Event) bool { return m.snaps >= 50 })
+	if err := e.coll("shop.a").Drop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	drainUntil(t, src, m, stateIs(src, id, cdc.SnapshotFailed))
+	in := isnapInfo(src, id)
+	if !strings.Contains(in.Reason, "shop.a was dropped") {
+		t.Errorf("reason %q, want the drop named", in.Reason)
+	}
 }
