@@ -228,11 +228,7 @@ func (s *Source) RequestSnapshot(ctx context.Context, req cdc.SnapshotRequest) (
 	m := &s.isnap
 	m.mu.Lock()
 	client := m.client
-	err = m.conflictLocked(r)
 	m.mu.Unlock()
-	if err != nil {
-		return "", err
-	}
 	if client == nil {
 		return "", fmt.Errorf("%w: the source is not running", cdc.ErrSnapshotConflict)
 	}
