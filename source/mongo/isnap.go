@@ -604,3 +604,21 @@ func appendISnap(dst []byte, runs []*isnapRun, sub *isnapTask) (prefix, suffix [
 }
 
 var _ cdc.IncrementalSnapshotter = (*Source)(nil)
+
+// RecordSnapshot adds an incremental snapshot request to a stopped
+// pipeline's checkpoint (tide snapshot --collection with the pipeline
+// stopped); the next run carries it out. It checks what it can without a
+// server: the collections against the configuration, the filter's
+// syntax, the chunk, and a request not finished for the same collection.
+func (c Config) RecordSnapshot(cp *cdc.Checkpoint, req cdc.SnapshotRequest, now time.Time) (string, error) {
+	if cp == nil || len(cp.Meta) == 0 {
+		return "", errors.New("there is no checkpoint yet: the first run starts with the configured snapshot; ask for an incremental snapshot once it runs")
+	}
+	if cp.Meta["connector"] != "mongo" {
+		return "", fmt.Errorf("the checkpoint was not written by a mongo source (connector %q)", cp.Meta["connector"])
+	}
+	if c.SnapshotParallelism == 0 {
+		c.SnapshotParallelism = DefaultSnapshotParallelism
+	}
+	return recordSnapshot(c, cp.Meta, cp.Source, req, now)
+}
