@@ -20,6 +20,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/internal/testenv"
 )
 
@@ -447,4 +448,95 @@ func sameVersions(t *testing.T, what string, got, want map[string]int64) {
 	if bad > 0 {
 		t.Errorf("%s: %d differences (%d documents, the source %d)", what, bad, len(got), len(want))
 	}
+}
+
+// TestIncrementalSnapshotWhileStopped: tide snapshot --collection on a
+// stopped pipeline (stopped cleanly, or SIGKILLed, which leaves its
+// recorded address behind) records the request in the checkpoint, and the
+// next run copies the collection, filtered. Bad requests are refused
+// before anything is written.
+func TestIncrementalSnapshotWhileStopped(t *testing.T) {
+	t.Parallel()
+	srv := testenv.MongoWire(t)
+	client := testenv.MongoClient(t, srv.URI())
+	coll := client.Database("shop").Collection("orders")
+	docs := make([]any, 0, 500)
+	for i := range 500 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "status", Value: []string{"open", "closed"}[i%2]}})
+	}
+	if _, err := coll.InsertMany(t.Context(), docs); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := writePipeline(t, dir, fmt.Sprintf(`
+name: stopped
+data_dir: %s
+source:
+  mongo: {uri: %q, database: shop, collection: orders, snapshot: never, max_await: 100ms}
+sink:
+  file: {path: ./out.jsonl}
+batch: {commit_interval: 20ms}
+`, filepath.Join(dir, "data"), srv.URI()))
+	out := filepath.Join(dir, "out.jsonl")
+	// No checkpoint yet: refused.
+	if o, err := runTide(t, dir, "snapshot", "-f", cfg, "--collection", "shop.orders"); err == nil || !strings.Contains(o, "no checkpoint yet") {
+		t.Fatalf("snapshot before the first run: %v\n%s", err, o)
+	}
+	run := startRunArgs(t, "stopped", dir, cfg, []string{"--http-addr", "127.0.0.1:0"})
+	waitFor(t, time.Minute, "streaming", func() bool {
+		_, err := os.Stat(checkpoint.File(filepath.Join(dir, "data"), "stopped"))
+		return err == nil && streaming(t, dir, cfg)
+	}, run)
+	run.kill() // the recorded address stays behind
+
+	refused := map[string]struct {
+		args  []string
+		words string
+	}{
+		"not captured":    {[]string{"--collection", "shop.other"}, "shop.other is not captured"},
+		"filter not JSON": {[]string{"--collection", "shop.orders", "--filter", `{"status":`}, "is not a JSON object"},
+		"filter array":    {[]string{"--collection", "shop.orders", "--filter", `[1]`}, "is not a JSON object"},
+		"filter ext JSON": {[]string{"--collection", "shop.orders", "--filter", `{"_id": {"$numberInt": "x"}}`}, "filter is not Extended JSON"},
+		"chunk":           {[]string{"--collection", "shop.orders", "--chunk", "-5"}, "--chunk -5"},
+		"no collection":   {[]string{"--filter", `{"status": "open"}`}, "need --collection"},
+	}
+	for name, c := range refused {
+		o, err := runTide(t, dir, append([]string{"snapshot", "-f", cfg}, c.args...)...)
+		if err == nil || !strings.Contains(o, c.words) {
+			t.Errorf("%s: %v, want refused with %q:\n%s", name, err, c.words, o)
+		}
+	}
+	o, err := runTide(t, dir, "snapshot", "-f", cfg, "--collection", "shop.orders", "--filter", `{"status": "open"}`, "--chunk", "32")
+	if err != nil || !strings.Contains(o, "recorded in its checkpoint") {
+		t.Fatalf("snapshot of a stopped pipeline: %v\n%s", err, o)
+	}
+	if o, err := runTide(t, dir, "snapshot", "-f", cfg, "--collection", "shop.orders"); err == nil || !strings.Contains(o, "already being copied") {
+		t.Fatalf("a second request: %v\n%s", err, o)
+	}
+	run = startRunArgs(t, "stopped", dir, cfg, []string{"--http-addr", "127.0.0.1:0"})
+	waitFor(t, time.Minute, "snapshot done", func() bool {
+		list := apiSnapshots(t, filepath.Join(dir, "data"))
+		return len(list) == 1 && list[0].State == cdc.SnapshotDone
+	}, run)
+	run.stop()
+	seen := map[int64]bool{}
+	for _, l := range readIsnapLines(t, out) {
+		if l.Op != "snapshot" {
+			continue
+		}
+		if l.Key.ID%2 != 0 || seen[l.Key.ID] {
+			t.Errorf("snapshot row of _id %d: not matching, or twice", l.Key.ID)
+		}
+		seen[l.Key.ID] = true
+	}
+	if len(seen) != 250 {
+		t.Errorf("%d snapshot rows, want the 250 open orders", len(seen))
+	}
+	// Listed as done after the restart, from the checkpoint.
+	run = startRunArgs(t, "stopped", dir, cfg, []string{"--http-addr", "127.0.0.1:0"})
+	waitFor(t, time.Minute, "listed", func() bool {
+		list := apiSnapshots(t, filepath.Join(dir, "data"))
+		return len(list) == 1 && list[0].State == cdc.SnapshotDone && list[0].DoneDocuments == 250
+	}, run)
+	run.stop()
 }

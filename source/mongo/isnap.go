@@ -611,14 +611,17 @@ var _ cdc.IncrementalSnapshotter = (*Source)(nil)
 // server: the collections against the configuration, the filter's
 // syntax, the chunk, and a request not finished for the same collection.
 func (c Config) RecordSnapshot(cp *cdc.Checkpoint, req cdc.SnapshotRequest, now time.Time) (string, error) {
+	if c.SnapshotParallelism == 0 {
+		c.SnapshotParallelism = DefaultSnapshotParallelism
+	}
+	if _, _, err := checkRequest(c, req); err != nil {
+		return "", err
+	}
 	if cp == nil || len(cp.Meta) == 0 {
 		return "", errors.New("there is no checkpoint yet: the first run starts with the configured snapshot; ask for an incremental snapshot once it runs")
 	}
 	if cp.Meta["connector"] != "mongo" {
 		return "", fmt.Errorf("the checkpoint was not written by a mongo source (connector %q)", cp.Meta["connector"])
-	}
-	if c.SnapshotParallelism == 0 {
-		c.SnapshotParallelism = DefaultSnapshotParallelism
 	}
 	return recordSnapshot(c, cp.Meta, cp.Source, req, now)
 }
