@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -518,6 +519,38 @@ func TestIncrementalSnapshotCancel(t *testing.T) {
 	}
 	m := newMirror(t)
 	drainUntil(t, src, m, func([]cdc.Event) bool { return m.snaps >= 100 })
+	// While it runs: its metrics and its status details.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(src.Collector("p"))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]float64{}
+	for _, f := range families {
+		for _, mt := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range mt.GetLabel() {
+				if l.GetName() != "pipeline" {
+					key += "," + l.GetName() + "=" + l.GetValue()
+				}
+			}
+			seen[key] = mt.GetGauge().GetValue() + mt.GetCounter().GetValue()
+		}
+	}
+	for _, k := range []string{
+		"tide_mongo_incremental_snapshot_documents,snapshot=" + id + ",state=done",
+		"tide_mongo_incremental_snapshot_documents,snapshot=" + id + ",state=total",
+		"tide_mongo_incremental_snapshot_rows_total",
+		"tide_mongo_incremental_snapshots,state=running",
+	} {
+		if v, ok := seen[k]; !ok || v <= 0 {
+			t.Errorf("metric %s = %v (present %v), want > 0", k, v, ok)
+		}
+	}
+	if d := src.StatusDetails(); d == nil || d["incremental_snapshots"] == nil {
+		t.Errorf("status details %v: no incremental_snapshots", d)
+	}
 	if err := src.CancelSnapshot(id); err != nil {
 		t.Fatal(err)
 	}
