@@ -58,6 +58,7 @@ type SnapshotInfo struct {
 	Finished       time.Time `json:"finished,omitzero"`              // when it ended
 	Reason         string    `json:"reason,omitempty"`               // why it failed or was cancelled
 	Current        []string  `json:"copying,omitempty"`              // the collections being copied now
+	Signal         string    `json:"signal,omitempty"`               // the _id of the signal document that asked, as Extended JSON
 }
 
 // Errors of an IncrementalSnapshotter.

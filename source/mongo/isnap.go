@@ -335,6 +335,7 @@ func (r *isnapRun) infoLocked(now time.Time) cdc.SnapshotInfo {
 	in := cdc.SnapshotInfo{
 		ID: r.req.ID, Collections: r.req.Collections, Filter: r.req.Filter, Chunk: r.req.Chunk,
 		State: cdc.SnapshotPending, DoneDocuments: r.done, TotalDocuments: max(r.total, r.done), Requested: r.req.Requested,
+		Signal: r.req.Signal,
 	}
 	if r.running {
 		in.State = cdc.SnapshotRunning

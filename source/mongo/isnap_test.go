@@ -594,3 +594,67 @@ func TestIncrementalSnapshotDropped(t *testing.T) {
 		t.Errorf("reason %q, want the drop named", in.Reason)
 	}
 }
+
+func TestIncrementalSnapshotSignal(t *testing.T) {
+	e := newMultiEnv(t, "shop.a", "shop.signals")
+	fill(t, e, "shop.a", 300)
+	cfg := e.config(t, "shop", "*")
+	cfg.SignalCollection = "signals"
+	src := New(cfg)
+	if err := src.Open(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { src.Close() }()
+	m := newMirror(t)
+	// A first event, to restart from below.
+	insert := func(coll string, d bson.D) {
+		t.Helper()
+		if _, err := e.coll(coll).InsertOne(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("shop.a", bson.D{{Key: "_id", Value: 5000}, {Key: "v", Value: 0}, {Key: "status", Value: "open"}})
+	first := drainUntil(t, src, m, func(evs []cdc.Event) bool { return len(nonMarkers(evs)) > 0 })
+	from := nonMarkers(first)[0].Pos
+
+	insert("shop.signals", bson.D{{Key: "_id", Value: "bad"}, {Key: "type", Value: "snapshot"}, {Key: "collections", Value: bson.A{"nope"}}})
+	insert("shop.signals", bson.D{{Key: "_id", Value: "other"}, {Key: "type", Value: "vacuum"}})
+	insert("shop.signals", bson.D{{Key: "_id", Value: "s1"}, {Key: "type", Value: "snapshot"}, {Key: "collections", Value: bson.A{"a"}},
+		{Key: "filter", Value: bson.D{{Key: "status", Value: "open"}}}, {Key: "chunk", Value: 40}})
+	var list []cdc.SnapshotInfo
+	evs := drainUntil(t, src, m, func([]cdc.Event) bool {
+		list = src.Snapshots()
+		return len(list) == 1 && list[0].State == cdc.SnapshotDone
+	})
+	if list[0].Signal != `"s1"` || list[0].DoneDocuments != 151 || list[0].Chunk != 40 || list[0].Filter == "" {
+		t.Errorf("snapshot %+v, want the signal's, 151 open documents", list[0])
+	}
+	for _, ev := range append(first, evs...) {
+		if ev.Namespace == "shop.signals" {
+			t.Errorf("a %s event of the signal collection was forwarded", ev.Op)
+		}
+	}
+	// From a checkpoint before the signal: it is seen again, and not taken again.
+	cp := cdc.Checkpoint{Source: from, Meta: src.Identity()}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	src = New(cfg)
+	if err := src.Open(t.Context(), &cp); err != nil {
+		t.Fatal(err)
+	}
+	insert("shop.a", bson.D{{Key: "_id", Value: 5001}, {Key: "v", Value: 0}})
+	m2 := newMirror(t)
+	drainUntil(t, src, m2, func(evs []cdc.Event) bool {
+		for _, ev := range evs {
+			if ev.Op == cdc.OpInsert && docID(t, ev) == 5001 {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(300 * time.Millisecond) // the signal watch reads the signals again
+	if got := src.Snapshots(); len(got) != 1 || m2.snaps != 0 {
+		t.Errorf("after the restart: snapshots %+v, %d snapshot rows; want the one done, none again", got, m2.snaps)
+	}
+}

@@ -55,6 +55,7 @@ type reader struct {
 	// isnapFrag is the "isnap" member of stream positions: the progress
 	// of the running incremental snapshots; empty when none runs.
 	isnapFrag []byte
+	signal    string // the signal collection's namespace, if it is captured
 }
 
 // resumePos is resumePos, naming the catalog epoch for many collections.
@@ -592,6 +593,11 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 				deliver, err := r.apply(&ev, uuid)
 				if err != nil {
 					return progressed, err
+				}
+				if deliver && ev.Namespace == r.signal && r.signal != "" {
+					// A signal: the signal watch takes it; it is not
+					// forwarded.
+					deliver = false
 				}
 				if !deliver {
 					// Not captured: a marker keeps the position moving,

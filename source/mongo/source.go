@@ -42,6 +42,7 @@ type Source struct {
 	readerDone chan struct{}      // closed when the reader returned
 	oplog      *oplogWatch
 	oplogDone  chan struct{} // closed when the oplog watch returned
+	signalDone chan struct{} // closed when the signal watch returned (or at once without one)
 	closeOnce  sync.Once
 	closeErr   error
 
@@ -318,7 +319,7 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 			return fmt.Errorf("%w; %s", err, resetHint)
 		}
 	}
-	r := &reader{s: s}
+	r := &reader{s: s, signal: s.signalNS()}
 	s.isnap.mu.Lock()
 	r.isnapFrag, _ = appendISnap(nil, s.isnap.runs, nil)
 	s.isnap.mu.Unlock()
@@ -349,6 +350,19 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 		defer close(s.oplogDone)
 		s.oplog.run(readCtx)
 	}()
+	s.signalDone = make(chan struct{})
+	if s.signalNS() == "" {
+		close(s.signalDone)
+	} else {
+		var from *bson.Timestamp
+		if t := s.metrics.openedT.Load(); t != 0 {
+			from = &bson.Timestamp{T: uint32(t >> 32), I: uint32(t)}
+		}
+		go func() { // owned by s: Close stops it and waits
+			defer close(s.signalDone)
+			s.watchSignals(readCtx, from)
+		}()
+	}
 	return nil
 }
 
@@ -421,6 +435,7 @@ func (s *Source) Close() error {
 			s.stop()
 			<-s.readerDone
 			<-s.oplogDone
+			<-s.signalDone
 		}
 		s.closeErr = s.closeClient()
 	})
