@@ -61,7 +61,7 @@ const maxFinishedSnapshots = 100
 // isnapWindowMax is how many change events a chunk's window may hold
 // before the chunk is given up for now: the stream is far behind, and it
 // catches up first.
-const isnapWindowMax = 20_000
+const isnapWindowMax = 5_000
 
 // isnapMaxRounds bounds how long the reader copies chunks, while the
 // stream has nothing new, before it reads the stream again.

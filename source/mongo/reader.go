@@ -56,6 +56,8 @@ type reader struct {
 	// of the running incremental snapshots; empty when none runs.
 	isnapFrag []byte
 	signal    string // the signal collection's namespace, if it is captured
+	// batchEvents counts the events of the cursor's current batch.
+	batchEvents int
 }
 
 // resumePos is resumePos, naming the catalog epoch for many collections.
@@ -548,13 +550,20 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 	r.frags.reset()
 	for {
 		if cs.RemainingBatchLength() == 0 {
-			// Between two batches: the incremental snapshots' turn.
-			if err := r.isnapStep(ctx); err != nil {
-				return progressed, err
+			// Between two batches: the incremental snapshots' turn,
+			// unless the batch was full: the stream is behind, and a
+			// chunk's window would span all it has yet to read.
+			behind := r.batchEvents >= int(s.cfg.BatchSize)
+			r.batchEvents = 0
+			if !behind {
+				if err := r.isnapStep(ctx); err != nil {
+					return progressed, err
+				}
 			}
 		}
 		if r.next(ctx) {
 			progressed = true
+			r.batchEvents++
 			raw, err := r.copyCurrent(cs.Current)
 			if err == nil && raw == nil {
 				continue // more fragments to come
