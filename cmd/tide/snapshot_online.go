@@ -36,10 +36,11 @@ func writeHTTPAddr(dataDir, addr string) error {
 	return os.Rename(tmp, path)
 }
 
-// removeHTTPAddr removes the file if it still names addr.
+// removeHTTPAddr removes the file if it still names addr, or whatever
+// it names with addr "".
 func removeHTTPAddr(dataDir, addr string) {
 	path := filepath.Join(dataDir, httpAddrFile)
-	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == addr {
+	if b, err := os.ReadFile(path); err == nil && (addr == "" || strings.TrimSpace(string(b)) == addr) {
 		os.Remove(path)
 	}
 }
