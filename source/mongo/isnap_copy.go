@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -38,7 +39,7 @@ func (r *reader) isnapStep(ctx context.Context) error {
 
 // testChunkRead, if set by a test, runs after each round's chunk reads:
 // a pause there widens the window.
-var testChunkRead func()
+var testChunkRead atomic.Pointer[func()]
 
 // chunk is what one task's chunk read found.
 type chunk struct {
@@ -82,8 +83,8 @@ func (r *reader) isnapRound(ctx context.Context) (more bool, err error) {
 	if err := g.Wait(); err != nil {
 		return false, err
 	}
-	if testChunkRead != nil {
-		testChunkRead()
+	if f := testChunkRead.Load(); f != nil {
+		(*f)()
 	}
 	var high bson.Timestamp
 	nss := map[string]bool{}

@@ -26,41 +26,55 @@ func (s *Source) signalNS() string {
 	return s.cfg.Database + "." + c
 }
 
+// openSignals opens the change stream of the inserts into the signal
+// collection: after tok, or at from, or from now.
+func (s *Source) openSignals(ctx context.Context, tok bson.Raw, from *bson.Timestamp) (*mongo.ChangeStream, error) {
+	db, name, _ := strings.Cut(s.signalNS(), ".")
+	o := options.ChangeStream().SetMaxAwaitTime(s.cfg.MaxAwait)
+	switch {
+	case tok != nil:
+		o.SetResumeAfter(tok)
+	case from != nil:
+		o.SetStartAtOperationTime(from)
+	}
+	match := mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}}
+	cs, err := s.client.Database(db).Collection(name).Watch(ctx, match, o)
+	if err != nil && tok == nil && from != nil && isCode(err, codeChangeStreamHistory) {
+		s.log.Warn("signal collection: the signals written while the pipeline was stopped are no longer in the oplog; watching from now", "collection", s.signalNS())
+		return s.openSignals(ctx, nil, nil)
+	}
+	return cs, err
+}
+
 // watchSignals follows the inserts into the signal collection, from the
 // cluster time the source resumed at (so that a signal written while the
-// pipeline was stopped counts), until ctx is done. A signal already taken
-// (its _id names a snapshot the checkpoint keeps) is not taken again.
-func (s *Source) watchSignals(ctx context.Context, from *bson.Timestamp) {
+// pipeline was stopped counts), until ctx is done. cs is the stream Open
+// opened, or nil if it failed. A signal already taken (its _id names a
+// snapshot the checkpoint keeps) is not taken again.
+func (s *Source) watchSignals(ctx context.Context, cs *mongo.ChangeStream, from *bson.Timestamp) {
 	ns := s.signalNS()
-	db, name, _ := strings.Cut(ns, ".")
-	coll := s.client.Database(db).Collection(name)
 	var tok bson.Raw
 	failures := 0
 	for ctx.Err() == nil {
-		o := options.ChangeStream().SetMaxAwaitTime(s.cfg.MaxAwait)
-		switch {
-		case tok != nil:
-			o.SetResumeAfter(tok)
-		case from != nil:
-			o.SetStartAtOperationTime(from)
+		var err error
+		if cs == nil {
+			cs, err = s.openSignals(ctx, tok, from)
 		}
-		cs, err := coll.Watch(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}}, o)
 		if err == nil {
 			for cs.Next(ctx) {
 				failures = 0
 				s.signal(ctx, ns, cs.Current.Lookup("fullDocument"))
 				tok = slices.Clone(cs.ResumeToken())
 			}
+			if t := cs.ResumeToken(); len(t) > 0 {
+				tok = slices.Clone(t)
+			}
 			err = cs.Err()
 			cs.Close(context.WithoutCancel(ctx))
+			cs = nil
 		}
 		if ctx.Err() != nil {
 			return
-		}
-		if tok == nil && from != nil && isCode(err, codeChangeStreamHistory) {
-			s.log.Warn("signal collection: the signals written while the pipeline was stopped are no longer in the oplog; watching from now", "collection", ns)
-			from = nil
-			continue
 		}
 		failures++
 		d := backoff(failures, s.cfg.BackoffBase, s.cfg.BackoffMax)
@@ -68,6 +82,9 @@ func (s *Source) watchSignals(ctx context.Context, from *bson.Timestamp) {
 		if retry.Sleep(ctx, d) != nil {
 			return
 		}
+	}
+	if cs != nil {
+		cs.Close(context.WithoutCancel(ctx))
 	}
 }
 

@@ -310,8 +310,9 @@ func catchUp(t testing.TB, e *multiEnv, src *Source, m *mirror, ns string) {
 }
 
 func TestIncrementalSnapshotWhileWriting(t *testing.T) {
-	testChunkRead = func() { time.Sleep(3 * time.Millisecond) }
-	t.Cleanup(func() { testChunkRead = nil })
+	pause := func() { time.Sleep(3 * time.Millisecond) }
+	testChunkRead.Store(&pause)
+	t.Cleanup(func() { testChunkRead.Store(nil) })
 	for _, mode := range []string{"delta", "update_lookup"} {
 		t.Run(mode, func(t *testing.T) { testIncrementalWhileWriting(t, mode) })
 	}
@@ -361,8 +362,9 @@ func testIncrementalWhileWriting(t *testing.T, mode string) {
 // (what the sink had committed), and requires the mirror to end equal to
 // the source with no row older than a change before it.
 func TestIncrementalSnapshotResumes(t *testing.T) {
-	testChunkRead = func() { time.Sleep(time.Millisecond) }
-	t.Cleanup(func() { testChunkRead = nil })
+	pause := func() { time.Sleep(time.Millisecond) }
+	testChunkRead.Store(&pause)
+	t.Cleanup(func() { testChunkRead.Store(nil) })
 	e := newMultiEnv(t, "shop.a", "shop.b")
 	fill(t, e, "shop.a", 5000)
 	fill(t, e, "shop.b", 5000)
@@ -508,8 +510,9 @@ func TestIncrementalSnapshotRefused(t *testing.T) {
 }
 
 func TestIncrementalSnapshotCancel(t *testing.T) {
-	testChunkRead = func() { time.Sleep(2 * time.Millisecond) }
-	t.Cleanup(func() { testChunkRead = nil })
+	pause := func() { time.Sleep(2 * time.Millisecond) }
+	testChunkRead.Store(&pause)
+	t.Cleanup(func() { testChunkRead.Store(nil) })
 	e := newMultiEnv(t, "shop.a")
 	fill(t, e, "shop.a", 3000)
 	src := openSource(t, e.config(t, "shop", "*"), nil)
@@ -573,8 +576,9 @@ func TestIncrementalSnapshotCancel(t *testing.T) {
 }
 
 func TestIncrementalSnapshotDropped(t *testing.T) {
-	testChunkRead = func() { time.Sleep(2 * time.Millisecond) }
-	t.Cleanup(func() { testChunkRead = nil })
+	pause := func() { time.Sleep(2 * time.Millisecond) }
+	testChunkRead.Store(&pause)
+	t.Cleanup(func() { testChunkRead.Store(nil) })
 	e := newMultiEnv(t, "shop.a", "shop.b")
 	fill(t, e, "shop.a", 3000)
 	fill(t, e, "shop.b", 100)

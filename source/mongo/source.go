@@ -354,13 +354,21 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	if s.signalNS() == "" {
 		close(s.signalDone)
 	} else {
+		// Opened here, so that a signal written once Open returned is
+		// seen; from the restored position's time, so that one written
+		// while the pipeline was stopped is too.
 		var from *bson.Timestamp
 		if t := s.metrics.openedT.Load(); t != 0 {
 			from = &bson.Timestamp{T: uint32(t >> 32), I: uint32(t)}
 		}
+		cs, err := s.openSignals(ctx, nil, from)
+		if err != nil {
+			s.log.Warn("signal collection: cannot open its change stream; retrying", "collection", s.signalNS(), "err", err)
+			cs = nil
+		}
 		go func() { // owned by s: Close stops it and waits
 			defer close(s.signalDone)
-			s.watchSignals(readCtx, from)
+			s.watchSignals(readCtx, cs, from)
 		}()
 	}
 	return nil
