@@ -43,14 +43,15 @@ var testChunkRead atomic.Pointer[func()]
 
 // chunk is what one task's chunk read found.
 type chunk struct {
-	task  *isnapTask
-	run   *isnapRun
-	docs  []snapDoc
-	ids   []bson.RawValue
-	at    bson.Timestamp // the read's operation time
-	short bool           // fewer documents than asked for
-	expr  bool           // read with the type-crossing query
-	err   error          // a failure of this run only (the server refused its query)
+	task    *isnapTask
+	run     *isnapRun
+	docs    []snapDoc
+	ids     []bson.RawValue
+	at      bson.Timestamp // the read's operation time
+	short   bool           // fewer documents than asked for
+	expr    bool           // read with the type-crossing query
+	err     error          // a failure of this run only (the server refused its query)
+	missing bool           // the collection does not exist
 }
 
 // isnapRound copies one chunk of each collection being copied (up to
@@ -280,6 +281,17 @@ func (r *reader) readChunk(ctx context.Context, c *chunk) error {
 		return fmt.Errorf("incremental snapshot of %s: the server sent no operationTime", c.task.ns)
 	}
 	c.short = len(c.docs) < n
+	if len(c.docs) == 0 && c.task.last.Type == 0 {
+		// Nothing at all: a collection that does not exist (asked for
+		// with the pipeline stopped, or dropped since) fails its snapshot.
+		names, err := s.client.Database(db).ListCollectionNames(ctx, bson.D{{Key: "name", Value: name}})
+		if err != nil {
+			return c.fail(err)
+		}
+		if len(names) == 0 {
+			c.missing = true
+		}
+	}
 	return nil
 }
 
@@ -427,6 +439,14 @@ func (r *reader) flushChunk(ctx context.Context, c *chunk, high bson.Timestamp, 
 		m.mu.Lock()
 		if c.run.failWith == "" {
 			c.run.failWith = fmt.Sprintf("reading %s: %v", c.task.ns, c.err)
+		}
+		m.mu.Unlock()
+		return nil
+	}
+	if c.missing {
+		m.mu.Lock()
+		if c.run.failWith == "" {
+			c.run.failWith = "collection " + c.task.ns + " does not exist"
 		}
 		m.mu.Unlock()
 		return nil

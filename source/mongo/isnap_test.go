@@ -662,3 +662,49 @@ func TestIncrementalSnapshotSignal(t *testing.T) {
 		t.Errorf("after the restart: snapshots %+v, %d snapshot rows; want the one done, none again", got, m2.snaps)
 	}
 }
+
+// TestIncrementalSnapshotRecorded: a request recorded in a stopped
+// pipeline's checkpoint (RecordSnapshot) is carried out by the next Open;
+// one for a collection that does not exist fails with that reason.
+func TestIncrementalSnapshotRecorded(t *testing.T) {
+	e := newMultiEnv(t, "shop.a")
+	fill(t, e, "shop.a", 120)
+	cfg := e.config(t, "shop", "*")
+	src := New(cfg)
+	if err := src.Open(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := pollUntil(t, src, func(evs []cdc.Event) bool { return len(evs) > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := cdc.Checkpoint{Source: evs[len(evs)-1].Pos, Meta: src.Identity()}
+	src.Close()
+	if _, err := cfg.RecordSnapshot(&cdc.Checkpoint{}, cdc.SnapshotRequest{Collections: []string{"shop.a"}}, time.Now()); err == nil {
+		t.Fatal("recorded without a checkpoint")
+	}
+	idA, err := cfg.RecordSnapshot(&cp, cdc.SnapshotRequest{Collections: []string{"shop.a"}, Chunk: 50}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cfg.RecordSnapshot(&cp, cdc.SnapshotRequest{Collections: []string{"shop.a"}}, time.Now())
+	wantErr(t, err, cdc.ErrSnapshotConflict, "already being copied")
+	idGone, err := cfg.RecordSnapshot(&cp, cdc.SnapshotRequest{Collections: []string{"shop.gone"}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = openSource(t, cfg, &cp)
+	if got := src.Snapshots(); len(got) != 2 || got[0].State != cdc.SnapshotPending {
+		t.Fatalf("after Open: %+v, want two pending", got)
+	}
+	m := newMirror(t)
+	drainUntil(t, src, m, func([]cdc.Event) bool {
+		return isnapInfo(src, idA).State == cdc.SnapshotDone && isnapInfo(src, idGone).State == cdc.SnapshotFailed
+	})
+	if m.snaps != 120 {
+		t.Errorf("%d snapshot rows, want 120", m.snaps)
+	}
+	if r := isnapInfo(src, idGone).Reason; !strings.Contains(r, "shop.gone does not exist") {
+		t.Errorf("reason %q", r)
+	}
+}
