@@ -9,7 +9,7 @@ import (
 )
 
 // incrementalProgress is the status line's word on the running
-// incremental snapshots: "snapshot 3 12000/40000 docs 30% 2400/s ETA 11.7 s".
+// incremental snapshots: "snapshot 3 12000/40000 docs 30% 2400/s ETA 11 s".
 func incrementalProgress(src cdc.Source) string {
 	is, ok := src.(cdc.IncrementalSnapshotter)
 	if !ok {
