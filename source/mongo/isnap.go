@@ -386,8 +386,7 @@ func (m *isnapState) addFinishedLocked(in cdc.SnapshotInfo) {
 	if n := len(m.finished) - maxFinishedSnapshots; n > 0 {
 		m.finished = slices.Delete(m.finished, 0, n)
 	}
-	j, _ := json.Marshal(m.finished)
-	m.doneJSON = string(j)
+	m.doneJSON = encodeFinished(m.finished)
 }
 
 // identity adds the snapshots' keys to an identity map.
@@ -442,7 +441,8 @@ func (m *isnapState) restore(meta map[string]string, pos *position) error {
 		m.seq = n
 	}
 	if v := meta[isnapDoneKey]; v != "" {
-		if err := json.Unmarshal([]byte(v), &m.finished); err != nil {
+		var err error
+		if m.finished, err = decodeFinished(v); err != nil {
 			return fmt.Errorf("checkpoint identity %s: %v", isnapDoneKey, err)
 		}
 	}
@@ -513,8 +513,7 @@ func (m *isnapState) restore(meta map[string]string, pos *position) error {
 		}
 	}
 	if len(m.finished) > 0 {
-		j, _ := json.Marshal(m.finished)
-		m.doneJSON = string(j)
+		m.doneJSON = encodeFinished(m.finished)
 	}
 	m.setWorkLocked()
 	return nil
@@ -625,4 +624,52 @@ func (c Config) RecordSnapshot(cp *cdc.Checkpoint, req cdc.SnapshotRequest, now 
 		return "", fmt.Errorf("the checkpoint was not written by a mongo source (connector %q)", cp.Meta["connector"])
 	}
 	return recordSnapshot(c, cp.Meta, cp.Source, req, now)
+}
+
+// storedFinished is a finished snapshot as the checkpoint keeps it: short
+// keys and Unix milliseconds, since every checkpoint carries up to
+// maxFinishedSnapshots of them (and the local store saves a record of up
+// to one 4 KiB page in place, a longer one by a rename).
+type storedFinished struct {
+	ID          string   `json:"i"`
+	Collections []string `json:"c"`
+	Filter      string   `json:"f,omitempty"`
+	Chunk       int      `json:"k"`
+	State       string   `json:"s"`
+	Done        int64    `json:"d"`
+	Total       int64    `json:"t,omitempty"` // omitted when equal to Done
+	Requested   int64    `json:"r"`
+	Finished    int64    `json:"e"`
+	Reason      string   `json:"w,omitempty"`
+	Signal      string   `json:"g,omitempty"`
+}
+
+func encodeFinished(list []cdc.SnapshotInfo) string {
+	out := make([]storedFinished, len(list))
+	for i, in := range list {
+		out[i] = storedFinished{ID: in.ID, Collections: in.Collections, Filter: in.Filter, Chunk: in.Chunk, State: in.State,
+			Done: in.DoneDocuments, Requested: in.Requested.UnixMilli(), Finished: in.Finished.UnixMilli(), Reason: in.Reason, Signal: in.Signal}
+		if in.TotalDocuments != in.DoneDocuments {
+			out[i].Total = in.TotalDocuments
+		}
+	}
+	j, _ := json.Marshal(out)
+	return string(j)
+}
+
+func decodeFinished(v string) ([]cdc.SnapshotInfo, error) {
+	var stored []storedFinished
+	if err := json.Unmarshal([]byte(v), &stored); err != nil {
+		return nil, err
+	}
+	out := make([]cdc.SnapshotInfo, len(stored))
+	for i, f := range stored {
+		out[i] = cdc.SnapshotInfo{ID: f.ID, Collections: f.Collections, Filter: f.Filter, Chunk: f.Chunk, State: f.State,
+			DoneDocuments: f.Done, TotalDocuments: f.Total, Requested: time.UnixMilli(f.Requested).UTC(),
+			Finished: time.UnixMilli(f.Finished).UTC(), Reason: f.Reason, Signal: f.Signal}
+		if f.Total == 0 {
+			out[i].TotalDocuments = f.Done
+		}
+	}
+	return out, nil
 }
