@@ -107,7 +107,17 @@ type isnapTask struct {
 	last     bson.RawValue // zero before the first document
 	lastJSON []byte        // last as canonical Extended JSON; nil before the first
 	probe    bool          // the last chunk ended a type bracket of _id: look past it
+	// reread are documents dropped from a chunk for an update in its
+	// window, with full_document delta: the update carries no document,
+	// so they are read again with the next chunk, at most maxRereads
+	// rounds in a row. Not kept across a restart.
+	reread  []bson.RawValue
+	rereads int
 }
+
+// maxRereads bounds the rounds in a row that a task reads again documents
+// updated in every window.
+const maxRereads = 10
 
 // isnapState is the source's incremental snapshots. The reader changes
 // them; requests, cancellations and listings come from other goroutines.

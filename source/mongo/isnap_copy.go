@@ -50,6 +50,7 @@ type chunk struct {
 	at      bson.Timestamp // the read's operation time
 	short   bool           // fewer documents than asked for
 	expr    bool           // read with the type-crossing query
+	reread  int            // docs[:reread] are documents read again (isnapTask.reread), before the chunk's own
 	err     error          // a failure of this run only (the server refused its query)
 	missing bool           // the collection does not exist
 }
@@ -251,36 +252,28 @@ func (r *reader) readChunk(ctx context.Context, c *chunk) error {
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
 	sctx := mongo.NewSessionContext(ctx, sess)
+	if ids := c.task.reread; len(ids) > 0 {
+		c.task.reread = nil
+		in := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}
+		var q any = in
+		if c.run.filter != nil {
+			q = bson.D{{Key: "$and", Value: bson.A{c.run.filter, in}}}
+		}
+		if err := c.read(sctx, coll, q, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})); err != nil || c.err != nil {
+			return err
+		}
+		c.reread = len(c.docs)
+	}
 	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(n)).SetBatchSize(int32(min(n, 10_000)))
-	cur, err := coll.Find(sctx, q, opts)
-	if err != nil {
-		return c.fail(err)
-	}
-	defer cur.Close(context.WithoutCancel(ctx))
-	for cur.Next(sctx) {
-		raw := slices.Clone(cur.Current)
-		id, err := raw.LookupErr("_id")
-		if err != nil {
-			return &permanentError{fmt.Errorf("incremental snapshot: a document of %s has no _id", c.task.ns)}
-		}
-		idj, err := idJSON(id)
-		if err != nil {
-			return &permanentError{err}
-		}
-		key := bsoncore.BuildDocumentFromElements(nil,
-			bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value}))
-		c.docs = append(c.docs, snapDoc{raw: raw, key: key, idJSON: idj})
-		c.ids = append(c.ids, id)
-	}
-	if err := cur.Err(); err != nil {
-		return c.fail(err)
+	if err := c.read(sctx, coll, q, opts); err != nil || c.err != nil {
+		return err
 	}
 	if t := sess.OperationTime(); t != nil {
 		c.at = *t
 	} else {
 		return fmt.Errorf("incremental snapshot of %s: the server sent no operationTime", c.task.ns)
 	}
-	c.short = len(c.docs) < n
+	c.short = len(c.docs)-c.reread < n
 	if len(c.docs) == 0 && c.task.last.Type == 0 {
 		// Nothing at all: a collection that does not exist (asked for
 		// with the pipeline stopped, or dropped since) fails its snapshot.
@@ -295,10 +288,35 @@ func (r *reader) readChunk(ctx context.Context, c *chunk) error {
 	return nil
 }
 
+// read appends the documents a find returns to c.
+func (c *chunk) read(ctx context.Context, coll *mongo.Collection, q any, opts *options.FindOptionsBuilder) error {
+	cur, err := coll.Find(ctx, q, opts)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	for cur.Next(ctx) {
+		raw := slices.Clone(cur.Current)
+		id, err := raw.LookupErr("_id")
+		if err != nil {
+			return &permanentError{fmt.Errorf("incremental snapshot: a document of %s has no _id", c.task.ns)}
+		}
+		idj, err := idJSON(id)
+		if err != nil {
+			return &permanentError{err}
+		}
+		key := bsoncore.BuildDocumentFromElements(nil,
+			bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value}))
+		c.docs = append(c.docs, snapDoc{raw: raw, key: key, idJSON: idj})
+		c.ids = append(c.ids, id)
+	}
+	return c.fail(cur.Err())
+}
+
 // fail keeps an error the server answered for the run (a filter it
 // refuses, an unauthorized read): the snapshot fails, not the pipeline.
 func (c *chunk) fail(err error) error {
-	if transient(err) || !isServerError(err) {
+	if err == nil || transient(err) || !isServerError(err) {
 		return err
 	}
 	c.err = err
@@ -307,10 +325,10 @@ func (c *chunk) fail(err error) error {
 
 // window is what the changes of a chunk's window hold.
 type window struct {
-	events  int                 // change events in the window
-	changed map[string]struct{} // namespace "\x00" _id (type byte + data) of the documents changed
-	ddl     map[string]string   // namespace -> why its copy ends (dropped, renamed)
-	tooLong bool                // more than isnapWindowMax events
+	events  int               // change events in the window
+	changed map[string]bool   // namespace "\x00" _id (type byte + data) of a document changed -> its last change is an update
+	ddl     map[string]string // namespace -> why its copy ends (dropped, renamed)
+	tooLong bool              // more than isnapWindowMax events
 }
 
 func keyOf(ns string, id bson.RawValue) string {
@@ -323,7 +341,7 @@ func keyOf(ns string, id bson.RawValue) string {
 // afterwards from its own stream, after the chunk's documents.
 func (r *reader) scanWindow(ctx context.Context, high bson.Timestamp, nss map[string]bool) (window, error) {
 	s := r.s
-	w := window{changed: map[string]struct{}{}, ddl: map[string]string{}}
+	w := window{changed: map[string]bool{}, ddl: map[string]string{}}
 	o := options.ChangeStream().SetShowExpandedEvents(true).SetMaxAwaitTime(20 * time.Millisecond).SetBatchSize(10_000).SetResumeAfter(r.lastTok)
 	var pipeline bson.A
 	if s.multi != nil {
@@ -399,7 +417,7 @@ func (r *reader) scanWindow(ctx context.Context, high bson.Timestamp, nss map[st
 				continue
 			}
 			if id, err := ev.LookupErr("documentKey", "_id"); err == nil {
-				w.changed[keyOf(ns, id)] = struct{}{}
+				w.changed[keyOf(ns, id)] = op == "update"
 			}
 			continue
 		}
@@ -465,12 +483,24 @@ func (r *reader) flushChunk(ctx context.Context, c *chunk, high bson.Timestamp, 
 	tok := tokenJSON(r.lastTok)
 	now := time.Now().UnixMilli()
 	at := cdc.Timestamp{T: high.T, I: high.I}
+	delta := s.cfg.FullDocument == "delta"
+	var reread []bson.RawValue
 	for i, d := range c.docs {
-		if _, ok := w.changed[keyOf(c.task.ns, c.ids[i])]; ok {
+		if update, ok := w.changed[keyOf(c.task.ns, c.ids[i])]; ok {
 			m.dropped.Add(1)
+			if update && delta {
+				reread = append(reread, c.ids[i])
+			}
 			continue
 		}
-		pos := r.isnapPos(tok, prefix, d.idJSON, suffix)
+		progress := d.idJSON
+		if i < c.reread {
+			// Read again: the task's progress does not move.
+			if progress = c.task.lastJSON; progress == nil {
+				progress = []byte("null")
+			}
+		}
+		pos := r.isnapPos(tok, prefix, progress, suffix)
 		ev := cdc.Event{Op: cdc.OpSnapshot, Namespace: c.task.ns, DocumentKey: d.key, FullDocument: d.raw,
 			ClusterTime: at, WallTimeMS: now, Pos: pos}
 		ev.Size = len(d.raw) + len(d.key) + len(pos) + eventOverhead
@@ -478,17 +508,29 @@ func (r *reader) flushChunk(ctx context.Context, c *chunk, high bson.Timestamp, 
 			return &permanentError{err}
 		}
 		m.mu.Lock()
-		c.task.last, c.task.lastJSON = c.ids[i], d.idJSON
+		if i >= c.reread {
+			c.task.last, c.task.lastJSON = c.ids[i], d.idJSON
+		}
 		c.run.done++
 		m.mu.Unlock()
 		m.rows.Add(1)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n := len(c.docs); n > 0 {
+	if n := len(c.docs); n > c.reread {
 		c.task.last, c.task.lastJSON = c.ids[n-1], c.docs[n-1].idJSON
 	}
+	if len(reread) == 0 {
+		c.task.rereads = 0
+	} else if c.task.rereads++; c.task.rereads > maxRereads {
+		s.log.Warn("incremental snapshot: documents updated in every window; the stream's updates stand for them",
+			"snapshot", c.run.req.ID, "namespace", c.task.ns, "documents", len(reread))
+		reread, c.task.rereads = nil, 0
+	}
+	c.task.reread = reread
 	switch {
+	case c.short && c.expr && len(reread) > 0:
+		// Copied, but for the documents to read again.
 	case c.short && c.expr:
 		c.run.active = slices.DeleteFunc(c.run.active, func(t *isnapTask) bool { return t == c.task })
 		s.log.Info("incremental snapshot: collection copied", "snapshot", c.run.req.ID, "namespace", c.task.ns)
