@@ -36,8 +36,7 @@ type SnapshotRequest struct {
 
 // Snapshot states.
 const (
-	SnapshotPending   = "pending" // queued, waiting for a free slot
-	SnapshotRunning   = "running"
+	SnapshotRunning   = "running" // also while it waits for a free slot: Copying is empty
 	SnapshotDone      = "done"
 	SnapshotCancelled = "cancelled"
 	SnapshotFailed    = "failed"

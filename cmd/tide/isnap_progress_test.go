@@ -23,7 +23,7 @@ func TestIncrementalProgress(t *testing.T) {
 	src := snapshotsOnly{list: []cdc.SnapshotInfo{
 		{ID: "1", State: cdc.SnapshotDone, DoneDocuments: 10, TotalDocuments: 10},
 		{ID: "2", State: cdc.SnapshotRunning, DoneDocuments: 12000, TotalDocuments: 40000, Rate: 2400, ETASeconds: 11.7},
-		{ID: "3", State: cdc.SnapshotPending},
+		{ID: "3", State: cdc.SnapshotCancelled},
 	}}
 	if got, want := incrementalProgress(src), "snapshot 2 12000/40000 docs 30% 2400/s ETA 11 s"; got != want {
 		t.Errorf("got %q, want %q", got, want)

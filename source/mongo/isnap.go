@@ -344,11 +344,8 @@ func (s *Source) Snapshots() []cdc.SnapshotInfo {
 func (r *isnapRun) infoLocked(now time.Time) cdc.SnapshotInfo {
 	in := cdc.SnapshotInfo{
 		ID: r.req.ID, Collections: r.req.Collections, Filter: r.req.Filter, Chunk: r.req.Chunk,
-		State: cdc.SnapshotPending, DoneDocuments: r.done, TotalDocuments: max(r.total, r.done), Requested: r.req.Requested,
+		State: cdc.SnapshotRunning, DoneDocuments: r.done, TotalDocuments: max(r.total, r.done), Requested: r.req.Requested,
 		Signal: r.req.Signal,
-	}
-	if r.running {
-		in.State = cdc.SnapshotRunning
 	}
 	for _, t := range r.active {
 		in.Current = append(in.Current, t.ns)

@@ -30,7 +30,7 @@ func (d isnapDescs) describe(ch chan<- *prometheus.Desc) {
 func (d isnapDescs) collect(ch chan<- prometheus.Metric, s *Source) {
 	ch <- prometheus.MustNewConstMetric(d.rows, prometheus.CounterValue, float64(s.isnap.rows.Load()))
 	ch <- prometheus.MustNewConstMetric(d.dropped, prometheus.CounterValue, float64(s.isnap.dropped.Load()))
-	states := map[string]int{cdc.SnapshotPending: 0, cdc.SnapshotRunning: 0, cdc.SnapshotDone: 0, cdc.SnapshotCancelled: 0, cdc.SnapshotFailed: 0}
+	states := map[string]int{cdc.SnapshotRunning: 0, cdc.SnapshotDone: 0, cdc.SnapshotCancelled: 0, cdc.SnapshotFailed: 0}
 	for _, in := range s.Snapshots() {
 		states[in.State]++
 		if in.State != cdc.SnapshotRunning {
@@ -51,7 +51,7 @@ func (d isnapDescs) collect(ch chan<- prometheus.Metric, s *Source) {
 func (s *Source) isnapDetails(m map[string]any) map[string]any {
 	var list []map[string]any
 	for _, in := range s.Snapshots() {
-		if in.State != cdc.SnapshotRunning && in.State != cdc.SnapshotPending {
+		if in.State != cdc.SnapshotRunning {
 			continue
 		}
 		list = append(list, map[string]any{

@@ -686,8 +686,8 @@ func TestIncrementalSnapshotRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	src = openSource(t, cfg, &cp)
-	if got := src.Snapshots(); len(got) != 2 || got[0].State != cdc.SnapshotPending {
-		t.Fatalf("after Open: %+v, want two pending", got)
+	if got := src.Snapshots(); len(got) != 2 || got[0].State != cdc.SnapshotRunning || len(got[0].Current) != 0 {
+		t.Fatalf("after Open: %+v, want two waiting to start", got)
 	}
 	m := newMirror(t)
 	drainUntil(t, src, m, func([]cdc.Event) bool {
