@@ -109,14 +109,19 @@ type isnapTask struct {
 	probe    bool          // the last chunk ended a type bracket of _id: look past it
 	// reread are documents dropped from a chunk for an update in its
 	// window, with full_document delta: the update carries no document,
-	// so they are read again with the next chunk, at most maxRereads
-	// rounds in a row. Not kept across a restart.
-	reread  []bson.RawValue
-	rereads int
+	// so they are read again with the next chunk, each at most
+	// maxRereads times in a row. Not kept across a restart.
+	reread []rereadDoc
 }
 
-// maxRereads bounds the rounds in a row that a task reads again documents
-// updated in every window.
+// rereadDoc is a document to read again, and how many times it was.
+type rereadDoc struct {
+	id    bson.RawValue
+	tries int
+}
+
+// maxRereads bounds how many times in a row a document updated in every
+// window is read again.
 const maxRereads = 10
 
 // isnapState is the source's incremental snapshots. The reader changes
@@ -125,6 +130,8 @@ type isnapState struct {
 	work    atomic.Bool  // runs is not empty
 	dropped atomic.Int64 // chunk documents dropped for a change in their window
 	rows    atomic.Int64 // snapshot rows handed out
+	// counting tracks the goroutines that estimate totals; Close waits.
+	counting sync.WaitGroup
 
 	mu       sync.Mutex // guards the fields below
 	client   *mongo.Client

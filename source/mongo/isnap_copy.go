@@ -171,32 +171,43 @@ func (r *reader) isnapSchedule(ctx context.Context) bool {
 		r.isnapFrag, _ = appendISnap(r.isnapFrag[:0], m.runs, nil)
 	}
 	m.mu.Unlock()
-	// The estimated totals: what is left of each collection not done.
+	// The estimated totals, counted beside the stream: a count with a
+	// filter may scan the collection.
 	for _, run := range count {
-		m.mu.Lock()
-		todo := map[string]bson.RawValue{}
-		for _, ns := range run.req.Collections[run.next:] {
-			todo[ns] = bson.RawValue{}
-		}
-		for _, t := range run.active {
-			todo[t.ns] = t.last
-		}
-		filter := run.filter
-		m.mu.Unlock()
-		var total int64
-		for ns, last := range todo {
-			n, err := r.countLeft(ctx, ns, filter, last)
-			if err != nil {
-				s.log.Debug("incremental snapshot: cannot estimate the documents left", "namespace", ns, "err", err)
-				continue
-			}
-			total += n
-		}
-		m.mu.Lock()
-		run.total = run.done + total
-		m.mu.Unlock()
+		m.counting.Add(1)
+		go func() { // owned by the source: Close waits for it
+			defer m.counting.Done()
+			r.countRun(ctx, run)
+		}()
 	}
 	return changed
+}
+
+// countRun estimates what is left of each collection of run not done.
+func (r *reader) countRun(ctx context.Context, run *isnapRun) {
+	m := &r.s.isnap
+	m.mu.Lock()
+	todo := map[string]bson.RawValue{}
+	for _, ns := range run.req.Collections[run.next:] {
+		todo[ns] = bson.RawValue{}
+	}
+	for _, t := range run.active {
+		todo[t.ns] = t.last
+	}
+	filter, done0 := run.filter, run.done
+	m.mu.Unlock()
+	var total int64
+	for ns, last := range todo {
+		n, err := r.countLeft(ctx, ns, filter, last)
+		if err != nil {
+			r.s.log.Debug("incremental snapshot: cannot estimate the documents left", "namespace", ns, "err", err)
+			continue
+		}
+		total += n
+	}
+	m.mu.Lock()
+	run.total = done0 + total
+	m.mu.Unlock()
 }
 
 // countLeft estimates the documents left to copy of ns after last.
@@ -252,8 +263,13 @@ func (r *reader) readChunk(ctx context.Context, c *chunk) error {
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
 	sctx := mongo.NewSessionContext(ctx, sess)
-	if ids := c.task.reread; len(ids) > 0 {
-		c.task.reread = nil
+	if len(c.task.reread) > 0 {
+		ids := make(bson.A, len(c.task.reread))
+		for i, d := range c.task.reread {
+			ids[i] = d.id
+		}
+		// Kept until the flush replaces them: a chunk given up (its
+		// window too long) reads them again.
 		in := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}
 		var q any = in
 		if c.run.filter != nil {
@@ -484,12 +500,19 @@ func (r *reader) flushChunk(ctx context.Context, c *chunk, high bson.Timestamp, 
 	now := time.Now().UnixMilli()
 	at := cdc.Timestamp{T: high.T, I: high.I}
 	delta := s.cfg.FullDocument == "delta"
-	var reread []bson.RawValue
+	tries := map[string]int{}
+	for _, d := range c.task.reread {
+		tries[keyOf("", d.id)] = d.tries
+	}
+	var reread []rereadDoc
+	gaveUp := 0
 	for i, d := range c.docs {
 		if update, ok := w.changed[keyOf(c.task.ns, c.ids[i])]; ok {
 			m.dropped.Add(1)
-			if update && delta {
-				reread = append(reread, c.ids[i])
+			if n := tries[keyOf("", c.ids[i])] + 1; update && delta && n <= maxRereads {
+				reread = append(reread, rereadDoc{c.ids[i], n})
+			} else if update && delta {
+				gaveUp++
 			}
 			continue
 		}
@@ -520,12 +543,9 @@ func (r *reader) flushChunk(ctx context.Context, c *chunk, high bson.Timestamp, 
 	if n := len(c.docs); n > c.reread {
 		c.task.last, c.task.lastJSON = c.ids[n-1], c.docs[n-1].idJSON
 	}
-	if len(reread) == 0 {
-		c.task.rereads = 0
-	} else if c.task.rereads++; c.task.rereads > maxRereads {
+	if gaveUp > 0 {
 		s.log.Warn("incremental snapshot: documents updated in every window; the stream's updates stand for them",
-			"snapshot", c.run.req.ID, "namespace", c.task.ns, "documents", len(reread))
-		reread, c.task.rereads = nil, 0
+			"snapshot", c.run.req.ID, "namespace", c.task.ns, "documents", gaveUp, "reads", maxRereads+1)
 	}
 	c.task.reread = reread
 	switch {

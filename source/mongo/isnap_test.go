@@ -686,7 +686,7 @@ func TestIncrementalSnapshotRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	src = openSource(t, cfg, &cp)
-	if got := src.Snapshots(); len(got) != 2 || got[0].State != cdc.SnapshotRunning || len(got[0].Current) != 0 {
+	if got := src.Snapshots(); len(got) != 2 || got[0].State != cdc.SnapshotRunning || got[0].DoneDocuments != 0 {
 		t.Fatalf("after Open: %+v, want two waiting to start", got)
 	}
 	m := newMirror(t)

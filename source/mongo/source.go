@@ -442,6 +442,7 @@ func (s *Source) Close() error {
 		if s.stop != nil {
 			s.stop()
 			<-s.readerDone
+			s.isnap.counting.Wait() // started by the reader, stopped with it
 			<-s.oplogDone
 			<-s.signalDone
 		}
