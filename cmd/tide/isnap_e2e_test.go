@@ -540,3 +540,44 @@ batch: {commit_interval: 20ms}
 	}, run)
 	run.stop()
 }
+
+// TestIncrementalSnapshotHTTPAuth: with --http-auth-file, tide snapshot
+// needs the credentials (--http-auth-file), and --http-addr names the
+// pipeline directly.
+func TestIncrementalSnapshotHTTPAuth(t *testing.T) {
+	t.Parallel()
+	srv := testenv.MongoWire(t)
+	client := testenv.MongoClient(t, srv.URI())
+	if _, err := client.Database("shop").Collection("orders").InsertOne(t.Context(), bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	auth := filepath.Join(dir, "auth")
+	if err := os.WriteFile(auth, []byte("ops:s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writePipeline(t, dir, fmt.Sprintf(`
+name: authed
+data_dir: %s
+source:
+  mongo: {uri: %q, database: shop, collection: orders, snapshot: never, max_await: 100ms}
+sink:
+  file: {path: ./out.jsonl}
+`, filepath.Join(dir, "data"), srv.URI()))
+	run := startRunArgs(t, "authed", dir, cfg, []string{"--http-addr", "127.0.0.1:0", "--http-auth-file", auth})
+	waitFor(t, time.Minute, "the address", func() bool { return readHTTPAddr(filepath.Join(dir, "data")) != "" }, run)
+	addr := readHTTPAddr(filepath.Join(dir, "data"))
+	o, err := runTide(t, dir, "snapshot", "-f", cfg, "--collection", "shop.orders")
+	if err == nil || !strings.Contains(o, "401") {
+		t.Fatalf("without credentials: %v\n%s", err, o)
+	}
+	var out string
+	waitFor(t, time.Minute, "accepted", func() bool {
+		out, err = runTide(t, dir, "snapshot", "-f", cfg, "--collection", "shop.orders", "--http-addr", addr, "--http-auth-file", auth)
+		return err == nil || !strings.Contains(out, "not running")
+	}, run)
+	if err != nil || !strings.Contains(out, "requested from the running pipeline at "+addr) {
+		t.Fatalf("with credentials: %v\n%s", err, out)
+	}
+	run.stop()
+}
