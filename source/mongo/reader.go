@@ -651,6 +651,9 @@ func (r *reader) copyCurrent(cur bson.Raw) (bson.Raw, error) {
 	if r.s.multi != nil {
 		room += len(`,"catalog":`) + 20
 	}
+	if len(r.isnapFrag) > 0 {
+		room += len(r.isnapFrag) + 1
+	}
 	if r.s.split {
 		return r.frags.add(cur, room)
 	}
