@@ -13,8 +13,8 @@ import (
 type IncrementalSnapshotter interface {
 	// RequestSnapshot checks req and queues it; it returns the new
 	// snapshot's id. A request the source refuses wraps ErrSnapshotRequest
-	// (bad collections, filter or chunk) or ErrSnapshotConflict (a
-	// collection already being copied, or the source not ready).
+	// (bad collections, filter or chunk), ErrSnapshotConflict (a
+	// collection already being copied) or ErrSnapshotNotReady.
 	RequestSnapshot(ctx context.Context, req SnapshotRequest) (string, error)
 	// CancelSnapshot stops a running snapshot at its next chunk boundary.
 	// An unknown id wraps ErrSnapshotNotFound.
@@ -65,4 +65,7 @@ var (
 	ErrSnapshotRequest  = errors.New("bad snapshot request")
 	ErrSnapshotConflict = errors.New("snapshot conflict")
 	ErrSnapshotNotFound = errors.New("no such snapshot")
+	// ErrSnapshotNotReady: the source is not open yet (or closed); ask
+	// again in a moment.
+	ErrSnapshotNotReady = errors.New("the source is not running")
 )

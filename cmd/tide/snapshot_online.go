@@ -88,6 +88,11 @@ func requestSnapshot(cmd *cobra.Command, secrets *redact.Set, file string, f sna
 	}
 	if addr != "" {
 		id, err := postSnapshot(cmd.Context(), addr, f.authFile, req)
+		// A pipeline starting up answers 503 until its source is open.
+		for deadline := time.Now().Add(30 * time.Second); errors.Is(err, errNotReady) && time.Now().Before(deadline); {
+			time.Sleep(200 * time.Millisecond)
+			id, err = postSnapshot(cmd.Context(), addr, f.authFile, req)
+		}
 		switch {
 		case err == nil:
 			fmt.Fprintf(out, "incremental snapshot %s of pipeline %q requested from the running pipeline at %s; follow it with GET /api/snapshots\n", id, spec.Name, addr)
@@ -128,6 +133,9 @@ func requestSnapshot(cmd *cobra.Command, secrets *redact.Set, file string, f sna
 	fmt.Fprintf(out, "incremental snapshot %s of pipeline %q recorded in its checkpoint (%s): the next tide run %s carries it out\n", id, spec.Name, store.Where(), file)
 	return nil
 }
+
+// errNotReady is postSnapshot's error for a pipeline still starting.
+var errNotReady = errors.New("not ready")
 
 // postSnapshot sends POST /api/snapshots.
 func postSnapshot(ctx context.Context, addr, authFile string, req cdc.SnapshotRequest) (string, error) {
@@ -176,6 +184,9 @@ func postSnapshot(ctx context.Context, addr, authFile string, req cdc.SnapshotRe
 		msg := answer.Error
 		if msg == "" {
 			msg = strings.TrimSpace(string(rb))
+		}
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			return "", fmt.Errorf("%w (%s): %s", errNotReady, resp.Status, msg)
 		}
 		return "", fmt.Errorf("refused (%s): %s", resp.Status, msg)
 	}

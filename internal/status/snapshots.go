@@ -114,8 +114,10 @@ func snapshotStatus(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, cdc.ErrSnapshotNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, cdc.ErrSnapshotNotReady):
+		return http.StatusServiceUnavailable
 	}
-	return http.StatusServiceUnavailable
+	return http.StatusInternalServerError
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -76,7 +76,7 @@ func TestAPISnapshots(t *testing.T) {
 	var body string
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		code, body = call("POST", base, js, `{"collections": ["shop.orders"], "filter": {"status": "open"}, "chunk": 50}`)
-		if code != http.StatusConflict || !strings.Contains(body, "not running") || time.Now().After(deadline) {
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "not running") || time.Now().After(deadline) {
 			break
 		}
 	}

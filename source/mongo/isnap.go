@@ -247,7 +247,7 @@ func (s *Source) RequestSnapshot(ctx context.Context, req cdc.SnapshotRequest) (
 	client := m.client
 	m.mu.Unlock()
 	if client == nil {
-		return "", fmt.Errorf("%w: the source is not running", cdc.ErrSnapshotConflict)
+		return "", fmt.Errorf("%w: it opens its connection first; ask again in a moment", cdc.ErrSnapshotNotReady)
 	}
 	if err := checkOnServer(ctx, client, r, filter); err != nil {
 		return "", err
