@@ -279,6 +279,19 @@ func drainUntil(t testing.TB, src *Source, m *mirror, cond func([]cdc.Event) boo
 	}
 }
 
+// drainIdle polls src into m until nothing comes for 200 ms: a snapshot
+// is listed as done once its last row is queued, maybe before it is polled.
+func drainIdle(t testing.TB, src *Source, m *mirror) []cdc.Event {
+	t.Helper()
+	quiet := time.Now()
+	return drainUntil(t, src, m, func(evs []cdc.Event) bool {
+		if len(nonMarkers(evs)) > 0 {
+			quiet = time.Now()
+		}
+		return time.Since(quiet) > 200*time.Millisecond
+	})
+}
+
 func stateIs(src *Source, id, state string) func([]cdc.Event) bool {
 	return func([]cdc.Event) bool { return isnapInfo(src, id).State == state }
 }
@@ -443,6 +456,7 @@ func TestIncrementalSnapshotFilter(t *testing.T) {
 	}
 	m := newMirror(t)
 	evs := drainUntil(t, src, m, stateIs(src, id, cdc.SnapshotDone))
+	evs = append(evs, drainIdle(t, src, m)...)
 	seen := map[int]bool{}
 	for _, ev := range evs {
 		if ev.Op != cdc.OpSnapshot {
@@ -550,6 +564,7 @@ func TestIncrementalSnapshotCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	drainUntil(t, src, m, stateIs(src, id, cdc.SnapshotCancelled))
+	drainIdle(t, src, m)
 	after := m.snaps
 	time.Sleep(100 * time.Millisecond)
 	drainUntil(t, src, m, func(evs []cdc.Event) bool { return len(evs) == 0 })
@@ -693,6 +708,7 @@ func TestIncrementalSnapshotRecorded(t *testing.T) {
 	drainUntil(t, src, m, func([]cdc.Event) bool {
 		return isnapInfo(src, idA).State == cdc.SnapshotDone && isnapInfo(src, idGone).State == cdc.SnapshotFailed
 	})
+	drainIdle(t, src, m)
 	if m.snaps != 120 {
 		t.Errorf("%d snapshot rows, want 120", m.snaps)
 	}
