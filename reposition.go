@@ -27,3 +27,13 @@ type Repositioner interface {
 // change stream was invalidated: its collection was dropped or renamed
 // under it, or its database dropped (tide run exits with code 3).
 var ErrInvalidated = mongosource.ErrInvalidated
+
+// A SnapshotRecorder is a source's Config that can record an incremental
+// snapshot request in a stopped pipeline's checkpoint (tide snapshot
+// --collection), for the next run to carry out. It changes cp.Meta and
+// returns the snapshot's id.
+type SnapshotRecorder interface {
+	RecordSnapshot(cp *cdc.Checkpoint, req cdc.SnapshotRequest, now time.Time) (string, error)
+}
+
+var _ SnapshotRecorder = mongosource.Config{}

@@ -280,6 +280,9 @@ func statusLoop(ctx context.Context, w io.Writer, every time.Duration, p statser
 			if extra != nil {
 				more = extra(now)
 			}
+			if st.EventsIn > 0 {
+				more = joinNonEmpty(more, incrementalProgress(src))
+			}
 			lines = append(lines, statusLine(st, v, rate, unit, more, now))
 			scr.draw(lines)
 			if bars && !v.copying {

@@ -130,6 +130,17 @@ func runPipeline(ctx context.Context, f runFlags, stderr io.Writer, secrets *red
 		return err
 	}
 	defer p.Close() // a no-op once Run has returned: Run releases the data directory and the embedded server
+	if srv == nil {
+		// An address a killed run left behind names no pipeline now.
+		removeHTTPAddr(spec.DataDir, "")
+	} else {
+		// tide snapshot --collection finds the running pipeline here.
+		if err := writeHTTPAddr(spec.DataDir, srv.Addr()); err != nil {
+			log.Warn("cannot record the HTTP address in the data directory: tide snapshot needs --http-addr to reach this pipeline", "err", err)
+		} else {
+			defer removeHTTPAddr(spec.DataDir, srv.Addr())
+		}
+	}
 	log = log.With("pipeline", p.Name)
 	tracker.Attach(p.Name, p, p.Source, p.Redact)
 

@@ -20,10 +20,22 @@ import (
 func newSnapshotCmd(secrets *redact.Set) *cobra.Command {
 	var file string
 	var yes bool
+	var inc snapshotFlags
 	cmd := &cobra.Command{
-		Use:   "snapshot -f FILE",
-		Short: "Make the next run copy the MongoDB collection(s) again and stream on from there",
-		Long: `Re-snapshot: after the change history a pipeline needs was lost (its
+		Use:   "snapshot -f FILE [--collection db.coll ... [--filter JSON] [--chunk N]]",
+		Short: "Copy MongoDB collections again: chosen ones while the pipeline runs, or all of them on the next run",
+		Long: `With --collection: an incremental snapshot. The named collections (or the
+documents of them that --filter matches, a query in relaxed Extended JSON) are
+copied again, --chunk documents at a time in _id order, while the pipeline goes
+on streaming: their documents reach the sink as events of op "snapshot", and no
+snapshot row of a document ever follows a newer change of it. The request goes
+to the running pipeline through its HTTP address (--http-addr, or the one tide
+run --http-addr recorded in its data directory): POST /api/snapshots. With the
+pipeline stopped, it is recorded in the checkpoint and the next tide run
+carries it out. A collection that a snapshot not yet finished copies is
+refused: cancel that one first (DELETE /api/snapshots/ID).
+
+Without --collection: re-snapshot everything. After the change history a pipeline needs was lost (its
 checkpoint fell out of the oplog window, error 286), write a checkpoint that
 makes the next tide run take a fresh start token, copy the collection(s)
 again into the same output, and continue streaming from that token.
@@ -42,6 +54,12 @@ The pipeline must be stopped. It asks for confirmation on a terminal; --yes
 skips it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(inc.collections) > 0 {
+				return requestSnapshot(cmd, secrets, file, inc)
+			}
+			if inc.filter != "" || inc.chunk != 0 {
+				return errors.New("--filter and --chunk need --collection: name the collections to copy (without --collection, tide snapshot re-copies everything on the next run)")
+			}
 			return rewritePosition(cmd, secrets, file, yes, "re-snapshot", func(r tide.Repositioner, prev cdc.Position) (cdc.Position, error) {
 				return r.PositionForResnapshot(prev, time.Now())
 			})
@@ -49,6 +67,11 @@ skips it.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "pipeline YAML file (required)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().StringArrayVar(&inc.collections, "collection", nil, `copy this collection ("db.coll") while the pipeline runs; repeat for more`)
+	cmd.Flags().StringVar(&inc.filter, "filter", "", `with --collection: copy only the documents this query matches (relaxed Extended JSON, such as '{"status": "open"}')`)
+	cmd.Flags().IntVar(&inc.chunk, "chunk", 0, "with --collection: documents per chunk (default 1000)")
+	cmd.Flags().StringVar(&inc.httpAddr, "http-addr", "", "with --collection: the running pipeline's --http-addr (default: the address it recorded in its data directory)")
+	cmd.Flags().StringVar(&inc.authFile, "http-auth-file", "", "with --collection: a file of one user:password line, for a pipeline that serves HTTP with --http-auth-file")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }

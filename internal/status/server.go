@@ -129,6 +129,7 @@ func (s *Server) routes(metrics prometheus.Gatherer, page bool) {
 			http.ServeFileFS(w, r, static, "index.html")
 		})
 		s.mux.HandleFunc("GET /api/status", s.serveStatus)
+		s.snapshotRoutes()
 	}
 	if metrics != nil {
 		var opts promhttp.HandlerOpts

@@ -43,8 +43,15 @@ type Config struct {
 	Collections []string `yaml:"collections"`
 	Exclude     []string `yaml:"exclude"`
 	// SnapshotParallelism is how many collections the initial snapshot
-	// copies at a time; default 2.
+	// copies at a time, and incremental snapshots, all of them together;
+	// default 2.
 	SnapshotParallelism int `yaml:"snapshot_parallelism"`
+	// SignalCollection, if set ("coll" of Database, or "db.coll"), is
+	// watched for signals: inserting {type: "snapshot", collections:
+	// ["db.coll", ...], filter: {...}, chunk: N} there starts an
+	// incremental snapshot. The signals' own changes are not forwarded.
+	// Off by default.
+	SignalCollection string `yaml:"signal_collection"`
 
 	// FullDocument: delta (default; updates carry only their
 	// updateDescription) | update_lookup (the current document) |
@@ -177,6 +184,20 @@ func (c Config) Validate() error {
 			bad("exclude", "needs collections (exclude filters what collections matches)")
 		} else {
 			errs = append(errs, validateGlobs("exclude", c.Exclude, c.Database == "")...)
+		}
+	}
+	if c.SignalCollection != "" {
+		db, coll, ok := strings.Cut(c.SignalCollection, ".")
+		if !ok {
+			db, coll = c.Database, c.SignalCollection
+		}
+		switch {
+		case db == "":
+			bad("signal_collection", "%q: name it as \"db.coll\" (the source has no database)", c.SignalCollection)
+		case !capturable(db, coll) || strings.Contains(coll, "$"):
+			bad("signal_collection", "%q cannot be watched (no '$', no system collections, not in admin, local or config)", c.SignalCollection)
+		case len(c.Collections) == 0 && db == c.Database && coll == c.Collection:
+			bad("signal_collection", "%q is the captured collection itself: name another one", c.SignalCollection)
 		}
 	}
 	if c.SnapshotParallelism < 1 || c.SnapshotParallelism > 64 {

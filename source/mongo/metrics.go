@@ -30,6 +30,7 @@ func (s *Source) Collector(pipeline string) prometheus.Collector {
 		window:     d("oplog_window_seconds", "Cluster time between the first and the last entry of the oplog (local.oplog.rs)."),
 		headroom:   d("checkpoint_headroom_seconds", "How long until the checkpoint falls out of the oplog window at the current rate at which the window's start moves (+Inf while the oplog drops nothing)."),
 		snapshotNS: d("snapshot_namespace_documents", "Initial snapshot progress of each collection of a multi-collection source: documents done, and the estimated total.", "namespace", "state"),
+		isnap:      newISnapDescs(d),
 	}
 }
 
@@ -37,12 +38,14 @@ type collector struct {
 	s                                                               *Source
 	events, bytes, reconnects, errors, lag, age, buffered, snapshot *prometheus.Desc
 	snapshotNS, window, headroom                                    *prometheus.Desc
+	isnap                                                           isnapDescs
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.events, c.bytes, c.reconnects, c.errors, c.lag, c.age, c.buffered, c.snapshot, c.snapshotNS, c.window, c.headroom} {
 		ch <- d
 	}
+	c.isnap.describe(ch)
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -70,4 +73,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.snapshotNS, prometheus.GaugeValue, float64(p.Done), ns, "done")
 		ch <- prometheus.MustNewConstMetric(c.snapshotNS, prometheus.GaugeValue, float64(p.Total), ns, "total")
 	}
+	c.isnap.collect(ch, c.s)
 }

@@ -184,16 +184,16 @@ func (s *Source) checkpointTime() cdc.Timestamp {
 func (s *Source) StatusDetails() map[string]any {
 	win, headroom, warning, ok := s.oplog.window()
 	if !ok {
-		return nil
+		return s.isnapDetails(nil)
 	}
 	var h any
 	if headroom >= 0 {
 		h = headroom
 	}
-	return map[string]any{
+	return s.isnapDetails(map[string]any{
 		"oplog_window_seconds":        win,
 		"checkpoint_headroom_seconds": h,
 		"headroom_warning":            warning,
 		"headroom_warn_seconds":       max(0, s.cfg.HeadroomWarn.Seconds()),
-	}
+	})
 }

@@ -32,6 +32,9 @@ type position struct {
 	// Catalog, for many collections, names the checkpoint identity's
 	// catalog.<n>: the captured collections as of this position.
 	Catalog *uint64 `json:"catalog,omitempty"`
+	// ISnap, beside a stream position, is the progress of the incremental
+	// snapshots running there, by id.
+	ISnap map[string]isnapPosRun `json:"isnap,omitempty"`
 }
 
 // snapshotPos is a position inside the initial snapshot: the stream

@@ -50,6 +50,13 @@ type reader struct {
 	msnap    *multiSnapshot
 
 	lastNS nsCache // the namespace of the last event, reused by the next
+
+	// isnapFrag is the "isnap" member of stream positions: the progress
+	// of the running incremental snapshots; empty when none runs.
+	isnapFrag []byte
+	signal    string // the signal collection's namespace, if it is captured
+	// batchEvents counts the events of the cursor's current batch.
+	batchEvents int
 }
 
 // resumePos is resumePos, naming the catalog epoch for many collections.
@@ -61,13 +68,21 @@ func (r *reader) startAfterPos(tok bson.Raw) cdc.Position {
 	return r.withEpoch(startAfterPos(tok))
 }
 
-// withEpoch turns {...} into {...,"catalog":n} for many collections.
+// withEpoch turns {...} into {...,"catalog":n} for many collections, and
+// adds the progress of running incremental snapshots ("isnap") before it.
 func (r *reader) withEpoch(p cdc.Position) cdc.Position {
-	if r.s.multi == nil {
+	if r.s.multi == nil && len(r.isnapFrag) == 0 {
 		return p
 	}
-	p = append(p[:len(p)-1], `,"catalog":`...)
-	p = strconv.AppendUint(p, r.epoch, 10)
+	p = p[:len(p)-1]
+	if len(r.isnapFrag) > 0 {
+		p = append(p, ',')
+		p = append(p, r.isnapFrag...)
+	}
+	if r.s.multi != nil {
+		p = append(p, `,"catalog":`...)
+		p = strconv.AppendUint(p, r.epoch, 10)
+	}
 	return append(p, '}')
 }
 
@@ -540,8 +555,21 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 	// cut short by a failure is read again from its first fragment.
 	r.frags.reset()
 	for {
+		if cs.RemainingBatchLength() == 0 {
+			// Between two batches: the incremental snapshots' turn,
+			// unless the batch was full: the stream is behind, and a
+			// chunk's window would span all it has yet to read.
+			behind := r.batchEvents >= int(s.cfg.BatchSize)
+			r.batchEvents = 0
+			if !behind {
+				if err := r.isnapStep(ctx); err != nil {
+					return progressed, err
+				}
+			}
+		}
 		if r.next(ctx) {
 			progressed = true
+			r.batchEvents++
 			raw, err := r.copyCurrent(cs.Current)
 			if err == nil && raw == nil {
 				continue // more fragments to come
@@ -568,6 +596,9 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 			switch ev.Op {
 			case cdc.OpDrop, cdc.OpRename, cdc.OpDropDatabase:
 				r.lastDDL, r.renamedTo = ev.Op, renameTarget(ev)
+				if s.isnap.work.Load() {
+					r.isnapDDL(&ev)
+				}
 			}
 			if s.multi != nil {
 				var uuid []byte
@@ -577,6 +608,11 @@ func (r *reader) stream(ctx context.Context) (progressed bool, err error) {
 				deliver, err := r.apply(&ev, uuid)
 				if err != nil {
 					return progressed, err
+				}
+				if deliver && ev.Namespace == r.signal && r.signal != "" {
+					// A signal: the signal watch takes it; it is not
+					// forwarded.
+					deliver = false
 				}
 				if !deliver {
 					// Not captured: a marker keeps the position moving,
@@ -620,6 +656,9 @@ func (r *reader) copyCurrent(cur bson.Raw) (bson.Raw, error) {
 	room := posRoom(cur)
 	if r.s.multi != nil {
 		room += len(`,"catalog":`) + 20
+	}
+	if len(r.isnapFrag) > 0 {
+		room += len(r.isnapFrag) + 1
 	}
 	if r.s.split {
 		return r.frags.add(cur, room)

@@ -42,6 +42,7 @@ type Source struct {
 	readerDone chan struct{}      // closed when the reader returned
 	oplog      *oplogWatch
 	oplogDone  chan struct{} // closed when the oplog watch returned
+	signalDone chan struct{} // closed when the signal watch returned (or at once without one)
 	closeOnce  sync.Once
 	closeErr   error
 
@@ -50,6 +51,7 @@ type Source struct {
 	retryPolicy cdc.RetryPolicy // SetRetry's
 	retryReport cdc.RetryFunc   // SetRetry's; nil outside a pipeline
 	heartbeat   heartbeats      // the driver's last failed heartbeat
+	isnap       isnapState      // incremental snapshots
 }
 
 // counters are updated by the reader, Poll and Ack, and read by Stats.
@@ -314,7 +316,15 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 		}
 	}
 
-	r := &reader{s: s}
+	if restored != nil {
+		if err := s.isnap.restore(restored.Meta, pos); err != nil {
+			return fmt.Errorf("%w; %s", err, resetHint)
+		}
+	}
+	r := &reader{s: s, signal: s.signalNS()}
+	s.isnap.mu.Lock()
+	r.isnapFrag, _ = appendISnap(nil, s.isnap.runs, nil)
+	s.isnap.mu.Unlock()
 	if s.multi != nil {
 		catPos := pos
 		if pos != nil && pos.Resnapshot != nil {
@@ -327,6 +337,9 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 	if err := r.prepare(ctx, pos); err != nil {
 		return err
 	}
+	s.isnap.mu.Lock()
+	s.isnap.client = s.client
+	s.isnap.mu.Unlock()
 	readCtx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.readerDone = make(chan struct{})
@@ -339,6 +352,27 @@ func (s *Source) Open(ctx context.Context, restored *cdc.Checkpoint) (err error)
 		defer close(s.oplogDone)
 		s.oplog.run(readCtx)
 	}()
+	s.signalDone = make(chan struct{})
+	if s.signalNS() == "" {
+		close(s.signalDone)
+	} else {
+		// Opened here, so that a signal written once Open returned is
+		// seen; from the restored position's time, so that one written
+		// while the pipeline was stopped is too.
+		var from *bson.Timestamp
+		if t := s.metrics.openedT.Load(); t != 0 {
+			from = &bson.Timestamp{T: uint32(t >> 32), I: uint32(t)}
+		}
+		cs, err := s.openSignals(ctx, nil, from)
+		if err != nil {
+			s.log.Warn("signal collection: cannot open its change stream; retrying", "collection", s.signalNS(), "err", err)
+			cs = nil
+		}
+		go func() { // owned by s: Close stops it and waits
+			defer close(s.signalDone)
+			s.watchSignals(readCtx, cs, from)
+		}()
+	}
 	return nil
 }
 
@@ -379,6 +413,7 @@ func (s *Source) Ack(_ context.Context, upTo cdc.Position) error {
 		s.metrics.committedT.Store(uint64(ts.T)<<32 | uint64(ts.I))
 	}
 	s.metrics.lastAck.Store(time.Now().UnixNano())
+	s.isnap.ack(upTo)
 	return nil
 }
 
@@ -395,6 +430,7 @@ func (s *Source) Identity() map[string]string {
 	if s.multi != nil {
 		s.multi.epochs.meta(m)
 	}
+	s.isnap.identity(m)
 	return m
 }
 
@@ -402,10 +438,15 @@ func (s *Source) Identity() map[string]string {
 // called more than once.
 func (s *Source) Close() error {
 	s.closeOnce.Do(func() {
+		s.isnap.mu.Lock()
+		s.isnap.client = nil
+		s.isnap.mu.Unlock()
 		if s.stop != nil {
 			s.stop()
 			<-s.readerDone
+			s.isnap.counting.Wait() // started by the reader, stopped with it
 			<-s.oplogDone
+			<-s.signalDone
 		}
 		s.closeErr = s.closeClient()
 	})
