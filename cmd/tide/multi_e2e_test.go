@@ -648,7 +648,7 @@ source:
     full_document: update_lookup
     max_await: 100ms
 sink:
-  postgres: {dsn: "${PG_DSN}", table: "{coll}", mode: mirror, soft_delete: false}
+  postgres: {dsn: "${PG_DSN}", table: "{coll}", mode: mirror, columns: document, soft_delete: false}
 checkpoint: sink
 batch: {max_records: 50, commit_interval: 10ms}
 `, srv.URI()))

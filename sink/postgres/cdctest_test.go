@@ -41,7 +41,7 @@ func testContract(t *testing.T, mode string, keep bool) {
 		return dsns[t.Name()]
 	}
 	config := func(t *testing.T) postgres.Config {
-		return postgres.Config{DSN: dsn(t), Table: "cdctest", Mode: mode, CreateTable: true,
+		return postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn(t), Table: "cdctest", Mode: mode, CreateTable: true,
 			Pipeline: cdctest.Pipeline, Logger: testLogger(t)}
 	}
 	h := cdctest.SinkHarness{
@@ -77,7 +77,7 @@ func testContract(t *testing.T, mode string, keep bool) {
 		Record: contractRecord,
 		Want:   func(i int) []byte { return []byte("record " + strconv.Itoa(i)) },
 		FailOpen: func(t *testing.T) cdc.Sink {
-			return postgres.New(postgres.Config{DSN: "postgres://tide@127.0.0.1:1/none?connect_timeout=2", Table: "cdctest",
+			return postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: "postgres://tide@127.0.0.1:1/none?connect_timeout=2", Table: "cdctest",
 				Pipeline: cdctest.Pipeline, Logger: testLogger(t)})
 		},
 	}

@@ -47,6 +47,7 @@ func (s *Sink) connect(ctx context.Context) error {
 		}
 	}
 	s.conn = conn
+	s.session++ // the staging tables of typed tables are made again
 	if err := s.settle(ctx); err != nil {
 		// Without the lock, or unsure the lost session ended, the
 		// connection must not be used: the next try connects afresh.
@@ -222,6 +223,7 @@ func (s *Sink) commit(ctx context.Context, ckpt []byte) error {
 	for attempt := 1; ; attempt++ {
 		err := s.attempt(ctx, ckpt, uncertain)
 		if err == nil {
+			s.committedTyped()
 			if n := s.stage.skipped; n > 0 {
 				s.log.Debug("skipped updates without a full document: their documents were deleted before the lookup", "updates", n)
 			}
@@ -306,16 +308,34 @@ func (s *Sink) attempt(ctx context.Context, ckpt []byte, uncertain bool) error {
 // statements were sent leaves the outcome unknown (errUncertain).
 func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	st := &s.stage
-	if st.mirror && st.live > 0 {
+	counts := st.perTable(len(s.tables))
+	if err := s.applyTyped(ctx, counts); err != nil {
+		return err
+	}
+	shared := 0
+	for i, c := range counts {
+		if !st.typed[i] {
+			shared += c.live
+		}
+	}
+	if st.mirror && shared > 0 {
 		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", stageTable}, mirrorStageColumns, st.source()); err != nil {
 			return classify(err, &batchError{what: "copy into staging table", err: err, key: s.copyErrorKey(err, -1)})
 		}
 	}
 	type stmt struct{ what, sql string }
 	var stmts []stmt
-	for i, c := range st.perTable(len(s.tables)) {
+	for i, c := range counts {
 		q := &s.tables[i].sql
 		switch {
+		case st.mirror && st.typed[i]:
+			m := s.tables[i].typed.mergeSQL(s.cfg, q.table)
+			if c.upsert > 0 {
+				stmts = append(stmts, stmt{"upsert into " + q.table, m.upsert})
+			}
+			if c.del > 0 {
+				stmts = append(stmts, stmt{"delete from " + q.table, m.delete})
+			}
 		case st.mirror:
 			if c.upsert > 0 {
 				stmts = append(stmts, stmt{"upsert into " + q.table, q.upsert})
@@ -342,7 +362,18 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 		}
 		if op.rename {
 			to := &s.tables[op.to].sql
-			q := stmt{"move rows of renamed " + from.sql.table + " to " + to.table, moveRows(&from.sql, to, op.to)}
+			move := moveRows(&from.sql, to, op.to)
+			if (from.typed != nil) != (s.tables[op.to].typed != nil) {
+				return &batchError{what: "move rows of renamed " + from.sql.table + " to " + to.table,
+					err: errors.New("one has typed columns and the other the document layout; rows cannot move between them")}
+			}
+			if from.typed != nil {
+				var err error
+				if move, err = moveTyped(from, s.tables[op.to]); err != nil {
+					return &batchError{what: "move rows of renamed " + from.sql.table + " to " + to.table, err: err}
+				}
+			}
+			q := stmt{"move rows of renamed " + from.sql.table + " to " + to.table, move}
 			b.Queue(q.sql, op.ct)
 			stmts = append(stmts, q)
 			b.Queue(from.sql.clearRows, op.ct)
@@ -351,6 +382,12 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 		}
 		b.Queue(from.sql.dropRows, op.ct)
 		stmts = append(stmts, stmt{"drop rows of dropped " + from.sql.table, from.sql.dropRows})
+	}
+	for _, tb := range s.tables {
+		if tb.typed != nil && len(tb.typed.records) > 0 {
+			b.Queue(s.sql.recordColumns, recordArgs(tb.name, tb.typed.records)...)
+			stmts = append(stmts, stmt{"record columns of " + tb.sql.table + " in " + s.sql.columns, s.sql.recordColumns})
+		}
 	}
 	if ckpt != nil {
 		b.Queue(s.sql.saveCheckpoint, s.cfg.Pipeline, ckpt)

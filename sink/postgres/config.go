@@ -17,11 +17,12 @@ const (
 
 // DefaultConfig returns the defaults of a pipeline file's sink.postgres
 // section, which a program should start from too: schema public, mirror
-// mode, the table created if missing, deletes kept as soft deletes. Fill
+// mode, typed columns for a new table (flattened one level deep), the
+// table created if missing, deletes kept as soft deletes. Fill
 // in the DSN and the table (in a pipeline file the table defaults to the
 // source collection's name).
 func DefaultConfig() Config {
-	return Config{Schema: DefaultSchema, Mode: ModeMirror, CreateTable: true, SoftDelete: true}
+	return Config{Schema: DefaultSchema, Mode: ModeMirror, CreateTable: true, SoftDelete: true, FlattenDepth: DefaultFlattenDepth}
 }
 
 // BatchDefaults are the batch sizes the sink wants where the pipeline

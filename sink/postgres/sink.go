@@ -38,6 +38,24 @@ type Config struct {
 	Table  string `yaml:"table"`            // required; may hold {db} and {coll}: a table per namespace
 	Mode   string `yaml:"mode"`             // ModeMirror (default) or ModeAppend
 
+	// Columns is the layout of a new mirror table: ColumnsAuto (typed
+	// columns from the documents' fields; the default) or
+	// ColumnsDocument (the document in one jsonb column). An existing
+	// table keeps the layout it has. Append mode writes the document
+	// layout only: it refuses auto.
+	Columns string `yaml:"columns"`
+	// FlattenDepth is how many levels of nested objects become columns
+	// of their own in a typed table: 0 makes each top-level field a
+	// column (objects as jsonb); 1, DefaultConfig's, makes address.city
+	// the column address__city. Deeper values are jsonb.
+	FlattenDepth int `yaml:"flatten_depth"`
+	// ColumnTypes pins the type of a typed table's columns, by column
+	// name (address__city): text, integer, bigint, double precision,
+	// numeric, numeric(p,s), boolean, timestamptz, uuid, bytea or jsonb.
+	// A pinned column never widens; a value it cannot hold exactly goes
+	// to _tide_overflow.
+	ColumnTypes map[string]string `yaml:"column_types"`
+
 	// CreateTable creates the table, if missing, on Open.
 	CreateTable bool `yaml:"create_table"`
 	// SoftDelete marks deleted documents (_tide_deleted) in mirror mode
@@ -81,6 +99,12 @@ type Sink struct {
 	tables     []*table
 	byNS       map[string]int // namespace -> index in tables
 	byName     map[string]int // table name -> index in tables
+
+	pins         map[string]*pin // Config.ColumnTypes, parsed
+	columnsReady bool            // tide_columns exists
+	session      int             // counts connections, so that a new one makes its staging tables again
+
+	drift driftCounter // values of typed tables that went to _tide_overflow, by table and column
 }
 
 // New returns a sink as cfg says. It does no I/O: Open (or, when the sink
@@ -105,6 +129,14 @@ func New(cfg Config) *Sink {
 	s := &Sink{cfg: cfg, log: log.With("sink", "postgres", "table", cfg.Schema+"."+cfg.Table)}
 	s.stage.mirror = cfg.Mode == ModeMirror
 	s.templated = isTemplate(cfg.Table)
+	for name, typ := range cfg.ColumnTypes {
+		if p, err := parsePin(typ); err == nil { // Validate reports the others
+			if s.pins == nil {
+				s.pins = map[string]*pin{}
+			}
+			s.pins[name] = &p
+		}
+	}
 	s.collTables = strings.Contains(cfg.Table, "{coll}")
 	return s
 }
@@ -160,7 +192,7 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 	}
 	s.tables, s.byNS, s.byName = nil, map[string]int{}, map[string]int{}
 	if !s.templated {
-		s.tables = []*table{{name: s.cfg.Table, sql: s.sql}}
+		s.tables = []*table{{name: s.cfg.Table, sql: s.sql, idx: 0}}
 	}
 	if err := s.prepareSchema(ctx); err != nil {
 		return err

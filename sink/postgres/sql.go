@@ -56,6 +56,11 @@ var mirrorStageColumns = []string{"_id", "doc", "op", "ct", "del", "t"}
 type statements struct {
 	table       string // quoted schema.table
 	checkpoints string // quoted schema.tide_checkpoints
+	columns     string // quoted schema.tide_columns
+
+	// recordColumns inserts rows of tide_columns for table $1, from
+	// parallel arrays (recordArgs); a decision recorded once stays.
+	recordColumns string
 
 	createTable       string
 	createCheckpoints string
@@ -88,7 +93,11 @@ func newStatementsFor(cfg Config, tbl int) statements {
 	s := statements{
 		table:       pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize(),
 		checkpoints: pgx.Identifier{cfg.Schema, checkpointTable}.Sanitize(),
+		columns:     pgx.Identifier{cfg.Schema, columnsTable}.Sanitize(),
 	}
+	s.recordColumns = `INSERT INTO ` + s.columns + ` (table_name, column_name, path, bson_type, pg_type, decision, note)
+	SELECT $1, c, p::text[], b, t, d, n FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS u(c, p, b, t, d, n)
+	ON CONFLICT DO NOTHING`
 	s.createCheckpoints = `CREATE TABLE IF NOT EXISTS ` + s.checkpoints + ` (
 	pipeline text PRIMARY KEY,
 	checkpoint jsonb NOT NULL,

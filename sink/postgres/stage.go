@@ -21,13 +21,18 @@ type stage struct {
 	colls   []collOp         // drops and renames of collections with a table each (mirror), in event order
 	app     []appendRow      // append: the columns of rows[i], at app[i]
 	tmp     []byte
+	typed   []bool // by table index: the table has typed columns, and its own staging table
 }
+
+// shared reports whether row r goes to the shared staging table (its
+// table has the document layout).
+func (st *stage) shared(r *row) bool { return r.tbl >= len(st.typed) || !st.typed[r.tbl] }
 
 // row is one staged event. Offsets are into stage.buf.
 type row struct {
 	key      string // mirror: the document key in canonical Extended JSON
 	rawKey   span   // the raw BSON document key, for error messages
-	data     span   // mirror: the full document as relaxed Extended JSON; append: the envelope
+	data     span   // mirror: the full document, raw BSON; append: the envelope
 	op       cdc.Op
 	ct       int64 // cluster time: seconds<<32 | increment
 	del      bool
@@ -135,12 +140,10 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 		return fmt.Errorf("postgres mirror: document key of %s event at position %s: %w", ev.Op, ev.Pos, err)
 	}
 	if !r.del {
+		// Raw BSON: the table's layout (typed columns, or the document
+		// as jsonb) decides at COPY time how it is written.
 		at = len(st.buf)
-		st.buf, err = encode.AppendRelaxed(st.buf, ev.FullDocument)
-		if err != nil {
-			st.buf = st.buf[:r.rawKey.from]
-			return fmt.Errorf("postgres mirror: full document of %s at position %s: %w", st.tmp, ev.Pos, err)
-		}
+		st.buf = append(st.buf, ev.FullDocument...)
 		r.data, r.hasData = span{at, len(st.buf)}, true
 	}
 	if st.index == nil {
@@ -198,7 +201,7 @@ func keyText(key []byte) string {
 // of table tbl's rows, or of every table's (tbl < 0).
 func (st *stage) nthLive(n, tbl int) (*row, bool) {
 	for i := range st.rows {
-		if st.rows[i].dead || tbl >= 0 && st.rows[i].tbl != tbl {
+		if st.rows[i].dead || tbl >= 0 && st.rows[i].tbl != tbl || tbl < 0 && st.mirror && !st.shared(&st.rows[i]) {
 			continue
 		}
 		n--
@@ -217,6 +220,8 @@ type copySource struct {
 	i    int
 	tbl  int // append: the table whose rows to feed
 	vals []any
+	json []byte // mirror: the row's document as relaxed Extended JSON, reused
+	err  error
 }
 
 // source feeds the mirror's staging table.
@@ -231,7 +236,7 @@ func (st *stage) appendSource(tbl int) *copySource {
 
 func (c *copySource) Next() bool {
 	for c.i++; c.i < len(c.st.rows); c.i++ {
-		if r := &c.st.rows[c.i]; !r.dead && (c.tbl < 0 || r.tbl == c.tbl) {
+		if r := &c.st.rows[c.i]; !r.dead && (c.tbl < 0 && c.st.shared(r) || r.tbl == c.tbl) {
 			return true
 		}
 	}
@@ -258,12 +263,18 @@ func (c *copySource) Values() ([]any, error) {
 	}
 	var doc any
 	if r.hasData {
-		doc = c.st.bytes(r.data)
+		var err error
+		c.json, err = encode.AppendRelaxed(c.json[:0], c.st.bytes(r.data))
+		if err != nil {
+			c.err = fmt.Errorf("full document of %s at position %s: %w", r.key, r.position, err)
+			return nil, c.err
+		}
+		doc = c.json
 	}
 	return append(c.vals, r.key, doc, string(r.op), r.ct, r.del, int32(r.tbl)), nil
 }
 
-func (c *copySource) Err() error { return nil }
+func (c *copySource) Err() error { return c.err }
 
 // tableCount counts the live rows of one table.
 type tableCount struct{ live, upsert, del int }
