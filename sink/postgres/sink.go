@@ -103,6 +103,7 @@ type Sink struct {
 	pins         map[string]*pin // Config.ColumnTypes, parsed
 	columnsReady bool            // tide_columns exists
 	session      int             // counts connections, so that a new one makes its staging tables again
+	stageGen     int             // names the staging tables of typed tables
 
 	drift driftCounter // values of typed tables that went to _tide_overflow, by table and column
 }

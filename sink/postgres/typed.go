@@ -32,8 +32,13 @@ type typedState struct {
 	stageSession int
 	pendingStage bool // the attempt made the staging table for pending
 
-	merge    mergeSQL // statements of mergeFor's layout
-	mergeFor *layout
+	merge      mergeSQL // statements of mergeFor's layout and mergeStage
+	mergeFor   *layout
+	mergeStage string
+
+	// A new staging table gets a new name: pgx caches the column types
+	// of a COPY's table by the statement's text.
+	pendingStageName string
 
 	stageSessionPending int // the session the attempt made the staging table in
 
@@ -139,7 +144,7 @@ func (s *Sink) createTyped(ctx context.Context, tb *table) error {
 	if err := s.conn.SendBatch(ctx, b).Close(); err != nil {
 		return classify(err, &batchError{what: "create table " + tb.sql.table, err: err})
 	}
-	tb.typed = &typedState{layout: l, pending: l, stage: "tide_stage_" + strconv.Itoa(tb.idx)}
+	tb.typed = &typedState{layout: l, pending: l}
 	s.log.Info("created typed table", "created", tb.name, "namespace", tb.ns, "key", l.key.pgType())
 	return nil
 }
@@ -216,7 +221,7 @@ func (s *Sink) loadTyped(ctx context.Context, tb *table, cols []catalogColumn) e
 		l.byName[name] = c
 	}
 	l.attnums = attnums
-	tb.typed = &typedState{layout: l, pending: l, stage: "tide_stage_" + strconv.Itoa(tb.idx)}
+	tb.typed = &typedState{layout: l, pending: l}
 	return nil
 }
 
@@ -333,8 +338,7 @@ func (s *Sink) plan() ([]string, error) {
 		if ts.stageFor == ts.pending && ts.stageSession == s.session {
 			continue
 		}
-		ts.pendingStage = true
-		ddl = append(ddl, `DROP TABLE IF EXISTS pg_temp.`+ts.stage, ts.pending.createStage(ts.stage))
+		ddl = s.remakeStage(tb, ddl)
 	}
 	return ddl, nil
 }
@@ -451,7 +455,7 @@ func moveTyped(from, to *table) (string, error) {
 	sys := `, _tide_overflow, _tide_op, _tide_cluster_time, _tide_deleted, _tide_synced_at`
 	return `INSERT INTO ` + to.sql.table + ` AS t (_id` + dst.String() + sys + `) SELECT _id` + src.String() + sys + ` FROM ` + from.sql.table + ` AS f
 	WHERE _tide_cluster_time <= $1
-	AND NOT EXISTS (SELECT 1 FROM pg_temp.` + to.typed.stage + ` AS s WHERE s.del AND s._id = f._id AND s.ct > $1)
+	AND NOT EXISTS (SELECT 1 FROM pg_temp.` + to.typed.stageNow() + ` AS s WHERE s.del AND s._id = f._id AND s.ct > $1)
 	ON CONFLICT (_id) DO UPDATE SET ` + set.String() + `_tide_overflow = excluded._tide_overflow, _tide_op = excluded._tide_op,
 	_tide_cluster_time = excluded._tide_cluster_time, _tide_deleted = excluded._tide_deleted, _tide_synced_at = now()
 	WHERE t._tide_cluster_time <= excluded._tide_cluster_time`, nil
@@ -488,8 +492,7 @@ func (s *Sink) planRenames(ddl []string) []string {
 			}
 		}
 		if to.typed.pending != to.typed.layout && to.typed.stageFor != to.typed.pending {
-			to.typed.pendingStage = true
-			ddl = append(ddl, `DROP TABLE IF EXISTS pg_temp.`+to.typed.stage, to.typed.pending.createStage(to.typed.stage))
+			ddl = s.remakeStage(to, ddl)
 		}
 	}
 	return ddl
@@ -768,8 +771,8 @@ func appendJSONString(dst []byte, s string) []byte {
 // mergeSQL returns the upsert and delete of the table from its staging
 // table, for the layout the batch writes.
 func (ts *typedState) mergeSQL(cfg Config, table string) mergeSQL {
-	if ts.mergeFor != ts.pending {
-		ts.merge, ts.mergeFor = mergeStatements(cfg, table, ts.stage, ts.pending), ts.pending
+	if ts.mergeFor != ts.pending || ts.mergeStage != ts.stageNow() {
+		ts.merge, ts.mergeFor, ts.mergeStage = mergeStatements(cfg, table, ts.stageNow(), ts.pending), ts.pending, ts.stageNow()
 	}
 	return ts.merge
 }
@@ -820,7 +823,7 @@ func (s *Sink) applyTyped(ctx context.Context, counts []tableCount) error {
 			continue
 		}
 		src := s.typedSource(i)
-		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", tb.typed.stage}, tb.typed.pending.stageColumns(), src); err != nil {
+		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", tb.typed.stageNow()}, tb.typed.pending.stageColumns(), src); err != nil {
 			if src.err != nil {
 				return &batchError{what: "copy into staging table of " + tb.sql.table, err: src.err}
 			}
@@ -841,7 +844,7 @@ func (s *Sink) committedTyped() {
 		}
 		ts.layout = ts.pending
 		if ts.pendingStage {
-			ts.stageFor, ts.stageSession, ts.pendingStage = ts.pending, ts.stageSessionPending, false
+			ts.stage, ts.stageFor, ts.stageSession, ts.pendingStage = ts.pendingStageName, ts.pending, ts.stageSessionPending, false
 		}
 		for col, n := range ts.drift {
 			if s.drift.add(tb.name, col, n) {
@@ -852,4 +855,28 @@ func (s *Sink) committedTyped() {
 		clear(ts.driftSeen)
 		ts.records = ts.records[:0]
 	}
+}
+
+// stageNow is the name of the staging table the attempt writes.
+func (ts *typedState) stageNow() string {
+	if ts.pendingStage {
+		return ts.pendingStageName
+	}
+	return ts.stage
+}
+
+// remakeStage appends the statements that replace tb's staging table
+// with one for its pending layout, under a new name.
+func (s *Sink) remakeStage(tb *table, ddl []string) []string {
+	ts := tb.typed
+	if ts.pendingStage {
+		ddl = append(ddl, `DROP TABLE IF EXISTS pg_temp.`+ts.pendingStageName)
+	}
+	if ts.stage != "" && ts.stageSession == s.session {
+		ddl = append(ddl, `DROP TABLE IF EXISTS pg_temp.`+ts.stage)
+	}
+	s.stageGen++
+	ts.pendingStage = true
+	ts.pendingStageName = "tide_stage_" + strconv.Itoa(tb.idx) + "_" + strconv.Itoa(s.stageGen)
+	return append(ddl, ts.pending.createStage(ts.pendingStageName))
 }

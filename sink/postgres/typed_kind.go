@@ -94,18 +94,34 @@ func (k kind) bsonName() string {
 	return "json"
 }
 
-// typeName names the BSON type of a value for tide_columns and logs.
+// typeName names the BSON type of a value for tide_columns and logs,
+// as MongoDB's $type aliases do (uuid for binData of subtype 4).
 func typeName(v bsoncore.Value) string {
 	switch v.Type {
 	case bsoncore.TypeBinary:
 		if st, data, ok := v.BinaryOK(); ok && st == bson.TypeBinaryUUID && len(data) == 16 {
 			return "uuid"
 		}
-		return "binData"
-	case bsoncore.TypeEmbeddedDocument:
-		return "object"
+	}
+	if int(v.Type) < len(typeAliases) && typeAliases[v.Type] != "" {
+		return typeAliases[v.Type]
+	}
+	switch v.Type {
+	case bsoncore.TypeMinKey:
+		return "minKey"
+	case bsoncore.TypeMaxKey:
+		return "maxKey"
 	}
 	return v.Type.String()
+}
+
+var typeAliases = [...]string{
+	bsoncore.TypeDouble: "double", bsoncore.TypeString: "string", bsoncore.TypeEmbeddedDocument: "object",
+	bsoncore.TypeArray: "array", bsoncore.TypeBinary: "binData", bsoncore.TypeUndefined: "undefined",
+	bsoncore.TypeObjectID: "objectId", bsoncore.TypeBoolean: "bool", bsoncore.TypeDateTime: "date",
+	bsoncore.TypeNull: "null", bsoncore.TypeRegex: "regex", bsoncore.TypeDBPointer: "dbPointer",
+	bsoncore.TypeJavaScript: "javascript", bsoncore.TypeSymbol: "symbol", bsoncore.TypeCodeWithScope: "javascriptWithScope",
+	bsoncore.TypeInt32: "int", bsoncore.TypeTimestamp: "timestamp", bsoncore.TypeInt64: "long", bsoncore.TypeDecimal128: "decimal",
 }
 
 // natural returns the kind of the column a value makes when its field
@@ -201,8 +217,11 @@ func isNegZero(f float64) bool { return f == 0 && math.Signbit(f) }
 
 // decimalNegZero reports a decimal128 zero with its sign bit set.
 func decimalNegZero(h, l uint64) bool {
-	d := bson.NewDecimal128(h, l)
-	return h>>63 == 1 && !d.IsNaN() && d.IsInf() == 0 && d.IsZero()
+	if h>>63 != 1 {
+		return false
+	}
+	n, _, err := bson.NewDecimal128(h, l).BigInt()
+	return err == nil && n.Sign() == 0
 }
 
 // fits reports whether v can be written to a column of kind k (pinned
