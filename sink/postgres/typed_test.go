@@ -200,7 +200,7 @@ func TestTypedTypes(t *testing.T) {
 			t.Errorf("%s = %q, want %q", sql, got, want)
 		}
 	}
-	compareTyped(t, c, "orders", map[string]bson.D{"1": doc})
+	testenv.CompareTyped(t, c, "orders", map[string]bson.D{"1": doc})
 }
 
 // TestTypedKeys checks the _id column each kind of key makes, that a
@@ -353,7 +353,7 @@ func TestTypedDrift(t *testing.T) {
 	if found != 1 {
 		t.Errorf("tide_postgres_type_drift_total{table=orders,column=f} = 2 not found in %v", mfs)
 	}
-	compareTyped(t, c, "orders", want)
+	testenv.CompareTyped(t, c, "orders", want)
 
 	// An update with the whole document sets every column: a removed
 	// field becomes NULL; a delete marks the row.
@@ -366,7 +366,7 @@ func TestTypedDrift(t *testing.T) {
 	}
 	want["1"] = bson.D{{Key: "_id", Value: int64(1)}, {Key: "v", Value: int32(9)}}
 	delete(want, "2")
-	compareTyped(t, c, "orders", want)
+	testenv.CompareTyped(t, c, "orders", want)
 	if got := queryText(t, c, `SELECT _tide_deleted::text FROM orders WHERE _id = 2`); got != "true" {
 		t.Errorf("deleted row: _tide_deleted = %s", got)
 	}
@@ -400,7 +400,7 @@ func TestTypedColumnCap(t *testing.T) {
 	if got := queryText(t, c, `SELECT _tide_overflow->>'late' FROM wide WHERE _id = 2`); got != "x" {
 		t.Errorf("late field = %s, want x in _tide_overflow", got)
 	}
-	compareTyped(t, c, "wide", map[string]bson.D{
+	testenv.CompareTyped(t, c, "wide", map[string]bson.D{
 		"1": append(bson.D{{Key: "_id", Value: int32(1)}}, doc...),
 		"2": append(bson.D{{Key: "_id", Value: int32(2)}}, doc2...),
 	})
@@ -450,7 +450,7 @@ func TestTypedPins(t *testing.T) {
 			t.Errorf("%s = %q, want %q", sql, got, want)
 		}
 	}
-	compareTyped(t, c, "priced", docs)
+	testenv.CompareTyped(t, c, "priced", docs)
 }
 
 // TestTypedConfig checks the refusals of the new keys.
@@ -476,5 +476,84 @@ func TestTypedConfig(t *testing.T) {
 	ok := postgres.Config{DSN: "x", ColumnTypes: map[string]string{"a": "Numeric(12, 2)", "b": "TIMESTAMPTZ", "c": "double precision"}}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("Validate = %v, want nil", err)
+	}
+}
+
+// typedLive lists "_id:v" of the rows of a typed table matching cond.
+func typedLive(t *testing.T, c *pgx.Conn, table, cond string) string {
+	t.Helper()
+	var s *string
+	err := c.QueryRow(t.Context(), `SELECT string_agg(_id::text || ':' || coalesce(v::text, _tide_overflow->>'v', '-'), ' ' ORDER BY _id) FROM `+
+		pgx.Identifier{table}.Sanitize()+` WHERE `+cond).Scan(&s)
+	if err != nil {
+		t.Fatalf("read %s: %v", table, err)
+	}
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// TestTypedDropAndRename: typed tables follow their collections as
+// document ones do: a rename moves the typed rows, column by field path,
+// into the new name's table (made like the old one, or given the columns
+// it lacks, and widened where the old one's are wider), a drop removes or
+// marks them, and a replayed batch changes nothing.
+func TestTypedDropAndRename(t *testing.T) {
+	for _, soft := range []bool{false, true} {
+		t.Run(fmt.Sprintf("soft_delete=%v", soft), func(t *testing.T) {
+			dsn := testenv.Postgres(t)
+			c := connect(t, dsn)
+			cfg := typedConfig(dsn, "{coll}")
+			cfg.SoftDelete = soft
+			s := openSink(t, cfg)
+			v := func(n int32) bson.D { return bson.D{{Key: "v", Value: n}, {Key: "a", Value: bson.D{{Key: "b", Value: "x"}}}} }
+			batches := [][]cdc.Record{{
+				nsEvent(t, "db.x", cdc.OpInsert, int32(1), v(1), 10, 1, `1`),
+				nsEvent(t, "db.x", cdc.OpInsert, int32(2), v(2), 10, 2, `2`),
+				nsEvent(t, "db.keep", cdc.OpInsert, int32(1), v(100), 10, 5, `5`),
+				nsEvent(t, "db.big", cdc.OpInsert, int32(50), bson.D{{Key: "v", Value: int64(1) << 40}, {Key: "w", Value: "only here"}}, 10, 6, `6`),
+				nsEvent(t, "db.small", cdc.OpInsert, int32(60), bson.D{{Key: "v", Value: int32(6)}, {Key: "z", Value: true}}, 10, 7, `7`),
+			}, {
+				renameEvent(t, "db.x", "db.y", 11, 1, `8`),
+				nsEvent(t, "db.y", cdc.OpUpdate, int32(1), v(5), 12, 1, `9`),
+				nsEvent(t, "db.x", cdc.OpInsert, int32(9), v(9), 13, 1, `10`), // x made again
+				renameEvent(t, "db.big", "db.small", 13, 2, `11`),            // into an existing table with other columns
+			}, {
+				nsEvent(t, "db.y", cdc.OpDrop, nil, nil, 14, 1, `12`),
+				nsEvent(t, "db.y", cdc.OpInsert, int32(7), v(7), 15, 1, `13`), // y made again
+				renameEvent(t, "db.keep", "db.k2", 16, 1, `14`),              // a chain of renames in one batch
+				renameEvent(t, "db.k2", "db.k3", 16, 2, `15`),
+			}}
+			for i, b := range append(batches, batches[1], batches[2]) { // the last two again: a replay
+				if err := writeBatch(t, s, cdc.Checkpoint{}, b...); err != nil {
+					t.Fatalf("batch %d: %v", i, err)
+				}
+			}
+			cond := "true"
+			if soft {
+				cond = "NOT _tide_deleted"
+			}
+			for table, want := range map[string]string{"x": "9:9", "y": "7:7", "keep": "", "k2": "", "k3": "1:100",
+				"small": "50:1099511627776 60:6", "big": ""} {
+				if got := typedLive(t, c, table, cond); got != want {
+					t.Errorf("table %s holds %s, want %s", table, got, want)
+				}
+			}
+			if got := columnTypes(t, c, "small")["v"]; got != "bigint" {
+				t.Errorf("small.v is %s, want bigint: widened to take big's rows", got)
+			}
+			if got := queryText(t, c, `SELECT w || coalesce(z::text, 'null') FROM small WHERE _id = 50`); got != "only herenull" {
+				t.Errorf("moved row: w, z = %s, want its own w and no z", got)
+			}
+			if got := queryText(t, c, `SELECT a__b FROM k3 WHERE _id = 1`); got != "x" {
+				t.Errorf("k3.a__b = %s, want x", got)
+			}
+			if soft {
+				if n := queryInt(t, c, `SELECT count(*) FROM y WHERE _tide_deleted AND _tide_op = 'drop'`); n != 2 {
+					t.Errorf("y has %d rows marked dropped, want the 2 moved there before the drop", n)
+				}
+			}
+		})
 	}
 }

@@ -1,9 +1,8 @@
-package postgres_test
+package testenv
 
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -21,14 +20,15 @@ import (
 	"github.com/tide-cdc/tide/encode"
 )
 
-// This file reads a typed table back into documents, by the columns'
-// recorded paths and types plus _tide_overflow, and compares them with
-// documents, value for value: numbers by value (a column that widened
-// holds the same number in a wider type), field order aside.
+// This file reads a typed table of the PostgreSQL sink back into
+// documents, by the columns' recorded paths and types (tide_columns) plus
+// _tide_overflow, and compares them with documents, value for value:
+// numbers by value (a column that widened holds the same number in a
+// wider type), field order aside.
 
-// typedRows returns the live rows of a typed table, each as a normalised
+// TypedRows returns the live rows of a typed table, each as a normalised
 // document without _id, keyed by the text of its _id column.
-func typedRows(t testing.TB, c *pgx.Conn, table string) map[string]any {
+func TypedRows(t testing.TB, c *pgx.Conn, table string) map[string]any {
 	t.Helper()
 	ctx := t.Context()
 	type colInfo struct {
@@ -297,13 +297,16 @@ func normalize(t testing.TB, v any) any {
 	return v
 }
 
-// normalDoc normalises a BSON document, without its _id, for comparison
-// with typedRows.
-func normalDoc(t testing.TB, doc bson.D) any {
+// NormalDoc normalises a BSON document (a bson.D or raw BSON), without
+// its _id, for comparison with TypedRows.
+func NormalDoc(t testing.TB, doc any) any {
 	t.Helper()
-	raw, err := bson.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
+	raw, ok := doc.(bson.Raw)
+	if !ok {
+		var err error
+		if raw, err = bson.Marshal(doc); err != nil {
+			t.Fatal(err)
+		}
 	}
 	js, err := encode.AppendCanonical(nil, raw)
 	if err != nil {
@@ -314,11 +317,12 @@ func normalDoc(t testing.TB, doc bson.D) any {
 	return m
 }
 
-// compareTyped reports every difference between a typed table and the
-// documents it should hold, keyed as typedRows keys them.
-func compareTyped(t testing.TB, c *pgx.Conn, table string, want map[string]bson.D) {
+// CompareTyped reports every difference between a typed table and the
+// documents it should hold (bson.D or raw BSON), keyed as TypedRows keys
+// them: by the text of the _id column.
+func CompareTyped[D any](t testing.TB, c *pgx.Conn, table string, want map[string]D) {
 	t.Helper()
-	got := typedRows(t, c, table)
+	got := TypedRows(t, c, table)
 	var keys []string
 	for k := range want {
 		keys = append(keys, k)
@@ -326,7 +330,7 @@ func compareTyped(t testing.TB, c *pgx.Conn, table string, want map[string]bson.
 	sort.Strings(keys)
 	bad := 0
 	for _, k := range keys {
-		w := normalDoc(t, want[k])
+		w := NormalDoc(t, want[k])
 		g, ok := got[k]
 		switch {
 		case !ok:
@@ -346,6 +350,3 @@ func compareTyped(t testing.TB, c *pgx.Conn, table string, want map[string]bson.
 		}
 	}
 }
-
-// oidKey is how typedRows keys a row with an ObjectId _id.
-func oidKey(id bson.ObjectID) string { return hex.EncodeToString(id[:]) }
