@@ -507,7 +507,9 @@ func TestTypedDropAndRename(t *testing.T) {
 			cfg := typedConfig(dsn, "{coll}")
 			cfg.SoftDelete = soft
 			s := openSink(t, cfg)
-			v := func(n int32) bson.D { return bson.D{{Key: "v", Value: n}, {Key: "a", Value: bson.D{{Key: "b", Value: "x"}}}} }
+			v := func(n int32) bson.D {
+				return bson.D{{Key: "v", Value: n}, {Key: "a", Value: bson.D{{Key: "b", Value: "x"}}}}
+			}
 			batches := [][]cdc.Record{{
 				nsEvent(t, "db.x", cdc.OpInsert, int32(1), v(1), 10, 1, `1`),
 				nsEvent(t, "db.x", cdc.OpInsert, int32(2), v(2), 10, 2, `2`),
@@ -518,11 +520,11 @@ func TestTypedDropAndRename(t *testing.T) {
 				renameEvent(t, "db.x", "db.y", 11, 1, `8`),
 				nsEvent(t, "db.y", cdc.OpUpdate, int32(1), v(5), 12, 1, `9`),
 				nsEvent(t, "db.x", cdc.OpInsert, int32(9), v(9), 13, 1, `10`), // x made again
-				renameEvent(t, "db.big", "db.small", 13, 2, `11`),            // into an existing table with other columns
+				renameEvent(t, "db.big", "db.small", 13, 2, `11`),             // into an existing table with other columns
 			}, {
 				nsEvent(t, "db.y", cdc.OpDrop, nil, nil, 14, 1, `12`),
 				nsEvent(t, "db.y", cdc.OpInsert, int32(7), v(7), 15, 1, `13`), // y made again
-				renameEvent(t, "db.keep", "db.k2", 16, 1, `14`),              // a chain of renames in one batch
+				renameEvent(t, "db.keep", "db.k2", 16, 1, `14`),               // a chain of renames in one batch
 				renameEvent(t, "db.k2", "db.k3", 16, 2, `15`),
 			}}
 			for i, b := range append(batches, batches[1], batches[2]) { // the last two again: a replay
