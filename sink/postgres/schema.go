@@ -50,6 +50,11 @@ func (s *Sink) prepareTable(ctx context.Context, tb *table) error {
 		if _, err := s.conn.Exec(ctx, tb.sql.createTable); err != nil {
 			return classify(err, &batchError{what: "create table " + name, err: err})
 		}
+		if tb.sql.createKeyIndex != "" {
+			if _, err := s.conn.Exec(ctx, tb.sql.createKeyIndex); err != nil {
+				return classify(err, &batchError{what: "create index on _key of " + name, err: err})
+			}
+		}
 		s.log.Info("created table", "mode", s.cfg.Mode, "created", tb.name, "namespace", tb.ns)
 		return nil
 	}

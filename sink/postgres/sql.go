@@ -46,6 +46,16 @@ var appendColumns = []column{
 	{"_tide_synced_at", "timestamp with time zone"},
 }
 
+// plainKey is the plain form of a document-layout row's key, the
+// generated column _key: an _id that is a string, or an ObjectId, int or
+// long, as its text ('abc', '5f1d…', '42'); any other key (another type,
+// or a compound key) as the canonical Extended JSON _id holds. It is not
+// unique ("1" and 1 share one), so _id stays the primary key.
+const plainKey = `CASE WHEN (_id::jsonb - '_id') <> '{}'::jsonb THEN _id
+	WHEN jsonb_typeof(_id::jsonb -> '_id') = 'string' THEN _id::jsonb ->> '_id'
+	ELSE coalesce(_id::jsonb -> '_id' ->> '$oid', _id::jsonb -> '_id' ->> '$numberInt', _id::jsonb -> '_id' ->> '$numberLong',
+	_id::jsonb -> '_id' ->> '$numberDouble', _id) END`
+
 // mirrorStageColumns are the mirror's staging table's columns, in COPY
 // order. t is the index of the row's table among the sink's tables: one
 // COPY stages the rows of every table, and each table's statements take
@@ -63,6 +73,7 @@ type statements struct {
 	recordColumns string
 
 	createTable       string
+	createKeyIndex    string // document layout: the index on _key
 	createCheckpoints string
 	createStage       string
 
@@ -135,7 +146,9 @@ func newStatementsFor(cfg Config, tbl int) statements {
 	_tide_op text NOT NULL,
 	_tide_cluster_time bigint NOT NULL,
 	_tide_deleted boolean NOT NULL DEFAULT false,
-	_tide_synced_at timestamptz NOT NULL DEFAULT now())`
+	_tide_synced_at timestamptz NOT NULL DEFAULT now(),
+	_key text GENERATED ALWAYS AS (` + plainKey + `) STORED)`
+	s.createKeyIndex = `CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{shorten(cfg.Table + "_key")}.Sanitize() + ` ON ` + s.table + ` (_key)`
 	s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (_id text, doc jsonb, op text, ct bigint, del boolean, t int) ON COMMIT DELETE ROWS`
 
 	// The guard: a row is only replaced by an event at least as recent.

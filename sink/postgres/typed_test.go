@@ -559,3 +559,33 @@ func TestTypedDropAndRename(t *testing.T) {
 		})
 	}
 }
+
+// TestDocumentPlainKey: a new table of the document layout has _key, the
+// plain form of its key, indexed, so that a plain literal finds a row.
+func TestDocumentPlainKey(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	c := connect(t, dsn)
+	cfg := typedConfig(dsn, "docs")
+	cfg.Columns = postgres.ColumnsDocument
+	s := openSink(t, cfg)
+	oid := bson.NewObjectID()
+	ids := map[string]any{"42": int32(42), "1099511627776": int64(1) << 40, "abc": "abc", oid.Hex(): oid, "2.5": 2.5,
+		`{"_id":{"a":{"$numberInt":"1"}}}`: bson.D{{Key: "a", Value: int32(1)}}}
+	var recs []cdc.Record
+	n := 0
+	for _, id := range ids {
+		n++
+		recs = append(recs, event(t, cdc.OpInsert, id, bson.D{{Key: "v", Value: int32(n)}}, 10, uint32(n), fmt.Sprint(n)))
+	}
+	if err := writeBatch(t, s, cdc.Checkpoint{}, recs...); err != nil {
+		t.Fatal(err)
+	}
+	for key := range ids {
+		if n := queryInt(t, c, `SELECT count(*) FROM docs WHERE _key = $1`, key); n != 1 {
+			t.Errorf("rows with _key %s: %d, want 1", key, n)
+		}
+	}
+	if n := queryInt(t, c, `SELECT count(*) FROM pg_indexes WHERE tablename = 'docs' AND indexdef LIKE '%(_key)%'`); n != 1 {
+		t.Errorf("indexes on _key: %d, want 1", n)
+	}
+}
