@@ -155,4 +155,17 @@ batch: {max_records: 50, commit_interval: 10ms}
 		t.Fatal(err)
 	}
 	t.Logf("orders.n went through %s", types)
+
+	// tide validate shows the layout of the tables that exist.
+	cmd := tideCmd(t, dir, "validate", "-f", cfg)
+	cmd.Env = append(cmd.Env, "PG_DSN="+dsn)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tide validate: %v\n%s", err, out)
+	}
+	for _, want := range []string{`is valid`, `table "public"."orders": exists with typed columns`, `addr__city`, `addr.city`, `_tide_overflow`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("tide validate does not show %q:\n%s", want, out)
+		}
+	}
 }

@@ -368,10 +368,7 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 					err: errors.New("one has typed columns and the other the document layout; rows cannot move between them")}
 			}
 			if from.typed != nil {
-				var err error
-				if move, err = moveTyped(from, s.tables[op.to]); err != nil {
-					return &batchError{what: "move rows of renamed " + from.sql.table + " to " + to.table, err: err}
-				}
+				move = moveTyped(from, s.tables[op.to])
 			}
 			q := stmt{"move rows of renamed " + from.sql.table + " to " + to.table, move}
 			b.Queue(q.sql, op.ct)

@@ -285,7 +285,7 @@ func (s *Sink) plan() ([]string, error) {
 			l := ts.own()
 			old := l.key
 			l.key, l.keyBSON = kJSON, "mixed"
-			ddl = append(ddl, `ALTER TABLE `+tb.sql.table+` ALTER COLUMN _id TYPE jsonb USING `+keyToJSON(old))
+			ddl = append(ddl, `ALTER TABLE `+tb.sql.table+` ALTER COLUMN _id TYPE jsonb USING `+keyToJSON(old, "_id"))
 			k, b := keyKind(key)
 			ts.records = append(ts.records, colRecord{column: "_id", path: []string{"_id"}, bson: b, pgType: "jsonb",
 				decision: "widened", note: "a key of type " + b + " (" + k.pgType() + ") in an _id of " + old.pgType()})
@@ -360,15 +360,18 @@ func collisionNote(c *tcol) string {
 }
 
 // keyToJSON converts an _id column of kind k to jsonb, as the relaxed
-// Extended JSON of the key's value, which is how jsonb keys are written.
-func keyToJSON(k kind) string {
+// Extended JSON of the key's value, which is how jsonb keys are written;
+// col names the column.
+func keyToJSON(k kind, col string) string {
 	switch k {
+	case kJSON:
+		return col
 	case kOID:
-		return `jsonb_build_object('$oid', _id)`
+		return `jsonb_build_object('$oid', ` + col + `)`
 	case kUUID:
-		return `jsonb_build_object('$binary', jsonb_build_object('base64', encode(uuid_send(_id), 'base64'), 'subType', '04'))`
+		return `jsonb_build_object('$binary', jsonb_build_object('base64', encode(uuid_send(` + col + `), 'base64'), 'subType', '04'))`
 	}
-	return `to_jsonb(_id)`
+	return `to_jsonb(` + col + `)`
 }
 
 func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
@@ -428,37 +431,95 @@ func mergeStatements(cfg Config, table, stage string, l *layout) mergeSQL {
 }
 
 // moveTyped moves the rows of a renamed collection's typed table into
-// the new name's typed table, column by field path; the target got the
-// columns it lacked in plan. Rows the batch deleted in the target after
-// the rename stay deleted, as in moveRows.
-func moveTyped(from, to *table) (string, error) {
+// the new name's typed table, column by field path; plan gave the target
+// the columns it lacked, widened those it could, and made its _id jsonb
+// if the keys differ in type. A column whose values the target's column
+// of that path cannot take (another type, a pin, the column cap) moves
+// them into the row's _tide_overflow, as a write would. Rows the batch
+// deleted in the target after the rename stay deleted, as in moveRows.
+func moveTyped(from, to *table) string {
 	fl, tl := from.typed.pending, to.typed.pending
-	if fl.key.pgType() != tl.key.pgType() {
-		return "", fmt.Errorf("renamed %s has an _id of %s, the existing %s one of %s", from.sql.table, fl.key.pgType(), to.sql.table, tl.key.pgType())
+	key := "f._id"
+	if fl.key != tl.key {
+		key = keyToJSON(fl.key, "f._id") // plan made the target's jsonb
 	}
 	var dst, src, set strings.Builder
+	overflow := "f._tide_overflow"
 	for _, c := range fl.cols {
 		tc := tl.byPath[pathKey(c.path)]
-		if tc == nil || tc.sqlType() != c.sqlType() {
-			return "", fmt.Errorf("column %s of renamed %s (%s) has no column of that type in the existing %s", c.name, from.sql.table, c.sqlType(), to.sql.table)
+		col := "f." + quote(c.name)
+		if tc == nil || !movesInto(c, tc) {
+			if c.kind != kTimestamp { // a timestamp's exact value is in the overflow already
+				overflow = overflowSet(overflow, c.path, col, columnToJSON(c.kind, col))
+			}
+			continue
 		}
 		dst.WriteString(", " + quote(tc.name))
-		src.WriteString(", " + quote(c.name))
+		src.WriteString(", " + col)
+	}
+	for _, tc := range tl.cols {
 		set.WriteString(quote(tc.name) + " = excluded." + quote(tc.name) + ", ")
 	}
-	// Columns of the target the source has not are set NULL by the move.
-	for _, tc := range tl.cols {
-		if fl.byPath[pathKey(tc.path)] == nil {
-			set.WriteString(quote(tc.name) + " = NULL, ")
-		}
-	}
-	sys := `, _tide_overflow, _tide_op, _tide_cluster_time, _tide_deleted, _tide_synced_at`
-	return `INSERT INTO ` + to.sql.table + ` AS t (_id` + dst.String() + sys + `) SELECT _id` + src.String() + sys + ` FROM ` + from.sql.table + ` AS f
-	WHERE _tide_cluster_time <= $1
-	AND NOT EXISTS (SELECT 1 FROM pg_temp.` + to.typed.stageNow() + ` AS s WHERE s.del AND s._id = f._id AND s.ct > $1)
+	return `INSERT INTO ` + to.sql.table + ` AS t (_id` + dst.String() + `, _tide_overflow, _tide_op, _tide_cluster_time, _tide_deleted, _tide_synced_at)
+	SELECT ` + key + src.String() + `, ` + overflow + `, f._tide_op, f._tide_cluster_time, f._tide_deleted, f._tide_synced_at FROM ` + from.sql.table + ` AS f
+	WHERE f._tide_cluster_time <= $1
+	AND NOT EXISTS (SELECT 1 FROM pg_temp.` + to.typed.stageNow() + ` AS s WHERE s.del AND s._id = ` + key + ` AND s.ct > $1)
 	ON CONFLICT (_id) DO UPDATE SET ` + set.String() + `_tide_overflow = excluded._tide_overflow, _tide_op = excluded._tide_op,
 	_tide_cluster_time = excluded._tide_cluster_time, _tide_deleted = excluded._tide_deleted, _tide_synced_at = now()
-	WHERE t._tide_cluster_time <= excluded._tide_cluster_time`, nil
+	WHERE t._tide_cluster_time <= excluded._tide_cluster_time`
+}
+
+// movesInto reports whether the values of column c go into column tc
+// as they are, or cast without loss.
+func movesInto(c, tc *tcol) bool {
+	if tc.pin != nil && tc.pin.precision > 0 {
+		return false // numeric(p,s) would round
+	}
+	if c.kind == tc.kind {
+		return tc.pin == nil || c.pin == nil || tc.pin.typ == c.pin.typ
+	}
+	switch c.kind {
+	case kInt32:
+		return tc.kind == kInt64 || tc.kind == kNumeric || tc.kind == kDouble
+	case kInt64:
+		return tc.kind == kNumeric
+	}
+	return false
+}
+
+// overflowSet returns the SQL of overflow with the value js at path, where
+// col is not NULL.
+func overflowSet(overflow string, path []string, col, js string) string {
+	out := `coalesce(` + overflow + `, '{}'::jsonb)`
+	for i := 1; i < len(path); i++ { // make the objects on the way
+		p := pgTextArray(path[:i])
+		out = `jsonb_set(` + out + `, ` + literal(p) + `, coalesce(` + out + ` #> ` + literal(p) + `, '{}'::jsonb), true)`
+	}
+	out = `jsonb_set(` + out + `, ` + literal(pgTextArray(path)) + `, ` + js + `, true)`
+	return `CASE WHEN ` + col + ` IS NULL THEN ` + overflow + ` ELSE ` + out + ` END`
+}
+
+// literal quotes s as an SQL string literal.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// columnToJSON is the SQL of a typed column's value as the relaxed
+// Extended JSON a write puts in _tide_overflow.
+func columnToJSON(k kind, col string) string {
+	switch k {
+	case kOID:
+		return `jsonb_build_object('$oid', ` + col + `)`
+	case kDouble, kNumeric:
+		return `CASE WHEN ` + col + ` IN ('NaN', 'Infinity', '-Infinity') THEN jsonb_build_object('$numberDouble', ` + col + `::text) ELSE to_jsonb(` + col + `) END`
+	case kDate:
+		return `jsonb_build_object('$date', jsonb_build_object('$numberLong', (extract(epoch FROM ` + col + `) * 1000)::bigint::text))`
+	case kUUID:
+		return `jsonb_build_object('$binary', jsonb_build_object('base64', encode(uuid_send(` + col + `), 'base64'), 'subType', '04'))`
+	case kBytes:
+		return `jsonb_build_object('$binary', jsonb_build_object('base64', translate(encode(` + col + `, 'base64'), E'\n', ''), 'subType', '00'))`
+	case kJSON:
+		return col
+	}
+	return `to_jsonb(` + col + `)`
 }
 
 // planRenames gives the new name's typed table of each rename the
@@ -470,12 +531,19 @@ func (s *Sink) planRenames(ddl []string) []string {
 		if !op.rename || from.absent || from.typed == nil || to.typed == nil {
 			continue
 		}
+		if fk, tk := from.typed.pending.key, to.typed.pending.key; fk != tk && tk != kJSON {
+			l := to.typed.own()
+			l.key, l.keyBSON = kJSON, "mixed"
+			ddl = append(ddl, `ALTER TABLE `+to.sql.table+` ALTER COLUMN _id TYPE jsonb USING `+keyToJSON(tk, "_id"))
+			to.typed.records = append(to.typed.records, colRecord{column: "_id", path: []string{"_id"}, bson: from.typed.pending.keyBSON, pgType: "jsonb",
+				decision: "widened", note: "keys of renamed " + from.name + " moved in"})
+		}
 		for _, c := range from.typed.pending.cols {
 			tc := to.typed.pending.byPath[pathKey(c.path)]
 			switch {
 			case tc == nil:
 				if to.typed.pending.full() {
-					continue // moveTyped reports it
+					continue // moveTyped puts its values in _tide_overflow
 				}
 				l := to.typed.own()
 				tc = l.add(c.path, c.kind, c.pin, c.bson)

@@ -510,17 +510,21 @@ func TestTypedDropAndRename(t *testing.T) {
 			v := func(n int32) bson.D {
 				return bson.D{{Key: "v", Value: n}, {Key: "a", Value: bson.D{{Key: "b", Value: "x"}}}}
 			}
+			otherDoc := bson.D{{Key: "v", Value: "text v"}, {Key: "w", Value: bson.DateTime(-86400000)}, {Key: "a", Value: bson.D{{Key: "b", Value: 2.5}}},
+				{Key: "z", Value: bson.Binary{Data: []byte("\x00\xff")}}}
 			batches := [][]cdc.Record{{
 				nsEvent(t, "db.x", cdc.OpInsert, int32(1), v(1), 10, 1, `1`),
 				nsEvent(t, "db.x", cdc.OpInsert, int32(2), v(2), 10, 2, `2`),
 				nsEvent(t, "db.keep", cdc.OpInsert, int32(1), v(100), 10, 5, `5`),
 				nsEvent(t, "db.big", cdc.OpInsert, int32(50), bson.D{{Key: "v", Value: int64(1) << 40}, {Key: "w", Value: "only here"}}, 10, 6, `6`),
 				nsEvent(t, "db.small", cdc.OpInsert, int32(60), bson.D{{Key: "v", Value: int32(6)}, {Key: "z", Value: true}}, 10, 7, `7`),
+				nsEvent(t, "db.other", cdc.OpInsert, "s1", otherDoc, 10, 8, `7a`),
 			}, {
 				renameEvent(t, "db.x", "db.y", 11, 1, `8`),
 				nsEvent(t, "db.y", cdc.OpUpdate, int32(1), v(5), 12, 1, `9`),
 				nsEvent(t, "db.x", cdc.OpInsert, int32(9), v(9), 13, 1, `10`), // x made again
 				renameEvent(t, "db.big", "db.small", 13, 2, `11`),             // into an existing table with other columns
+				renameEvent(t, "db.other", "db.small", 13, 3, `11a`),          // and other types of columns and keys
 			}, {
 				nsEvent(t, "db.y", cdc.OpDrop, nil, nil, 14, 1, `12`),
 				nsEvent(t, "db.y", cdc.OpInsert, int32(7), v(7), 15, 1, `13`), // y made again
@@ -537,7 +541,7 @@ func TestTypedDropAndRename(t *testing.T) {
 				cond = "NOT _tide_deleted"
 			}
 			for table, want := range map[string]string{"x": "9:9", "y": "7:7", "keep": "", "k2": "", "k3": "1:100",
-				"small": "50:1099511627776 60:6", "big": ""} {
+				"small": `"s1":text v 50:1099511627776 60:6`, "big": "", "other": ""} {
 				if got := typedLive(t, c, table, cond); got != want {
 					t.Errorf("table %s holds %s, want %s", table, got, want)
 				}
@@ -545,11 +549,21 @@ func TestTypedDropAndRename(t *testing.T) {
 			if got := columnTypes(t, c, "small")["v"]; got != "bigint" {
 				t.Errorf("small.v is %s, want bigint: widened to take big's rows", got)
 			}
-			if got := queryText(t, c, `SELECT w || coalesce(z::text, 'null') FROM small WHERE _id = 50`); got != "only herenull" {
+			if got := queryText(t, c, `SELECT w || coalesce(z::text, 'null') FROM small WHERE _id = '50'`); got != "only herenull" {
 				t.Errorf("moved row: w, z = %s, want its own w and no z", got)
 			}
 			if got := queryText(t, c, `SELECT a__b FROM k3 WHERE _id = 1`); got != "x" {
 				t.Errorf("k3.a__b = %s, want x", got)
+			}
+			if got := columnTypes(t, c, "small")["_id"]; got != "jsonb" {
+				t.Errorf("small._id is %s, want jsonb: it took the string keys of other", got)
+			}
+			if !soft {
+				testenv.CompareTyped(t, c, "small", map[string]bson.D{
+					`"s1"`: append(bson.D{{Key: "_id", Value: "s1"}}, otherDoc...),
+					"50":   {{Key: "_id", Value: int32(50)}, {Key: "v", Value: int64(1) << 40}, {Key: "w", Value: "only here"}},
+					"60":   {{Key: "_id", Value: int32(60)}, {Key: "v", Value: int32(6)}, {Key: "z", Value: true}},
+				})
 			}
 			if soft {
 				if n := queryInt(t, c, `SELECT count(*) FROM y WHERE _tide_deleted AND _tide_op = 'drop'`); n != 2 {
@@ -587,5 +601,47 @@ func TestDocumentPlainKey(t *testing.T) {
 	}
 	if n := queryInt(t, c, `SELECT count(*) FROM pg_indexes WHERE tablename = 'docs' AND indexdef LIKE '%(_key)%'`); n != 1 {
 		t.Errorf("indexes on _key: %d, want 1", n)
+	}
+}
+
+// TestTypedLayout checks what tide validate shows of each table: a
+// missing one, a typed one with its fields and the types seen, a
+// document one.
+func TestTypedLayout(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	c := connect(t, dsn)
+	cfg := typedConfig(dsn, "orders")
+	text, err := cfg.Layout(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `table "public"."orders": does not exist; made on its first row with typed columns (columns: auto, flatten_depth 1)`; !strings.Contains(text, want) {
+		t.Errorf("layout of a missing table:\n%s\nwant %q", text, want)
+	}
+	s := openSink(t, cfg)
+	for i, v := range []any{int32(1), 2.5, "x"} {
+		rec := event(t, cdc.OpInsert, int32(i), bson.D{{Key: "v", Value: v}, {Key: "a", Value: bson.D{{Key: "b", Value: true}}}}, 10, uint32(i+1), fmt.Sprint(i))
+		if err := writeBatch(t, s, cdc.Checkpoint{}, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if text, err = cfg.Layout(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`table "public"."orders": exists with typed columns`, "v ", "numeric", "int, double widened, string overflow", "a__b", "a.b", "boolean", "_tide_overflow"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("layout lacks %q:\n%s", want, text)
+		}
+	}
+	if _, err := c.Exec(t.Context(), `CREATE TABLE docs (_id text PRIMARY KEY, doc jsonb)`); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Table = "docs"
+	if text, err = cfg.Layout(t.Context()); err != nil || !strings.Contains(text, "exists with the document layout") {
+		t.Errorf("layout of a document table: %v\n%s", err, text)
+	}
+	cfg.DSN = "postgres://tide@127.0.0.1:1/none?connect_timeout=2"
+	if _, err := cfg.Layout(t.Context()); err == nil {
+		t.Error("layout with an unreachable server: no error")
 	}
 }
