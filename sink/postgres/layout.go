@@ -127,8 +127,10 @@ func describeTable(ctx context.Context, conn *pgx.Conn, c Config, name, columns 
 		switch {
 		case cl.name == overflowColumn:
 			fmt.Fprintf(w, "  %s\t%s\t-\tvalues that fit no column\n", cl.name, cl.typ)
+		case r == nil && isSystemColumn(cl.name):
+			fmt.Fprintf(w, "  %s\t%s\t-\ttide's own\n", cl.name, cl.typ)
 		case r == nil:
-			fmt.Fprintf(w, "  %s\t%s\t-\t(tide's own, or not tide's)\n", cl.name, cl.typ)
+			fmt.Fprintf(w, "  %s\t%s\t-\tnot tide's: left alone\n", cl.name, cl.typ)
 		default:
 			types := strings.Join(r.types, ", ")
 			if len(r.notes) > 0 {
@@ -142,4 +144,13 @@ func describeTable(ctx context.Context, conn *pgx.Conn, c Config, name, columns 
 		return errors.New("postgres sink: layout: " + err.Error())
 	}
 	return nil
+}
+
+func isSystemColumn(name string) bool {
+	for _, c := range typedSystem {
+		if c.name == name {
+			return true
+		}
+	}
+	return false
 }
