@@ -343,6 +343,16 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 			if c.del > 0 {
 				stmts = append(stmts, stmt{"delete from " + q.table, q.delete})
 			}
+		case c.live > 0 && st.typed[i]:
+			// Append, typed: the envelope's columns and the document's.
+			id := pgx.Identifier{s.cfg.Schema, s.tables[i].name}
+			src := s.typedAppendSource(i)
+			if _, err := s.conn.CopyFrom(ctx, id, s.tables[i].typed.pending.appendCopyColumns(), src); err != nil {
+				if err := src.Err(); err != nil {
+					return &batchError{what: "copy into " + q.table, err: err}
+				}
+				return classify(err, &batchError{what: "copy into " + q.table, err: err, key: s.copyErrorKey(err, i)})
+			}
 		case c.live > 0:
 			// Append: straight into the table, in event order.
 			id := pgx.Identifier{s.cfg.Schema, s.tables[i].name}

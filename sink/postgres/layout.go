@@ -73,13 +73,13 @@ func describeTable(ctx context.Context, conn *pgx.Conn, c Config, name, columns 
 		typed = typed || cl.name == overflowColumn
 	}
 	switch {
-	case len(cols) == 0 && c.Mode == ModeMirror && c.Columns != ColumnsDocument:
+	case len(cols) == 0 && c.Columns != ColumnsDocument:
 		fmt.Fprintf(b, "table %s: does not exist; made on its first row with typed columns (columns: auto, flatten_depth %d)\n", table, c.FlattenDepth)
 		return nil
 	case len(cols) == 0:
 		fmt.Fprintf(b, "table %s: does not exist; made on its first row with the document layout\n", table)
 		return nil
-	case !typed || c.Mode != ModeMirror:
+	case !typed:
 		fmt.Fprintf(b, "table %s: exists with the document layout (%s mode), which it keeps\n", table, c.Mode)
 		return nil
 	}

@@ -38,6 +38,9 @@ func (s *Sink) prepareTable(ctx context.Context, tb *table) error {
 		if !s.cfg.CreateTable {
 			return &batchError{what: "table " + name + " does not exist, and create_table is false", err: errors.New("create it or set create_table: true")}
 		}
+		if s.wantTyped() && s.cfg.Mode == ModeAppend {
+			return s.createTypedAppend(ctx, tb)
+		}
 		if s.wantTyped() {
 			if s.renameSource(tb.idx) == nil && s.firstKey(tb.idx) == nil {
 				// The first document key types its _id: wait for it.
@@ -62,13 +65,18 @@ func (s *Sink) prepareTable(ctx context.Context, tb *table) error {
 	if err != nil {
 		return err
 	}
-	if s.cfg.Mode == ModeMirror && hasColumn(cols, overflowColumn) {
+	if hasColumn(cols, overflowColumn) {
 		if s.cfg.Columns == ColumnsDocument {
 			s.log.Info("table has typed columns; it keeps them although columns is document", "table", tb.name)
 		}
+		if s.cfg.Mode == ModeAppend {
+			if err := s.checkTable(ctx, tb, name, cols); err != nil { // the envelope's columns
+				return err
+			}
+		}
 		return s.loadTyped(ctx, tb, cols)
 	}
-	if s.cfg.Columns == ColumnsAuto && s.cfg.Mode == ModeMirror {
+	if s.cfg.Columns == ColumnsAuto {
 		s.log.Info("table has the document layout; it keeps it although columns is auto", "table", tb.name)
 	}
 	return s.checkTable(ctx, tb, name, cols)

@@ -38,11 +38,11 @@ type Config struct {
 	Table  string `yaml:"table"`            // required; may hold {db} and {coll}: a table per namespace
 	Mode   string `yaml:"mode"`             // ModeMirror (default) or ModeAppend
 
-	// Columns is the layout of a new mirror table: ColumnsAuto (typed
-	// columns from the documents' fields; the default) or
-	// ColumnsDocument (the document in one jsonb column). An existing
-	// table keeps the layout it has. Append mode writes the document
-	// layout only: it refuses auto.
+	// Columns is the layout of a new table: ColumnsAuto (typed columns
+	// from the documents' fields, the default; in append mode besides
+	// the envelope's columns) or ColumnsDocument (the document in one
+	// jsonb column; append: the envelope's columns only). An existing
+	// table keeps the layout it has.
 	Columns string `yaml:"columns"`
 	// FlattenDepth is how many levels of nested objects become columns
 	// of their own in a typed table: 0 makes each top-level field a

@@ -38,6 +38,8 @@ type row struct {
 	del      bool
 	dead     bool // superseded by a later event for the same key
 	hasData  bool
+	full     span // append: the raw full document, if the event has one
+	hasFull  bool
 	position string // the event's position, for error messages
 	tbl      int    // index of the row's table in Sink.tables
 }
@@ -93,6 +95,12 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 		if st.buf, err = splitEnvelope(st.buf, at, &a); err != nil {
 			st.buf = st.buf[:r.rawKey.from]
 			return fmt.Errorf("postgres append: record of %s at position %s: envelope: %w (append mode needs the json or canonical envelope)", ev.Op, ev.Pos, err)
+		}
+		if ev.FullDocument != nil {
+			// For typed columns (a table with _tide_overflow).
+			at = len(st.buf)
+			st.buf = append(st.buf, ev.FullDocument...)
+			r.full, r.hasFull = span{at, len(st.buf)}, true
 		}
 		r.position = string(ev.Pos)
 		st.rows = append(st.rows, r)
@@ -296,4 +304,12 @@ func (st *stage) perTable(n int) []tableCount {
 		}
 	}
 	return counts
+}
+
+// document returns the raw full document of a row, for typed columns.
+func (st *stage) document(r *row) ([]byte, bool) {
+	if st.mirror {
+		return st.bytes(r.data), r.hasData
+	}
+	return st.bytes(r.full), r.hasFull
 }

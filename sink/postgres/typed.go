@@ -64,9 +64,7 @@ type mergeSQL struct {
 }
 
 // wantTyped reports whether a new table gets typed columns.
-func (s *Sink) wantTyped() bool {
-	return s.cfg.Mode == ModeMirror && s.cfg.Columns != ColumnsDocument
-}
+func (s *Sink) wantTyped() bool { return s.cfg.Columns != ColumnsDocument }
 
 func (s *Sink) createColumnsTable(ctx context.Context) error {
 	if s.columnsReady {
@@ -190,10 +188,15 @@ func (s *Sink) loadTyped(ctx context.Context, tb *table, cols []catalogColumn) e
 		attnums = max(attnums, c.attnum)
 	}
 	keyKind := kindOfType(types["_id"], recs["_id"].bson)
-	if keyKind == kNone {
+	if s.cfg.Mode == ModeAppend {
+		keyKind = kNone // rows are events, keyed by id
+	} else if keyKind == kNone {
 		return &batchError{what: "table " + tb.sql.table + " is not a typed table tide can write", err: fmt.Errorf("its _id column is %s", types["_id"])}
 	}
 	l := newLayout(keyKind, recs["_id"].bson)
+	if keyKind == kNone {
+		l = newAppendLayout()
+	}
 	for _, c := range cols {
 		l.taken[c.name] = true
 	}
@@ -281,7 +284,7 @@ func (s *Sink) plan() ([]string, error) {
 		}
 		ts := tb.typed
 		key := bsoncore.Document(s.stage.bytes(r.rawKey))
-		if !keyFits(ts.pending.key, key) {
+		if s.stage.mirror && !keyFits(ts.pending.key, key) {
 			l := ts.own()
 			old := l.key
 			l.key, l.keyBSON = kJSON, "mixed"
@@ -290,11 +293,12 @@ func (s *Sink) plan() ([]string, error) {
 			ts.records = append(ts.records, colRecord{column: "_id", path: []string{"_id"}, bson: b, pgType: "jsonb",
 				decision: "widened", note: "a key of type " + b + " (" + k.pgType() + ") in an _id of " + old.pgType()})
 		}
-		if !r.hasData {
+		raw, ok := s.stage.document(r)
+		if !ok {
 			continue
 		}
-		doc := bsoncore.Document(s.stage.bytes(r.data))
-		path = walkFields(doc, s.cfg.FlattenDepth, path[:0], func(f field) {
+		doc := bsoncore.Document(raw)
+		path = walkFields(doc, s.cfg.FlattenDepth, s.stage.mirror, path[:0], func(f field) {
 			if f.empty || f.value.Type == bsoncore.TypeNull {
 				return // kept in _tide_overflow; makes no column
 			}
@@ -335,8 +339,8 @@ func (s *Sink) plan() ([]string, error) {
 			continue
 		}
 		ts := tb.typed
-		if ts.stageFor == ts.pending && ts.stageSession == s.session {
-			continue
+		if !s.stage.mirror || ts.stageFor == ts.pending && ts.stageSession == s.session {
+			continue // append COPYs straight into the table
 		}
 		ddl = s.remakeStage(tb, ddl)
 	}
@@ -650,19 +654,22 @@ func (c *typedSource) Values() ([]any, error) {
 	clear(c.vals)
 	c.buf = c.buf[:0]
 	n := len(l.cols)
-	key := bsoncore.Document(st.bytes(r.rawKey))
-	var err error
-	if c.vals[0], c.buf, err = keyValue(l.key, key, c.buf); err != nil {
-		c.err = fmt.Errorf("document key %s: %w", keyText(key), err)
-		return nil, c.err
+	if l.key != kNone {
+		key := bsoncore.Document(st.bytes(r.rawKey))
+		var err error
+		if c.vals[0], c.buf, err = keyValue(l.key, key, c.buf); err != nil {
+			c.err = fmt.Errorf("document key %s: %w", keyText(key), err)
+			return nil, c.err
+		}
 	}
 	c.vals[n+2], c.vals[n+3], c.vals[n+4] = string(r.op), r.ct, r.del
-	if !r.hasData {
+	raw, ok := st.document(r)
+	if !ok {
 		return c.vals, nil
 	}
 	c.over.reset()
-	doc := bsoncore.Document(st.bytes(r.data))
-	c.path = walkFields(doc, c.s.cfg.FlattenDepth, c.path[:0], func(f field) {
+	doc := bsoncore.Document(raw)
+	c.path = walkFields(doc, c.s.cfg.FlattenDepth, c.s.stage.mirror, c.path[:0], func(f field) {
 		if f.empty {
 			c.over.add(f.path, []byte("{}"))
 			return
@@ -887,8 +894,8 @@ func (s *Sink) applyTyped(ctx context.Context, counts []tableCount) error {
 		}
 	}
 	for i, tb := range s.tables {
-		if tb.typed == nil || counts[i].live == 0 {
-			continue
+		if tb.typed == nil || counts[i].live == 0 || !st.mirror {
+			continue // append COPYs in apply, straight into the table
 		}
 		src := s.typedSource(i)
 		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", tb.typed.stageNow()}, tb.typed.pending.stageColumns(), src); err != nil {
@@ -948,3 +955,77 @@ func (s *Sink) remakeStage(tb *table, ddl []string) []string {
 	ts.pendingStageName = "tide_stage_" + strconv.Itoa(tb.idx) + "_" + strconv.Itoa(s.stageGen)
 	return append(ddl, ts.pending.createStage(ts.pendingStageName))
 }
+
+// createTypedAppend creates a typed append table: the envelope's
+// columns, _tide_overflow, and the columns the documents' fields add in
+// the batches' transactions.
+func (s *Sink) createTypedAppend(ctx context.Context, tb *table) error {
+	if err := s.createColumnsTable(ctx); err != nil {
+		return err
+	}
+	q := strings.Replace(tb.sql.createTable, "\t_tide_synced_at timestamptz", "\t_tide_overflow jsonb,\n\t_tide_synced_at timestamptz", 1)
+	if _, err := s.conn.Exec(ctx, q); err != nil {
+		return classify(err, &batchError{what: "create table " + tb.sql.table, err: err})
+	}
+	tb.typed = &typedState{layout: newAppendLayout()}
+	tb.typed.pending = tb.typed.layout
+	s.log.Info("created typed table", "mode", s.cfg.Mode, "created", tb.name, "namespace", tb.ns)
+	return nil
+}
+
+// newAppendLayout is the layout of a new typed append table: no key
+// column, and the names of the envelope's columns taken.
+func newAppendLayout() *layout {
+	l := newLayout(kNone, "")
+	delete(l.taken, "_id") // the document's _id is a column like the others
+	for _, c := range appendColumns {
+		l.taken[c.name] = true
+	}
+	l.attnums = len(appendColumns) + 1
+	return l
+}
+
+// appendColumns of a typed append table, in COPY order: the envelope's,
+// the typed ones, _tide_overflow.
+func (l *layout) appendCopyColumns() []string {
+	cols := make([]string, 0, len(appendCopyColumns)+len(l.cols)+1)
+	cols = append(cols, appendCopyColumns...)
+	for _, c := range l.cols {
+		cols = append(cols, c.name)
+	}
+	return append(cols, overflowColumn)
+}
+
+// typedAppendSource feeds a typed append table's rows to COPY: each
+// event's envelope columns, then its document's typed columns and
+// _tide_overflow.
+type typedAppendSource struct {
+	env   *copySource
+	typed *typedSource
+	vals  []any
+}
+
+func (s *Sink) typedAppendSource(tbl int) *typedAppendSource {
+	return &typedAppendSource{env: s.stage.appendSource(tbl), typed: s.typedSource(tbl)}
+}
+
+func (c *typedAppendSource) Next() bool {
+	a, b := c.env.Next(), c.typed.Next()
+	return a && b
+}
+
+func (c *typedAppendSource) Values() ([]any, error) {
+	env, err := c.env.Values()
+	if err != nil {
+		return nil, err
+	}
+	typed, err := c.typed.Values()
+	if err != nil {
+		return nil, err
+	}
+	n := len(c.typed.l.cols)
+	c.vals = append(append(c.vals[:0], env...), typed[1:n+2]...) // no key; the columns and _tide_overflow
+	return c.vals, nil
+}
+
+func (c *typedAppendSource) Err() error { return errors.Join(c.env.Err(), c.typed.Err()) }

@@ -177,9 +177,9 @@ type field struct {
 }
 
 // walkFields calls fn for each field of doc down to depth levels of
-// nested objects, in document order, skipping the top-level _id (the
-// key). path is reused between calls.
-func walkFields(doc bsoncore.Document, depth int, path []string, fn func(f field)) []string {
+// nested objects, in document order, skipping the top-level _id if
+// skipID (a mirror's key column holds it). path is reused between calls.
+func walkFields(doc bsoncore.Document, depth int, skipID bool, path []string, fn func(f field)) []string {
 	if len(doc) < 5 {
 		return path
 	}
@@ -192,7 +192,7 @@ func walkFields(doc bsoncore.Document, depth int, path []string, fn func(f field
 		}
 		rest = next
 		key := el.KeyBytes()
-		if top && string(key) == "_id" {
+		if top && skipID && string(key) == "_id" {
 			continue
 		}
 		v := el.Value()
@@ -201,7 +201,7 @@ func walkFields(doc bsoncore.Document, depth int, path []string, fn func(f field
 			if len(sub) <= 5 {
 				fn(field{path: path, value: v, empty: true})
 			} else {
-				path = walkFields(sub, depth-1, path, fn)
+				path = walkFields(sub, depth-1, false, path, fn)
 			}
 		} else {
 			fn(field{path: path, value: v})

@@ -460,7 +460,6 @@ func TestTypedConfig(t *testing.T) {
 		want string
 	}{
 		"unknown layout":     {postgres.Config{DSN: "x", Columns: "flat"}, `columns: "flat" is not one of auto, document`},
-		"append auto":        {postgres.Config{DSN: "x", Mode: postgres.ModeAppend, Columns: "auto"}, "columns: auto is not available in append mode"},
 		"negative depth":     {postgres.Config{DSN: "x", FlattenDepth: -1}, "flatten_depth: -1 is not between 0 and 100"},
 		"unknown pin":        {postgres.Config{DSN: "x", ColumnTypes: map[string]string{"a": "money"}}, `column_types.a: "money" is not a type`},
 		"bad numeric pin":    {postgres.Config{DSN: "x", ColumnTypes: map[string]string{"a": "numeric(2,5)"}}, "column_types.a:"},
@@ -643,5 +642,45 @@ func TestTypedLayout(t *testing.T) {
 	cfg.DSN = "postgres://tide@127.0.0.1:1/none?connect_timeout=2"
 	if _, err := cfg.Layout(t.Context()); err == nil {
 		t.Error("layout with an unreachable server: no error")
+	}
+}
+
+// TestTypedAppend: an append table gets the envelope's columns and the
+// document's typed columns, its _id among them; drift follows the same
+// rules; an event without a document (a delete) leaves them NULL.
+func TestTypedAppend(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	c := connect(t, dsn)
+	cfg := typedConfig(dsn, "log")
+	cfg.Mode = postgres.ModeAppend
+	cfg.Pipeline = "app"
+	s := openKeepingSink(t, cfg)
+	batches := [][]cdc.Record{{
+		event(t, cdc.OpInsert, int32(1), bson.D{{Key: "v", Value: int32(1)}, {Key: "a", Value: bson.D{{Key: "b", Value: "x"}}}}, 10, 1, "1"),
+		event(t, cdc.OpUpdate, int32(1), bson.D{{Key: "v", Value: int64(1) << 40}}, 10, 2, "2"),
+	}, {
+		event(t, cdc.OpReplace, int32(1), bson.D{{Key: "v", Value: "text"}, {Key: "w", Value: 2.5}}, 11, 1, "3"),
+		event(t, cdc.OpDelete, int32(1), nil, 11, 2, "4"),
+	}}
+	for i, b := range batches {
+		if err := writeBatch(t, s, cdc.Checkpoint{Source: cdc.Position(fmt.Sprintf(`{"n":%d}`, i))}, b...); err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+	}
+	types := columnTypes(t, c, "log")
+	for col, want := range map[string]string{"id": "bigint", "_op": "text", "_full_document": "jsonb", "_id": "integer", "v": "bigint",
+		"a__b": "text", "w": "double precision", "_tide_overflow": "jsonb"} {
+		if types[col] != want {
+			t.Errorf("column %s is %q, want %q", col, types[col], want)
+		}
+	}
+	if got := queryText(t, c, `SELECT string_agg(_op || ':' || coalesce(_id::text, '-') || ':' || coalesce(v::text, _tide_overflow->>'v', '-') || ':' || coalesce(a__b, '-'), ' ' ORDER BY id) FROM log`); got != "insert:1:1:x update:1:1099511627776:- replace:1:text:- delete:-:-:-" {
+		t.Errorf("rows: %s", got)
+	}
+	if got := s.TypeDrift()[[2]string{"log", "v"}]; got != 1 {
+		t.Errorf("drift of v = %d, want 1", got)
+	}
+	if got := queryText(t, c, `SELECT checkpoint->'source'->>'n' FROM tide_checkpoints WHERE pipeline = 'app'`); got != "1" {
+		t.Errorf("checkpoint n = %s, want 1", got)
 	}
 }

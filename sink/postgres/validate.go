@@ -42,14 +42,11 @@ func (c Config) Validate() error {
 	default:
 		bad("columns", "%q is not one of %s, %s", c.Columns, ColumnsAuto, ColumnsDocument)
 	}
-	if c.Mode == ModeAppend && c.Columns == ColumnsAuto {
-		bad("columns", "auto is not available in append mode yet: append writes the document layout (columns: document)")
-	}
 	if c.FlattenDepth < 0 || c.FlattenDepth > maxFlattenDepth {
 		bad("flatten_depth", "%d is not between 0 and %d", c.FlattenDepth, maxFlattenDepth)
 	}
-	if len(c.ColumnTypes) > 0 && (c.Mode == ModeAppend || c.Columns == ColumnsDocument) {
-		bad("column_types", "pins typed columns, which %s has not", map[bool]string{true: "append mode", false: "columns: document"}[c.Mode == ModeAppend])
+	if len(c.ColumnTypes) > 0 && c.Columns == ColumnsDocument {
+		bad("column_types", "pins typed columns, which columns: document has not")
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.ColumnTypes)) {
 		if _, err := parsePin(c.ColumnTypes[name]); err != nil {
