@@ -319,7 +319,11 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 		}
 	}
 	if st.mirror && shared > 0 {
-		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", stageTable}, mirrorStageColumns, st.source()); err != nil {
+		src := st.source()
+		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", stageTable}, mirrorStageColumns, src); err != nil {
+			if src.err != nil { // a document that is not BSON: no retry changes it
+				return &batchError{what: "copy into staging table", err: src.err}
+			}
 			return classify(err, &batchError{what: "copy into staging table", err: err, key: s.copyErrorKey(err, -1)})
 		}
 	}

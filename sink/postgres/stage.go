@@ -3,6 +3,8 @@ package postgres
 import (
 	"fmt"
 
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/encode"
 )
@@ -150,6 +152,10 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 	if !r.del {
 		// Raw BSON: the table's layout (typed columns, or the document
 		// as jsonb) decides at COPY time how it is written.
+		if err := bsoncore.Document(ev.FullDocument).Validate(); err != nil {
+			st.buf = st.buf[:r.rawKey.from]
+			return fmt.Errorf("postgres mirror: full document of %s at position %s: %w", keyText(ev.DocumentKey), ev.Pos, err)
+		}
 		at = len(st.buf)
 		st.buf = append(st.buf, ev.FullDocument...)
 		r.data, r.hasData = span{at, len(st.buf)}, true

@@ -684,3 +684,20 @@ func TestTypedAppend(t *testing.T) {
 		t.Errorf("checkpoint n = %s, want 1", got)
 	}
 }
+
+// TestMalformedDocument: a full document that is not BSON is refused by
+// Put, in either layout, at once.
+func TestMalformedDocument(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	for _, columns := range []string{postgres.ColumnsAuto, postgres.ColumnsDocument} {
+		cfg := typedConfig(dsn, "bad_"+columns)
+		cfg.Columns = columns
+		s := openSink(t, cfg)
+		rec := event(t, cdc.OpInsert, int32(1), bson.D{{Key: "v", Value: "x"}}, 10, 1, "1")
+		rec.FullDocument = rec.FullDocument[:len(rec.FullDocument)-3]
+		err := s.Put(t.Context(), []cdc.Record{rec})
+		if err == nil || !strings.Contains(err.Error(), "full document") {
+			t.Errorf("%s: Put of a truncated document: %v, want an error about the full document", columns, err)
+		}
+	}
+}
