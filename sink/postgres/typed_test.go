@@ -701,3 +701,48 @@ func TestMalformedDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestTypedReopen: a sink that finds a typed table (a restart) reads its
+// layout back from the catalog and tide_columns: an ObjectId column stays
+// one (a string in it is drift), a timestamp column keeps its kind, a
+// pinned column its limits, a renamed field its column.
+func TestTypedReopen(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	c := connect(t, dsn)
+	cfg := typedConfig(dsn, "orders")
+	cfg.ColumnTypes = map[string]string{"price": "numeric(6,2)"}
+	oid := bson.NewObjectID()
+	first := bson.D{{Key: "ref", Value: oid}, {Key: "ts", Value: bson.Timestamp{T: 5, I: 6}}, {Key: "price", Value: 1.5},
+		{Key: "x__y", Value: int32(1)}, {Key: "x", Value: bson.D{{Key: "y", Value: int32(2)}}}}
+	s := postgres.New(func() postgres.Config { c := cfg; c.Logger = testLogger(t); return c }())
+	if err := s.Open(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeBatch(t, s, cdc.Checkpoint{}, event(t, cdc.OpInsert, int32(1), first, 10, 1, "1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openSink(t, cfg)
+	second := bson.D{{Key: "ref", Value: oid.Hex()}, {Key: "ts", Value: bson.Timestamp{T: 7, I: 8}}, {Key: "price", Value: 12345.5},
+		{Key: "x__y", Value: int32(3)}, {Key: "x", Value: bson.D{{Key: "y", Value: int32(4)}}}}
+	if err := writeBatch(t, s, cdc.Checkpoint{}, event(t, cdc.OpInsert, int32(2), second, 11, 1, "2")); err != nil {
+		t.Fatal(err)
+	}
+	for sql, want := range map[string]string{
+		`SELECT ref FROM orders WHERE _id = 2`:                                                                      "<NULL>",
+		`SELECT _tide_overflow->>'ref' FROM orders WHERE _id = 2`:                                                   oid.Hex(),
+		`SELECT price FROM orders WHERE _id = 2`:                                                                    "<NULL>",
+		`SELECT count(*) FROM pg_attribute WHERE attrelid = 'orders'::regclass AND attnum > 0 AND NOT attisdropped`: "11",
+	} {
+		if got := queryText(t, c, sql); got != want {
+			t.Errorf("%s = %q, want %q", sql, got, want)
+		}
+	}
+	testenv.CompareTyped(t, c, "orders", map[string]bson.D{
+		"1": append(bson.D{{Key: "_id", Value: int32(1)}}, first...),
+		"2": append(bson.D{{Key: "_id", Value: int32(2)}}, second...),
+	})
+}
