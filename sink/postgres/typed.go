@@ -155,7 +155,7 @@ func (s *Sink) loadTyped(ctx context.Context, tb *table, cols []catalogColumn) e
 		return err
 	}
 	rows, err := s.conn.Query(ctx, `SELECT column_name, path, bson_type, decision FROM `+s.sql.columns+`
-	WHERE table_name = $1 AND decision IN ('key', 'added', 'pinned') ORDER BY seen_at, column_name`, tb.name)
+	WHERE table_name = $1 ORDER BY seen_at, column_name`, tb.name)
 	if err != nil {
 		return fmt.Errorf("postgres sink: read %s of %s: %w", s.sql.columns, tb.sql.table, err)
 	}
@@ -165,6 +165,7 @@ func (s *Sink) loadTyped(ctx context.Context, tb *table, cols []catalogColumn) e
 		decision string
 	}
 	recs := map[string]rec{}
+	seen := map[string]uint64{}
 	var order []string
 	for rows.Next() {
 		var name string
@@ -173,10 +174,16 @@ func (s *Sink) loadTyped(ctx context.Context, tb *table, cols []catalogColumn) e
 			rows.Close()
 			return fmt.Errorf("postgres sink: read %s of %s: %w", s.sql.columns, tb.sql.table, err)
 		}
+		if r.decision != "overflow" {
+			seen[name] |= typeBitOf(r.bson)
+		}
+		if r.decision != "key" && r.decision != "added" && r.decision != "pinned" {
+			continue
+		}
 		if _, ok := recs[name]; !ok {
 			order = append(order, name)
+			recs[name] = r // the first: what the column was made for
 		}
-		recs[name] = r
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("postgres sink: read %s of %s: %w", s.sql.columns, tb.sql.table, err)
@@ -203,10 +210,10 @@ func (s *Sink) loadTyped(ctx context.Context, tb *table, cols []catalogColumn) e
 	for _, name := range order {
 		r := recs[name]
 		typ, ok := types[name]
-		if name == "_id" || !ok {
-			continue
+		if name == "_id" && keyKind != kNone || !ok {
+			continue // a mirror's key
 		}
-		c := &tcol{name: name, path: r.path, bson: r.bson, kind: kindOfType(typ, r.bson), idx: len(l.cols)}
+		c := &tcol{name: name, path: r.path, bson: r.bson, kind: kindOfType(typ, r.bson), idx: len(l.cols), seen: seen[name]}
 		if c.kind == kNone {
 			continue // a type the sink does not write: leave the column alone
 		}
@@ -313,6 +320,7 @@ func (s *Sink) plan() ([]string, error) {
 				name := l.nameFor(f.path)
 				p := s.pins[name]
 				c = l.add(f.path, k, p, typeName(f.value))
+				c.seen = typeBit(f.value)
 				decision := "added"
 				if p != nil {
 					decision = "pinned"
@@ -322,13 +330,23 @@ func (s *Sink) plan() ([]string, error) {
 					decision: decision, note: collisionNote(c)})
 				return
 			}
-			if c.pin != nil || fits(c.kind, nil, f.value) {
+			if fits(c.kind, c.pin, f.value) {
+				if bit := typeBit(f.value); c.seen&bit == 0 {
+					// A type the column holds that it had not held yet.
+					c = ts.own().byPath[pathKey(f.path)]
+					c.seen |= bit
+					ts.records = append(ts.records, colRecord{column: c.name, path: c.path, bson: typeName(f.value), pgType: c.sqlType(), decision: "seen"})
+				}
 				return
+			}
+			if c.pin != nil {
+				return // to _tide_overflow when written
 			}
 			if to := widen(c.kind, f.value); to != kNone {
 				l = ts.own()
 				c = l.byPath[pathKey(f.path)]
 				c.kind = to
+				c.seen |= typeBit(f.value)
 				ddl = append(ddl, `ALTER TABLE `+tb.sql.table+` ALTER COLUMN `+quote(c.name)+` TYPE `+to.pgType())
 				ts.records = append(ts.records, colRecord{column: c.name, path: c.path, bson: typeName(f.value), pgType: to.pgType(), decision: "widened"})
 			}

@@ -46,6 +46,29 @@ type tcol struct {
 	bson   string
 	nameOf string // the path joined, when a collision gave it another name
 	idx    int    // position in layout.cols
+	seen   uint64 // the BSON types seen fitting in it (typeBit), each recorded once in tide_columns
+}
+
+// typeBit is the bit of a value's BSON type in tcol.seen, a UUID apart
+// from other binary.
+func typeBit(v bsoncore.Value) uint64 { return typeBitOf(typeName(v)) }
+
+// typeBitOf is typeBit of a type's name, as tide_columns records it.
+func typeBitOf(name string) uint64 {
+	switch name {
+	case "uuid":
+		return 1 << 61
+	case "minKey":
+		return 1 << 62
+	case "maxKey":
+		return 1 << 63
+	}
+	for t, alias := range typeAliases {
+		if alias == name {
+			return 1 << t
+		}
+	}
+	return 1 << 60 // a type without a name
 }
 
 // layout is a typed table's columns, in the order they were added.

@@ -618,7 +618,7 @@ func TestTypedLayout(t *testing.T) {
 		t.Errorf("layout of a missing table:\n%s\nwant %q", text, want)
 	}
 	s := openSink(t, cfg)
-	for i, v := range []any{int32(1), 2.5, "x"} {
+	for i, v := range []any{int32(1), 2.5, "x", dec(t, "1.5"), dec(t, "2")} {
 		rec := event(t, cdc.OpInsert, int32(i), bson.D{{Key: "v", Value: v}, {Key: "a", Value: bson.D{{Key: "b", Value: true}}}}, 10, uint32(i+1), fmt.Sprint(i))
 		if err := writeBatch(t, s, cdc.Checkpoint{}, rec); err != nil {
 			t.Fatal(err)
@@ -627,7 +627,7 @@ func TestTypedLayout(t *testing.T) {
 	if text, err = cfg.Layout(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`table "public"."orders": exists with typed columns`, "v ", "numeric", "int, double widened, string overflow", "a__b", "a.b", "boolean", "_tide_overflow"} {
+	for _, want := range []string{`table "public"."orders": exists with typed columns`, "v ", "numeric", "int, double widened, string overflow, decimal seen", "a__b", "a.b", "boolean", "_tide_overflow"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("layout lacks %q:\n%s", want, text)
 		}
