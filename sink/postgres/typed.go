@@ -604,7 +604,8 @@ func recordArgs(tableName string, recs []colRecord) []any {
 	n := len(recs)
 	cols, paths, bsons, types, decisions, notes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for i, r := range recs {
-		cols[i], bsons[i], types[i], decisions[i], notes[i] = r.column, r.bson, r.pgType, r.decision, r.note
+		cols[i], bsons[i], types[i], decisions[i] = r.column, r.bson, r.pgType, r.decision
+		notes[i] = strings.ToValidUTF8(r.note, "\uFFFD")
 		paths[i] = pgTextArray(r.path)
 	}
 	return []any{tableName, cols, paths, bsons, types, decisions, notes}
@@ -619,6 +620,7 @@ func pgTextArray(path []string) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
+		p = strings.ToValidUTF8(p, "\uFFFD") // text[] must be UTF-8; such a path is recorded as it reads
 		b.WriteByte('"')
 		for _, r := range p {
 			if r == '"' || r == '\\' {
@@ -844,9 +846,11 @@ func appendJSONKey(dst []byte, k string) []byte {
 	return append(appendJSONString(dst, k), ':')
 }
 
-// appendJSONString appends s as a JSON string.
+// appendJSONString appends s as a JSON string; bytes that are not UTF-8
+// become U+FFFD, as jsonb needs.
 func appendJSONString(dst []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	dst = append(dst, '"')
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -230,7 +231,7 @@ func fits(k kind, p *pin, v bsoncore.Value) bool {
 	switch k {
 	case kText:
 		s, ok := v.StringValueOK()
-		return ok && strings.IndexByte(s, 0) < 0
+		return ok && strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) // text holds neither
 	case kOID:
 		return v.Type == bsoncore.TypeObjectID
 	case kInt32:
@@ -464,7 +465,8 @@ func hasNUL(js []byte) bool {
 // appendOverflowValue appends the JSON that keeps v in _tide_overflow:
 // its relaxed Extended JSON, canonical where relaxed would lose it (a
 // negative zero), or, for a value holding NUL bytes, which neither text
-// nor jsonb can hold, {"$tideBSON": base64 of the BSON document {"": v}}.
+// nor jsonb can hold, or a string that is not UTF-8, {"$tideBSON":
+// base64 of the BSON document {"": v}}.
 func appendOverflowValue(dst []byte, v bsoncore.Value) []byte {
 	at := len(dst)
 	var err error
@@ -476,9 +478,11 @@ func appendOverflowValue(dst []byte, v bsoncore.Value) []byte {
 			return encodeCanonical(dst, v)
 		}
 	}
-	dst, err = encode.AppendRelaxedValue(dst, bson.Type(v.Type), v.Data)
-	if err == nil && !hasNUL(dst[at:]) {
-		return dst
+	if s, ok := v.StringValueOK(); !ok || utf8.ValidString(s) { // JSON would replace invalid UTF-8
+		dst, err = encode.AppendRelaxedValue(dst, bson.Type(v.Type), v.Data)
+		if err == nil && !hasNUL(dst[at:]) {
+			return dst
+		}
 	}
 	dst = dst[:at]
 	doc := bsoncore.NewDocumentBuilder().AppendValue("", v).Build()

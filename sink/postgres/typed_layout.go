@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"maps"
 	"strings"
+	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
@@ -123,9 +124,10 @@ func (l *layout) full() bool { return l.attnums >= maxColumns }
 func (l *layout) nameFor(path []string) string {
 	joined := strings.Join(path, "__")
 	name := shorten(joined)
-	if name != "" && !l.taken[name] && l.byName[name] == nil {
+	if name != "" && utf8.ValidString(joined) && !l.taken[name] && l.byName[name] == nil {
 		return name
 	}
+	joined = strings.ToValidUTF8(joined, "_") // an identifier must be UTF-8; the hash keeps it apart
 	sum := sha256.Sum256([]byte(pathKey(path)))
 	for i := 0; ; i++ {
 		suffix := "_" + hex.EncodeToString(sum[:4])

@@ -117,6 +117,8 @@ func TestTypedTypes(t *testing.T) {
 		{Key: long, Value: int32(3)},
 		{Key: "_tide_op", Value: "mine"},
 		{Key: "deepnul", Value: bson.A{"ok", "n\x00ul"}},
+		{Key: "badutf8", Value: "a\xffb"},
+		{Key: "bad\xfekey", Value: int32(9)},
 	}
 	if err := writeBatch(t, s, cdc.Checkpoint{Source: cdc.Position(`{"n":1}`)}, event(t, cdc.OpInsert, int64(1), doc, 10, 1, "1")); err != nil {
 		t.Fatalf("write: %v", err)
@@ -158,7 +160,7 @@ func TestTypedTypes(t *testing.T) {
 		}
 		renamed = append(renamed, path)
 	}
-	if want := []string{"_tide_op", long, "x.y"}; fmt.Sprint(renamed) != fmt.Sprint(want) {
+	if want := []string{"_tide_op", "bad\ufffdkey", long, "x.y"}; fmt.Sprint(renamed) != fmt.Sprint(want) {
 		t.Errorf("renamed fields %q, want %q", renamed, want)
 	}
 
@@ -195,6 +197,8 @@ func TestTypedTypes(t *testing.T) {
 		`SELECT "a.b" + x__y FROM orders`:                             "2",
 		`SELECT _tide_op FROM orders`:                                 "insert",
 		`SELECT deepnul FROM orders`:                                  "<NULL>",
+		`SELECT badutf8 FROM orders`:                                  "<NULL>",
+		`SELECT _tide_overflow->'badutf8' ? '$tideBSON' FROM orders`:  "true",
 	} {
 		if got := queryText(t, c, sql); got != want {
 			t.Errorf("%s = %q, want %q", sql, got, want)
