@@ -60,7 +60,7 @@ func (s *Sink) wantTyped() bool { return s.cfg.Columns != ColumnsDocument }
 // to add and widen, and returns the statements that do it in the
 // batch's transaction, with the staging tables to make. Every value is
 // looked at once here; the COPY writes each where the final layout says.
-func (s *Sink) plan() ([]string, error) {
+func (s *Sink) plan() []string {
 	var ddl []string
 	for _, tb := range s.tables {
 		if tb.typed == nil {
@@ -71,7 +71,7 @@ func (s *Sink) plan() ([]string, error) {
 		clear(ts.drift)
 		clear(ts.driftSeen)
 	}
-	var path []string
+	var walker fieldWalker
 	for i := range s.stage.rows {
 		r := &s.stage.rows[i]
 		tb := s.tables[r.tbl]
@@ -94,21 +94,22 @@ func (s *Sink) plan() ([]string, error) {
 			continue
 		}
 		doc := bsoncore.Document(raw)
-		path = walkFields(doc, s.cfg.FlattenDepth, s.stage.mirror, path[:0], func(f field) {
+		walker.walk(doc, s.cfg.FlattenDepth, s.stage.mirror, func(f *field) {
 			if f.empty || f.value.Type == bsoncore.TypeNull {
 				return // kept in _tide_overflow; makes no column
 			}
 			l := ts.pending
-			c := l.byPath[pathKey(f.path)]
+			c := l.byPath[string(f.key)]
 			if c == nil {
 				if l.full() {
 					return // past the column cap: _tide_overflow
 				}
 				k := natural(f.value)
 				l = ts.own()
-				name := l.nameFor(f.path)
+				path := f.path()
+				name := l.nameFor(path)
 				p := s.pins[name]
-				c = l.add(f.path, k, p, typeName(f.value))
+				c = l.add(path, k, p, typeName(f.value))
 				c.seen = typeBit(f.value)
 				decision := "added"
 				if p != nil {
@@ -122,7 +123,7 @@ func (s *Sink) plan() ([]string, error) {
 			if fits(c.kind, c.pin, f.value) {
 				if bit := typeBit(f.value); c.seen&bit == 0 {
 					// A type the column holds that it had not held yet.
-					c = ts.own().byPath[pathKey(f.path)]
+					c = ts.own().byPath[string(f.key)]
 					c.seen |= bit
 					ts.records = append(ts.records, colRecord{column: c.name, path: c.path, bson: typeName(f.value), pgType: c.sqlType(), decision: "seen"})
 				}
@@ -133,7 +134,7 @@ func (s *Sink) plan() ([]string, error) {
 			}
 			if to := widen(c.kind, f.value); to != kNone {
 				l = ts.own()
-				c = l.byPath[pathKey(f.path)]
+				c = l.byPath[string(f.key)]
 				c.kind = to
 				c.seen |= typeBit(f.value)
 				ddl = append(ddl, `ALTER TABLE `+tb.sql.table+` ALTER COLUMN `+quote(c.name)+` TYPE `+to.pgType())
@@ -151,7 +152,7 @@ func (s *Sink) plan() ([]string, error) {
 		}
 		ddl = s.remakeStage(tb, ddl)
 	}
-	return ddl, nil
+	return ddl
 }
 
 // own makes ts.pending a copy of the committed layout, once per batch,
@@ -265,11 +266,7 @@ func (s *Sink) applyTyped(ctx context.Context, counts []tableCount) error {
 	if !anyTyped {
 		return nil
 	}
-	ddl, err := s.plan()
-	if err != nil {
-		return err
-	}
-	ddl = s.planRenames(ddl)
+	ddl := s.planRenames(s.plan())
 	for _, tb := range s.tables {
 		if tb.typed != nil && tb.typed.pendingStage {
 			tb.typed.stageSessionPending = s.session

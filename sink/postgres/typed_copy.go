@@ -15,16 +15,16 @@ import (
 // staging table, each document's fields in the columns the layout gives
 // them, and the rest in _tide_overflow.
 type typedSource struct {
-	s    *Sink
-	tbl  int
-	ts   *typedState
-	l    *layout
-	i    int
-	vals []any
-	buf  []byte // this row's text: key, ObjectId hex, jsonb values, overflow
-	path []string
-	over overflow
-	err  error
+	s      *Sink
+	tbl    int
+	ts     *typedState
+	l      *layout
+	i      int
+	vals   []any
+	buf    []byte // this row's text: key, ObjectId hex, jsonb values, overflow
+	walker fieldWalker
+	over   overflow
+	err    error
 }
 
 func (s *Sink) typedSource(tbl int) *typedSource {
@@ -66,16 +66,16 @@ func (c *typedSource) Values() ([]any, error) {
 	}
 	c.over.reset()
 	doc := bsoncore.Document(raw)
-	c.path = walkFields(doc, c.s.cfg.FlattenDepth, c.s.stage.mirror, c.path[:0], func(f field) {
+	c.walker.walk(doc, c.s.cfg.FlattenDepth, c.s.stage.mirror, func(f *field) {
 		if f.empty {
-			c.over.add(f.path, []byte("{}"))
+			c.over.add(f.parts, []byte("{}"))
 			return
 		}
 		if f.value.Type == bsoncore.TypeNull {
-			c.over.add(f.path, []byte("null"))
+			c.over.add(f.parts, []byte("null"))
 			return
 		}
-		col := l.byPath[pathKey(f.path)]
+		col := l.byPath[string(f.key)]
 		if col != nil && fits(col.kind, col.pin, f.value) {
 			var v any
 			var ok bool
@@ -86,18 +86,19 @@ func (c *typedSource) Values() ([]any, error) {
 				}
 				// timestamptz holds a timestamp's seconds; its increment
 				// lives with the exact value in _tide_overflow.
-				c.over.add(f.path, appendOverflowValue(nil, f.value))
+				c.over.add(f.parts, appendOverflowValue(nil, f.value))
 				return
 			}
 		}
+		path := f.path()
 		name := ""
 		if col != nil {
 			name = col.name
 		} else {
-			name = l.nameFor(f.path) // past the column cap
+			name = l.nameFor(path) // past the column cap
 		}
-		c.ts.drifted(name, f.path, typeName(f.value), col)
-		c.over.add(f.path, appendOverflowValue(nil, f.value))
+		c.ts.drifted(name, path, typeName(f.value), col)
+		c.over.add(f.parts, appendOverflowValue(nil, f.value))
 	})
 	if !c.over.empty() {
 		at := len(c.buf)
@@ -177,8 +178,12 @@ func (o *overflow) reset() {
 
 func (o *overflow) empty() bool { return len(o.paths) == 0 }
 
-func (o *overflow) add(path []string, js []byte) {
-	o.paths = append(o.paths, append([]string(nil), path...))
+func (o *overflow) add(parts [][]byte, js []byte) {
+	path := make([]string, len(parts))
+	for i, p := range parts {
+		path[i] = string(p)
+	}
+	o.paths = append(o.paths, path)
 	o.values = append(o.values, js)
 }
 

@@ -196,44 +196,70 @@ func (c *tcol) sqlType() string {
 
 // field is one value of a document at a column's depth.
 type field struct {
-	path  []string
+	key   []byte // the path's parts joined by NUL: pathKey, without allocating
+	parts [][]byte
 	value bsoncore.Value
 	empty bool // an object at a flattened depth with no fields: {} in _tide_overflow
 }
 
-// walkFields calls fn for each field of doc down to depth levels of
-// nested objects, in document order, skipping the top-level _id if
-// skipID (a mirror's key column holds it). path is reused between calls.
-func walkFields(doc bsoncore.Document, depth int, skipID bool, path []string, fn func(f field)) []string {
+// path returns the field's path, allocated: for the rarer uses (a new
+// column, an overflowed value).
+func (f *field) path() []string {
+	p := make([]string, len(f.parts))
+	for i, b := range f.parts {
+		p[i] = string(b)
+	}
+	return p
+}
+
+// fieldWalker walks documents field by field, reusing its buffers.
+type fieldWalker struct {
+	parts [][]byte
+	key   []byte
+}
+
+// walk calls fn for each field of doc down to depth levels of nested
+// objects, in document order, skipping the top-level _id if skipID (a
+// mirror's key column holds it). What fn gets is valid during the call.
+func (w *fieldWalker) walk(doc bsoncore.Document, depth int, skipID bool, fn func(f *field)) {
+	w.parts, w.key = w.parts[:0], w.key[:0]
+	w.walkDoc(doc, depth, skipID, fn)
+}
+
+func (w *fieldWalker) walkDoc(doc bsoncore.Document, depth int, skipID bool, fn func(f *field)) {
 	if len(doc) < 5 {
-		return path
+		return
 	}
 	rest := doc[4 : len(doc)-1]
-	top := len(path) == 0
 	for len(rest) > 0 {
 		el, next, ok := bsoncore.ReadElement(rest)
 		if !ok {
-			return path
+			return
 		}
 		rest = next
-		key := el.KeyBytes()
-		if top && skipID && string(key) == "_id" {
+		name := el.KeyBytes()
+		if skipID && string(name) == "_id" {
 			continue
 		}
 		v := el.Value()
-		path = append(path, string(key))
+		keyLen := len(w.key)
+		if len(w.parts) > 0 {
+			w.key = append(w.key, 0)
+		}
+		w.key = append(w.key, name...)
+		w.parts = append(w.parts, name)
 		if sub, ok := v.DocumentOK(); ok && depth > 0 {
 			if len(sub) <= 5 {
-				fn(field{path: path, value: v, empty: true})
+				fn(&field{key: w.key, parts: w.parts, value: v, empty: true})
 			} else {
-				path = walkFields(sub, depth-1, false, path, fn)
+				w.walkDoc(sub, depth-1, false, fn)
 			}
 		} else {
-			fn(field{path: path, value: v})
+			fn(&field{key: w.key, parts: w.parts, value: v})
 		}
-		path = path[:len(path)-1]
+		w.parts = w.parts[:len(w.parts)-1]
+		w.key = w.key[:keyLen]
 	}
-	return path
 }
 
 // keyKind returns the kind of the _id column a document key makes: the
