@@ -351,7 +351,7 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 			// Append, typed: the envelope's columns and the document's.
 			id := pgx.Identifier{s.cfg.Schema, s.tables[i].name}
 			src := s.typedAppendSource(i)
-			if _, err := s.conn.CopyFrom(ctx, id, s.tables[i].typed.pending.appendCopyColumns(), src); err != nil {
+			if _, err := s.conn.CopyFrom(ctx, id, s.tables[i].typed.appendCopyColumns(), src); err != nil {
 				if err := src.Err(); err != nil {
 					return &batchError{what: "copy into " + q.table, err: err}
 				}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,6 +26,13 @@ type typedState struct {
 	merge      mergeSQL // statements of mergeFor's layout and mergeStage
 	mergeFor   *layout
 	mergeStage string
+	mergeSend  []int
+
+	// Per batch: the columns (indexes in pending.cols) the batch has
+	// values for, which alone are sent, and where each is sent.
+	used []bool
+	send []int
+	pos  []int // pending.cols index -> position in send, or -1
 
 	// A new staging table gets a new name: pgx caches the column types
 	// of a COPY's table by the statement's text.
@@ -68,6 +76,7 @@ func (s *Sink) plan() []string {
 		}
 		ts := tb.typed
 		ts.pending, ts.records, ts.pendingStage = ts.layout, ts.records[:0], false
+		ts.used = ts.used[:0]
 		clear(ts.drift)
 		clear(ts.driftSeen)
 	}
@@ -95,50 +104,10 @@ func (s *Sink) plan() []string {
 		}
 		doc := bsoncore.Document(raw)
 		walker.walk(doc, s.cfg.FlattenDepth, s.stage.mirror, func(f *field) {
-			if f.empty || f.value.Type == bsoncore.TypeNull {
-				return // kept in _tide_overflow; makes no column
-			}
-			l := ts.pending
-			c := l.byPath[string(f.key)]
-			if c == nil {
-				if l.full() {
-					return // past the column cap: _tide_overflow
-				}
-				k := natural(f.value)
-				l = ts.own()
-				path := f.path()
-				name := l.nameFor(path)
-				p := s.pins[name]
-				c = l.add(path, k, p, typeName(f.value))
-				c.seen = typeBit(f.value)
-				decision := "added"
-				if p != nil {
-					decision = "pinned"
-				}
-				ddl = append(ddl, `ALTER TABLE `+tb.sql.table+` ADD COLUMN IF NOT EXISTS `+quote(c.name)+` `+c.sqlType())
-				ts.records = append(ts.records, colRecord{column: c.name, path: c.path, bson: c.bson, pgType: c.sqlType(),
-					decision: decision, note: collisionNote(c)})
-				return
-			}
-			if fits(c.kind, c.pin, f.value) {
-				if bit := typeBit(f.value); c.seen&bit == 0 {
-					// A type the column holds that it had not held yet.
-					c = ts.own().byPath[string(f.key)]
-					c.seen |= bit
-					ts.records = append(ts.records, colRecord{column: c.name, path: c.path, bson: typeName(f.value), pgType: c.sqlType(), decision: "seen"})
-				}
-				return
-			}
-			if c.pin != nil {
-				return // to _tide_overflow when written
-			}
-			if to := widen(c.kind, f.value); to != kNone {
-				l = ts.own()
-				c = l.byPath[string(f.key)]
-				c.kind = to
-				c.seen |= typeBit(f.value)
-				ddl = append(ddl, `ALTER TABLE `+tb.sql.table+` ALTER COLUMN `+quote(c.name)+` TYPE `+to.pgType())
-				ts.records = append(ts.records, colRecord{column: c.name, path: c.path, bson: typeName(f.value), pgType: to.pgType(), decision: "widened"})
+			var c *tcol
+			c, ddl = s.planField(tb, f, ddl)
+			if c != nil {
+				ts.use(c.idx)
 			}
 		})
 	}
@@ -153,6 +122,59 @@ func (s *Sink) plan() []string {
 		ddl = s.remakeStage(tb, ddl)
 	}
 	return ddl
+}
+
+// planField decides what field f of a row of tb needs: a new column, a
+// type seen, a widening; it returns the column that holds the field's
+// path, if any, and ddl with the statements added.
+func (s *Sink) planField(tb *table, f *field, ddl []string) (*tcol, []string) {
+	ts := tb.typed
+	if f.empty || f.value.Type == bsoncore.TypeNull {
+		return nil, ddl // kept in _tide_overflow; makes no column
+	}
+	l := ts.pending
+	c := l.byPath[string(f.key)]
+	if c == nil {
+		if l.full() {
+			return nil, ddl // past the column cap: _tide_overflow
+		}
+		k := natural(f.value)
+		l = ts.own()
+		path := f.path()
+		name := l.nameFor(path)
+		p := s.pins[name]
+		c = l.add(path, k, p, typeName(f.value))
+		c.seen = typeBit(f.value)
+		decision := "added"
+		if p != nil {
+			decision = "pinned"
+		}
+		ddl = append(ddl, `ALTER TABLE `+tb.sql.table+` ADD COLUMN IF NOT EXISTS `+quote(c.name)+` `+c.sqlType())
+		ts.records = append(ts.records, colRecord{column: c.name, path: c.path, bson: c.bson, pgType: c.sqlType(),
+			decision: decision, note: collisionNote(c)})
+		return c, ddl
+	}
+	if fits(c.kind, c.pin, f.value) {
+		if bit := typeBit(f.value); c.seen&bit == 0 {
+			// A type the column holds that it had not held yet.
+			c = ts.own().byPath[string(f.key)]
+			c.seen |= bit
+			ts.records = append(ts.records, colRecord{column: c.name, path: c.path, bson: typeName(f.value), pgType: c.sqlType(), decision: "seen"})
+		}
+		return c, ddl
+	}
+	if c.pin != nil {
+		return c, ddl // to _tide_overflow when written
+	}
+	if to := widen(c.kind, f.value); to != kNone {
+		l = ts.own()
+		c = l.byPath[string(f.key)]
+		c.kind = to
+		c.seen |= typeBit(f.value)
+		ddl = append(ddl, `ALTER TABLE `+tb.sql.table+` ALTER COLUMN `+quote(c.name)+` TYPE `+to.pgType())
+		ts.records = append(ts.records, colRecord{column: c.name, path: c.path, bson: typeName(f.value), pgType: to.pgType(), decision: "widened"})
+	}
+	return c, ddl
 }
 
 // own makes ts.pending a copy of the committed layout, once per batch,
@@ -200,12 +222,14 @@ func (l *layout) createStage(name string) string {
 	return b.String()
 }
 
-// stageColumns are the staging table's columns in COPY order.
-func (l *layout) stageColumns() []string {
-	cols := make([]string, 0, len(l.cols)+5)
+// stageColumns are the columns the COPY into the staging table writes,
+// in order: the key, the columns the batch has values for, and the rest.
+func (ts *typedState) stageColumns() []string {
+	l := ts.pending
+	cols := make([]string, 0, len(ts.send)+5)
 	cols = append(cols, "_id")
-	for _, c := range l.cols {
-		cols = append(cols, c.name)
+	for _, i := range ts.send {
+		cols = append(cols, l.cols[i].name)
 	}
 	return append(cols, overflowColumn, "op", "ct", "del")
 }
@@ -213,22 +237,25 @@ func (l *layout) stageColumns() []string {
 // mergeStatements returns the upsert and the delete of a typed table
 // from its staging table: as for the document layout, an event replaces
 // a row only if it is at least as recent, and a full document sets every
-// column, so a field the document no longer has becomes NULL.
-func mergeStatements(cfg Config, table, stage string, l *layout) mergeSQL {
-	var cols, sel, set strings.Builder
+// column, so a field the document no longer has becomes NULL. Only the
+// columns in send are inserted: the batch has no value for the others,
+// whose excluded values are NULL, so wide tables of sparse documents
+// cost what their values cost.
+func mergeStatements(cfg Config, table, stage string, l *layout, send []int) mergeSQL {
+	var cols, set strings.Builder
 	cols.WriteString("_id")
-	sel.WriteString("_id")
+	for _, i := range send {
+		cols.WriteString(", " + quote(l.cols[i].name))
+	}
 	for _, c := range l.cols {
 		q := quote(c.name)
-		cols.WriteString(", " + q)
-		sel.WriteString(", " + q)
 		set.WriteString(q + " = excluded." + q + ", ")
 	}
 	stage = "pg_temp." + stage
 	guard := ` WHERE t._tide_cluster_time <= excluded._tide_cluster_time`
 	var m mergeSQL
 	m.upsert = `INSERT INTO ` + table + ` AS t (` + cols.String() + `, _tide_overflow, _tide_op, _tide_cluster_time, _tide_deleted, _tide_synced_at)
-	SELECT ` + sel.String() + `, _tide_overflow, op, ct, false, now() FROM ` + stage + ` WHERE NOT del
+	SELECT ` + cols.String() + `, _tide_overflow, op, ct, false, now() FROM ` + stage + ` WHERE NOT del
 	ON CONFLICT (_id) DO UPDATE SET ` + set.String() + `_tide_overflow = excluded._tide_overflow, _tide_op = excluded._tide_op,
 	_tide_cluster_time = excluded._tide_cluster_time, _tide_deleted = false, _tide_synced_at = excluded._tide_synced_at` + guard
 	if cfg.SoftDelete {
@@ -245,8 +272,9 @@ func mergeStatements(cfg Config, table, stage string, l *layout) mergeSQL {
 // mergeSQL returns the upsert and delete of the table from its staging
 // table, for the layout the batch writes.
 func (ts *typedState) mergeSQL(cfg Config, table string) mergeSQL {
-	if ts.mergeFor != ts.pending || ts.mergeStage != ts.stageNow() {
-		ts.merge, ts.mergeFor, ts.mergeStage = mergeStatements(cfg, table, ts.stageNow(), ts.pending), ts.pending, ts.stageNow()
+	if ts.mergeFor != ts.pending || ts.mergeStage != ts.stageNow() || !slices.Equal(ts.mergeSend, ts.send) {
+		ts.merge = mergeStatements(cfg, table, ts.stageNow(), ts.pending, ts.send)
+		ts.mergeFor, ts.mergeStage, ts.mergeSend = ts.pending, ts.stageNow(), slices.Clone(ts.send)
 	}
 	return ts.merge
 }
@@ -267,6 +295,11 @@ func (s *Sink) applyTyped(ctx context.Context, counts []tableCount) error {
 		return nil
 	}
 	ddl := s.planRenames(s.plan())
+	for _, tb := range s.tables {
+		if tb.typed != nil {
+			tb.typed.sendOnly()
+		}
+	}
 	for _, tb := range s.tables {
 		if tb.typed != nil && tb.typed.pendingStage {
 			tb.typed.stageSessionPending = s.session
@@ -293,7 +326,7 @@ func (s *Sink) applyTyped(ctx context.Context, counts []tableCount) error {
 			continue // append COPYs in apply, straight into the table
 		}
 		src := s.typedSource(i)
-		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", tb.typed.stageNow()}, tb.typed.pending.stageColumns(), src); err != nil {
+		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", tb.typed.stageNow()}, tb.typed.stageColumns(), src); err != nil {
 			if src.err != nil {
 				return &batchError{what: "copy into staging table of " + tb.sql.table, err: src.err}
 			}
@@ -349,4 +382,26 @@ func (s *Sink) remakeStage(tb *table, ddl []string) []string {
 	ts.pendingStage = true
 	ts.pendingStageName = "tide_stage_" + strconv.Itoa(tb.idx) + "_" + strconv.Itoa(s.stageGen)
 	return append(ddl, ts.pending.createStage(ts.pendingStageName))
+}
+
+// use records that the batch has a value for column i.
+func (ts *typedState) use(i int) {
+	for len(ts.used) <= i {
+		ts.used = append(ts.used, false)
+	}
+	ts.used[i] = true
+}
+
+// sendOnly fixes the columns the batch sends: those it has values for.
+func (ts *typedState) sendOnly() {
+	ts.send = ts.send[:0]
+	ts.pos = ts.pos[:0]
+	for i := range ts.pending.cols {
+		p := -1
+		if i < len(ts.used) && ts.used[i] {
+			p = len(ts.send)
+			ts.send = append(ts.send, i)
+		}
+		ts.pos = append(ts.pos, p)
+	}
 }

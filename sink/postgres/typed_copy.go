@@ -29,7 +29,7 @@ type typedSource struct {
 
 func (s *Sink) typedSource(tbl int) *typedSource {
 	ts := s.tables[tbl].typed
-	return &typedSource{s: s, tbl: tbl, ts: ts, l: ts.pending, i: -1, vals: make([]any, len(ts.pending.cols)+5)}
+	return &typedSource{s: s, tbl: tbl, ts: ts, l: ts.pending, i: -1, vals: make([]any, len(ts.send)+5)}
 }
 
 func (c *typedSource) Next() bool {
@@ -50,7 +50,7 @@ func (c *typedSource) Values() ([]any, error) {
 	l := c.l
 	clear(c.vals)
 	c.buf = c.buf[:0]
-	n := len(l.cols)
+	n := len(c.ts.send)
 	if l.key != kNone {
 		key := bsoncore.Document(st.bytes(r.rawKey))
 		var err error
@@ -76,11 +76,11 @@ func (c *typedSource) Values() ([]any, error) {
 			return
 		}
 		col := l.byPath[string(f.key)]
-		if col != nil && fits(col.kind, col.pin, f.value) {
+		if col != nil && col.idx < len(c.ts.pos) && c.ts.pos[col.idx] >= 0 && fits(col.kind, col.pin, f.value) {
 			var v any
 			var ok bool
 			if v, c.buf, ok = value(col.kind, f.value, c.buf); ok {
-				c.vals[1+c.colIndex(col)] = v
+				c.vals[1+c.ts.pos[col.idx]] = v
 				if col.kind != kTimestamp {
 					return
 				}
@@ -107,9 +107,6 @@ func (c *typedSource) Values() ([]any, error) {
 	}
 	return c.vals, nil
 }
-
-// colIndex returns the position of col in the layout's columns.
-func (c *typedSource) colIndex(col *tcol) int { return col.idx }
 
 // drifted counts a value that went to _tide_overflow instead of its
 // column, and records its type once per batch.
@@ -274,8 +271,8 @@ func (c *typedAppendSource) Values() ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := len(c.typed.l.cols)
-	c.vals = append(append(c.vals[:0], env...), typed[1:n+2]...) // no key; the columns and _tide_overflow
+	n := len(c.typed.ts.send)
+	c.vals = append(append(c.vals[:0], env...), typed[1:n+2]...) // no key; the columns sent and _tide_overflow
 	return c.vals, nil
 }
 

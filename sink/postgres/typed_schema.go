@@ -280,13 +280,14 @@ func newAppendLayout() *layout {
 	return l
 }
 
-// appendColumns of a typed append table, in COPY order: the envelope's,
-// the typed ones, _tide_overflow.
-func (l *layout) appendCopyColumns() []string {
-	cols := make([]string, 0, len(appendCopyColumns)+len(l.cols)+1)
+// appendCopyColumns are the columns of a typed append table that COPY
+// writes, in order: the envelope's, the typed ones the batch has values
+// for, _tide_overflow.
+func (ts *typedState) appendCopyColumns() []string {
+	cols := make([]string, 0, len(appendCopyColumns)+len(ts.send)+1)
 	cols = append(cols, appendCopyColumns...)
-	for _, c := range l.cols {
-		cols = append(cols, c.name)
+	for _, i := range ts.send {
+		cols = append(cols, ts.pending.cols[i].name)
 	}
 	return append(cols, overflowColumn)
 }
