@@ -216,6 +216,7 @@ func (f *field) path() []string {
 type fieldWalker struct {
 	parts [][]byte
 	key   []byte
+	f     field // what fn gets, reused: a field per call would be allocated
 }
 
 // walk calls fn for each field of doc down to depth levels of nested
@@ -250,12 +251,14 @@ func (w *fieldWalker) walkDoc(doc bsoncore.Document, depth int, skipID bool, fn 
 		w.parts = append(w.parts, name)
 		if sub, ok := v.DocumentOK(); ok && depth > 0 {
 			if len(sub) <= 5 {
-				fn(&field{key: w.key, parts: w.parts, value: v, empty: true})
+				w.f = field{key: w.key, parts: w.parts, value: v, empty: true}
+				fn(&w.f)
 			} else {
 				w.walkDoc(sub, depth-1, false, fn)
 			}
 		} else {
-			fn(&field{key: w.key, parts: w.parts, value: v})
+			w.f = field{key: w.key, parts: w.parts, value: v}
+			fn(&w.f)
 		}
 		w.parts = w.parts[:len(w.parts)-1]
 		w.key = w.key[:keyLen]
