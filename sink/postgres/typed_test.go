@@ -750,3 +750,42 @@ func TestTypedReopen(t *testing.T) {
 		"2": append(bson.D{{Key: "_id", Value: int32(2)}}, second...),
 	})
 }
+
+// TestExistingLayoutKept: an existing table keeps its layout whatever
+// columns says: a document table stays one under columns: auto, a typed
+// one stays typed under columns: document.
+func TestExistingLayoutKept(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	c := connect(t, dsn)
+	doc := typedConfig(dsn, "docs")
+	doc.Columns = postgres.ColumnsDocument
+	typed := typedConfig(dsn, "typed")
+	for _, cfg := range []postgres.Config{doc, typed} {
+		s := postgres.New(func() postgres.Config { cfg.Logger = testLogger(t); return cfg }())
+		if err := s.Open(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeBatch(t, s, cdc.Checkpoint{}, event(t, cdc.OpInsert, int32(1), bson.D{{Key: "v", Value: "one"}}, 10, 1, "1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc.Columns, typed.Columns = postgres.ColumnsAuto, postgres.ColumnsDocument
+	for _, cfg := range []postgres.Config{doc, typed} {
+		s := openSink(t, cfg)
+		if err := writeBatch(t, s, cdc.Checkpoint{}, event(t, cdc.OpInsert, int32(2), bson.D{{Key: "v", Value: "two"}}, 11, 1, "2")); err != nil {
+			t.Fatalf("%s: %v", cfg.Table, err)
+		}
+	}
+	if got := queryText(t, c, `SELECT string_agg(doc->>'v', ',' ORDER BY _id) FROM docs`); got != "one,two" {
+		t.Errorf("document table: %s, want one,two in doc", got)
+	}
+	if got := queryText(t, c, `SELECT string_agg(v, ',' ORDER BY _id) FROM typed`); got != "one,two" {
+		t.Errorf("typed table: %s, want one,two in v", got)
+	}
+	if _, ok := columnTypes(t, c, "docs")["v"]; ok {
+		t.Error("the document table got a typed column")
+	}
+}
