@@ -46,6 +46,12 @@ func (s *Sink) connect(ctx context.Context) error {
 			return fmt.Errorf("postgres sink: create staging table: %w", err)
 		}
 	}
+	if s.stage.partial {
+		if _, err := conn.Exec(ctx, deltaFunctions); err != nil {
+			conn.Close(context.Background())
+			return fmt.Errorf("postgres sink: create the session's functions of partial updates: %w", err)
+		}
+	}
 	s.conn = conn
 	s.session++ // the staging tables of typed tables are made again
 	if err := s.settle(ctx); err != nil {
@@ -327,7 +333,6 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 			return classify(err, &batchError{what: "copy into staging table", err: err, key: s.copyErrorKey(err, -1)})
 		}
 	}
-	type stmt struct{ what, sql string }
 	var stmts []stmt
 	for i, c := range counts {
 		q := &s.tables[i].sql
@@ -368,6 +373,15 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	b := &pgx.Batch{}
 	for _, q := range stmts {
 		b.Queue(q.sql)
+	}
+	if st.deltas > 0 {
+		// Updates applied from their description go after the rows
+		// above, in event order, in a flight of their own: one that
+		// finds no row stops the batch before COMMIT.
+		if err := s.applyDeltas(ctx, b, stmts); err != nil {
+			return err
+		}
+		b, stmts = &pgx.Batch{}, stmts[:0]
 	}
 	for _, op := range st.colls {
 		from := s.tables[op.tbl]
@@ -427,6 +441,67 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 			return fmt.Errorf("apply batch: %w: %w", errUncertain, err)
 		}
 		return classify(err, &batchError{what: "apply batch", err: err})
+	}
+	return nil
+}
+
+// stmt is a statement of a batch, and what it does in words.
+type stmt struct{ what, sql string }
+
+// applyDeltas sends b, which holds stmts, then the UPDATE of each row
+// applied from its update description, and checks that each found its
+// row: an update that changed nothing, where no later event holds the
+// row, has no row to change (a document never copied, or deleted), and
+// fails the batch rather than lose its fields.
+func (s *Sink) applyDeltas(ctx context.Context, b *pgx.Batch, stmts []stmt) error {
+	st := &s.stage
+	var deltas []deltaStmt
+	for i := range st.rows {
+		r := &st.rows[i]
+		if r.dead || !r.delta {
+			continue
+		}
+		tb := s.tables[r.tbl]
+		d, err := s.deltaSQL(tb, r)
+		if err != nil {
+			return &batchError{what: "update " + tb.sql.table + " from the update description at position " + r.position, key: s.rowKey(r), err: err}
+		}
+		deltas = append(deltas, d)
+		b.Queue(d.sql, d.args...)
+	}
+	br := s.conn.SendBatch(ctx, b)
+	for _, q := range stmts {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return classify(err, &batchError{what: q.what, sql: q.sql, err: err})
+		}
+	}
+	var missing []deltaStmt
+	for _, d := range deltas {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return classify(err, &batchError{what: "update " + s.tables[d.row.tbl].sql.table + " from the update description at position " + d.row.position,
+				sql: d.sql, key: s.rowKey(d.row), err: err})
+		}
+		if tag.RowsAffected() == 0 {
+			missing = append(missing, d)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return classify(err, &batchError{what: "apply updates from their descriptions", err: err})
+	}
+	for _, d := range missing {
+		tb := s.tables[d.row.tbl]
+		var later bool
+		err := s.conn.QueryRow(ctx, `SELECT coalesce((SELECT _tide_cluster_time > $2 FROM `+tb.sql.table+` WHERE _id = $1), false)`, d.args[0], d.row.ct).Scan(&later)
+		if err != nil {
+			return classify(err, &batchError{what: "look for the row of an update without its document in " + tb.sql.table, err: err})
+		}
+		if !later {
+			return &batchError{what: "update " + tb.sql.table + " from the update description at position " + d.row.position, key: s.rowKey(d.row),
+				err: errNoRow}
+		}
 	}
 	return nil
 }
@@ -541,7 +616,7 @@ func (s *Sink) diagnose(ctx context.Context, be *batchError) string {
 	tried := 0
 	for i := range st.rows {
 		r := &st.rows[i]
-		if r.dead || r.tbl != tbl || r.del != del {
+		if r.dead || r.delta || r.tbl != tbl || r.del != del {
 			continue
 		}
 		if tried++; tried > maxDiagnose {

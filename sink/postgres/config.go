@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/tide-cdc/tide/cdc"
 )
@@ -30,8 +29,9 @@ func DefaultConfig() Config {
 func (Config) BatchDefaults() (int, cdc.ByteSize) { return DefaultMaxRecords, DefaultMaxBytes }
 
 // FitSource names the table after the source's collection where the file
-// names none, and checks that a mirror gets the full document of every
-// update. Errors begin with their full path.
+// names none, and, for a mirror of a source whose updates may come
+// without their full document, sets PartialUpdates: those are applied
+// from their update description. Errors begin with their full path.
 func (c *Config) FitSource(src cdc.SourceInfo) error {
 	var errs []error
 	if c.Table == "" {
@@ -41,7 +41,7 @@ func (c *Config) FitSource(src cdc.SourceInfo) error {
 		}
 	}
 	if c.Mode == ModeMirror && src.Documents && !src.FullUpdates {
-		errs = append(errs, fmt.Errorf("%s, and sink.postgres mirror mode needs it (or use mode: append)", src.PartialUpdates))
+		c.PartialUpdates = true
 	}
 	return errors.Join(errs...)
 }

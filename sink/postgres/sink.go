@@ -62,6 +62,15 @@ type Config struct {
 	// instead of deleting their rows.
 	SoftDelete bool `yaml:"soft_delete"`
 
+	// PartialUpdates says that the source's updates may come without
+	// their full document, with an update description instead (a
+	// MongoDB source with full_document delta or when_available):
+	// mirror mode then sets only the fields the description changes. A
+	// pipeline file sets it from the source (FitSource). Without it, an
+	// update without its full document changes nothing: update_lookup
+	// gives one for a document deleted since, whose delete follows.
+	PartialUpdates bool `yaml:"-"`
+
 	// Pipeline names the row of tide_checkpoints; required once
 	// Sink.Checkpoints switched the sink to keep the checkpoint.
 	Pipeline string `yaml:"-"`
@@ -129,6 +138,7 @@ func New(cfg Config) *Sink {
 	}
 	s := &Sink{cfg: cfg, log: log.With("sink", "postgres", "table", cfg.Schema+"."+cfg.Table)}
 	s.stage.mirror = cfg.Mode == ModeMirror
+	s.stage.partial = s.stage.mirror && cfg.PartialUpdates
 	s.templated = isTemplate(cfg.Table)
 	for name, typ := range cfg.ColumnTypes {
 		if p, err := parsePin(typ); err == nil { // Validate reports the others

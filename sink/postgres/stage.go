@@ -13,6 +13,7 @@ import (
 // memory, so that the batch can be sent again after a lost connection.
 type stage struct {
 	mirror  bool
+	partial bool             // mirror: updates without a full document are applied from their update description
 	buf     []byte           // documents (mirror) or envelopes (append), and raw document keys
 	rows    []row            // in event order; in mirror mode dead rows were superseded
 	index   map[tableKey]int // mirror: table and document key -> index in rows of its last event
@@ -20,6 +21,7 @@ type stage struct {
 	upsert  int              // live rows that upsert (mirror)
 	del     int              // live rows that delete (mirror)
 	skipped int              // updates without a full document (mirror)
+	deltas  int              // live rows that apply an update description (mirror)
 	colls   []collOp         // drops and renames of collections with a table each (mirror), in event order
 	app     []appendRow      // append: the columns of rows[i], at app[i]
 	tmp     []byte
@@ -39,6 +41,8 @@ type row struct {
 	ct       int64 // cluster time: seconds<<32 | increment
 	del      bool
 	dead     bool // superseded by a later event for the same key
+	delta    bool // mirror: an update applied from its update description, in data
+	prev     int  // mirror: 1 + the index of the previous row of the same key, or 0
 	hasData  bool
 	full     span // append: the raw full document, if the event has one
 	hasFull  bool
@@ -53,7 +57,7 @@ func (st *stage) reset() {
 	clear(st.rows)
 	st.rows = st.rows[:0]
 	clear(st.index)
-	st.live, st.upsert, st.del, st.skipped = 0, 0, 0, 0
+	st.live, st.upsert, st.del, st.skipped, st.deltas = 0, 0, 0, 0, 0
 	st.colls = st.colls[:0]
 	st.app = st.app[:0]
 }
@@ -118,13 +122,21 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 		st.buf = st.buf[:r.rawKey.from]
 		return nil
 	case documentOp(ev.Op) && ev.Op != cdc.OpDelete:
-		if ev.FullDocument == nil {
+		if ev.FullDocument == nil && ev.Op == cdc.OpUpdate && ev.UpdateDesc != nil && st.partial {
+			// Applied from its update description: the fields it sets,
+			// removes and truncates (a delta stream).
+			if err := bsoncore.Document(ev.UpdateDesc).Validate(); err != nil {
+				st.buf = st.buf[:r.rawKey.from]
+				return fmt.Errorf("postgres mirror: update description of %s at position %s: %w", keyText(ev.DocumentKey), ev.Pos, err)
+			}
+			r.delta = true
+		} else if ev.FullDocument == nil {
 			st.buf = st.buf[:r.rawKey.from]
 			if ev.Op == cdc.OpUpdate && ev.UpdateDesc != nil {
 				// With full_document update_lookup, an update of a document
 				// deleted since has no full document; its delete follows.
-				// (A delta stream, where every update looks like this, is
-				// refused by the configuration's validation.)
+				// (A delta stream, where every update looks like this, sets
+				// Config.PartialUpdates, and is applied above.)
 				st.skipped++
 				return nil
 			}
@@ -149,7 +161,11 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 		st.buf = st.buf[:r.rawKey.from]
 		return fmt.Errorf("postgres mirror: document key of %s event at position %s: %w", ev.Op, ev.Pos, err)
 	}
-	if !r.del {
+	if r.delta {
+		at = len(st.buf)
+		st.buf = append(st.buf, ev.UpdateDesc...)
+		r.data, r.hasData = span{at, len(st.buf)}, true
+	} else if !r.del {
 		// Raw BSON: the table's layout (typed columns, or the document
 		// as jsonb) decides at COPY time how it is written.
 		if err := bsoncore.Document(ev.FullDocument).Validate(); err != nil {
@@ -164,15 +180,14 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 		st.index = make(map[tableKey]int)
 	}
 	if i, ok := st.index[tableKey{tbl, string(st.tmp)}]; ok {
-		// Only the last event for a key decides the row.
-		prev := &st.rows[i]
-		r.key = prev.key
-		prev.dead = true
-		st.live--
-		if prev.del {
-			st.del--
-		} else {
-			st.upsert--
+		r.key = st.rows[i].key
+		r.prev = i + 1
+		if !r.delta {
+			// The last full document or delete of a key decides its row:
+			// the events before it, updates applied from their
+			// description included, are superseded. An update
+			// description applies after the rows before it, in order.
+			st.supersede(i)
 		}
 	} else {
 		r.key = string(st.tmp)
@@ -181,12 +196,35 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 	r.position = string(ev.Pos)
 	st.rows = append(st.rows, r)
 	st.live++
-	if r.del {
+	switch {
+	case r.delta:
+		st.deltas++
+	case r.del:
 		st.del++
-	} else {
+	default:
 		st.upsert++
 	}
 	return nil
+}
+
+// supersede marks row i, and the rows of the same key before it, dead.
+func (st *stage) supersede(i int) {
+	for ; i >= 0; i = st.rows[i].prev - 1 {
+		prev := &st.rows[i]
+		if prev.dead {
+			return // so are the ones before it
+		}
+		prev.dead = true
+		st.live--
+		switch {
+		case prev.delta:
+			st.deltas--
+		case prev.del:
+			st.del--
+		default:
+			st.upsert--
+		}
+	}
 }
 
 // documentOp reports whether op changes one document, as opposed to a
@@ -215,7 +253,7 @@ func keyText(key []byte) string {
 // of table tbl's rows, or of every table's (tbl < 0).
 func (st *stage) nthLive(n, tbl int) (*row, bool) {
 	for i := range st.rows {
-		if st.rows[i].dead || tbl >= 0 && st.rows[i].tbl != tbl || tbl < 0 && st.mirror && !st.shared(&st.rows[i]) {
+		if st.rows[i].dead || st.rows[i].delta || tbl >= 0 && st.rows[i].tbl != tbl || tbl < 0 && st.mirror && !st.shared(&st.rows[i]) {
 			continue
 		}
 		n--
@@ -250,7 +288,7 @@ func (st *stage) appendSource(tbl int) *copySource {
 
 func (c *copySource) Next() bool {
 	for c.i++; c.i < len(c.st.rows); c.i++ {
-		if r := &c.st.rows[c.i]; !r.dead && (c.tbl < 0 && c.st.shared(r) || r.tbl == c.tbl) {
+		if r := &c.st.rows[c.i]; !r.dead && !r.delta && (c.tbl < 0 && c.st.shared(r) || r.tbl == c.tbl) {
 			return true
 		}
 	}
@@ -291,7 +329,8 @@ func (c *copySource) Values() ([]any, error) {
 func (c *copySource) Err() error { return c.err }
 
 // tableCount counts the live rows of one table.
-type tableCount struct{ live, upsert, del int }
+// Rows applied from an update description count in delta only.
+type tableCount struct{ live, upsert, del, delta int }
 
 // perTable counts the live rows of each of n tables.
 func (st *stage) perTable(n int) []tableCount {
@@ -302,6 +341,10 @@ func (st *stage) perTable(n int) []tableCount {
 			continue
 		}
 		c := &counts[r.tbl]
+		if r.delta {
+			c.delta++
+			continue
+		}
 		c.live++
 		if r.del {
 			c.del++

@@ -98,6 +98,10 @@ func (s *Sink) plan() []string {
 			ts.records = append(ts.records, colRecord{column: "_id", path: []string{"_id"}, bson: b, pgType: "jsonb",
 				decision: "widened", note: "a key of type " + b + " (" + k.pgType() + ") in an _id of " + old.pgType()})
 		}
+		if r.delta {
+			ddl = s.planDelta(tb, bsoncore.Document(s.stage.bytes(r.data)), &walker, ddl)
+			continue
+		}
 		raw, ok := s.stage.document(r)
 		if !ok {
 			continue

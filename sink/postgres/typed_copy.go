@@ -35,7 +35,7 @@ func (s *Sink) typedSource(tbl int) *typedSource {
 func (c *typedSource) Next() bool {
 	rows := c.s.stage.rows
 	for c.i++; c.i < len(rows); c.i++ {
-		if r := &rows[c.i]; !r.dead && r.tbl == c.tbl {
+		if r := &rows[c.i]; !r.dead && !r.delta && r.tbl == c.tbl {
 			return true
 		}
 	}
