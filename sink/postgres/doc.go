@@ -14,11 +14,16 @@
 //     snapshot rows upsert the document; deletes set _tide_deleted, or
 //     delete the row when Config.SoftDelete is false. A row is never
 //     overwritten by an event with an older cluster time, so replaying
-//     events is harmless. Mirror mode needs full documents (a MongoDB
-//     source with full_document update_lookup or required; the
-//     configuration refuses delta). An insert or replace without one is
-//     refused; an update without one, which update_lookup gives when the
-//     document was deleted since, changes nothing (its delete follows).
+//     events is harmless. An insert or replace without a full document
+//     is refused. An update without one is applied from its update
+//     description when Config.PartialUpdates is set (a MongoDB source
+//     with full_document delta or when_available; FitSource sets it):
+//     one UPDATE per update, after the batch's upserts and deletes, in
+//     event order, setting only the columns, or the paths inside jsonb
+//     and doc, it changes (delta.go); one whose row is missing fails the
+//     batch. Without PartialUpdates such an update, which update_lookup
+//     gives when the document was deleted since, changes nothing (its
+//     delete follows).
 //     Collection-level events (drop, rename, DDL) are not mirrored.
 //     A MongoDB re-snapshot (tide snapshot) copies the documents again
 //     with the cluster time of its start; its end line then deletes (or
