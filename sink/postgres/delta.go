@@ -421,14 +421,25 @@ func (s *Sink) typedDelta(tb *table, ops []deltaOp, set *strings.Builder, arg fu
 			ov = "CASE WHEN " + guard + " THEN " + ov + " ELSE " + before + " END"
 			guard = ""
 		}
-		// An edit inside the jsonb value of col.
 		if col == nil || col.kind != kJSON {
-			what := "it has no column (past the column cap, or never seen)"
-			if col != nil {
-				what = "its column " + col.name + " is " + col.sqlType() + ", not jsonb"
+			// The field has no jsonb column (past the column cap, or a
+			// column of another type): a value with fields or elements
+			// to edit is one that did not fit it, in _tide_overflow.
+			p := arg(op.path) + "::text[]"
+			switch op.what {
+			case 't':
+				ov = "pg_temp.tide_truncate(" + ov + ", " + p + ", " + strconv.Itoa(int(op.size)) + ")"
+			case 'u':
+				ov = "pg_temp.tide_unset(" + ov + ", " + p + ", false)"
+			case 's':
+				at := len(*buf)
+				*buf = appendOverflowValue(*buf, op.value)
+				ov = "pg_temp.tide_set(" + ov + ", " + p + ", " + arg((*buf)[at:len(*buf):len(*buf)]) + "::jsonb)"
 			}
-			return fmt.Errorf("%w: the update of %s cannot be applied inside the field's value: %s", errNeedsDocument, dotted, what)
+			ovChanged = true
+			continue
 		}
+		// An edit inside the jsonb value of col.
 		p := arg(rest) + "::text[]"
 		var e string
 		switch op.what {
