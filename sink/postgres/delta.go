@@ -213,9 +213,13 @@ func (s *Sink) planDelta(tb *table, desc bsoncore.Document, walker *fieldWalker,
 		return ddl // applyDelta reports it
 	}
 	for _, op := range ops {
-		col, rest, flat, either := tb.typed.pending.deltaTarget(op.path, s.cfg.FlattenDepth)
+		// An ambiguous path (either: tags.3) is planned as an edit inside
+		// the jsonb column: the flattened reading, for a row whose field
+		// is an object with a field "3", keeps such values in
+		// _tide_overflow rather than add a column per array index.
+		col, rest, flat, _ := tb.typed.pending.deltaTarget(op.path, s.cfg.FlattenDepth)
 		switch {
-		case (flat || either) && op.what == 's':
+		case flat && op.what == 's':
 			walker.walk(nestedDoc(op.path, op.value), s.cfg.FlattenDepth, true, func(f *field) {
 				_, ddl = s.planField(tb, f, ddl)
 			})
@@ -385,14 +389,16 @@ func (s *Sink) typedDelta(tb *table, ops []deltaOp, set *strings.Builder, arg fu
 					return
 				}
 			}
-			path := f.path()
-			name := ""
-			if c != nil {
-				name = c.name
-			} else {
-				name = l.nameFor(path)
+			if guard == "" { // not counted for the reading a row may not take
+				path := f.path()
+				name := ""
+				if c != nil {
+					name = c.name
+				} else {
+					name = l.nameFor(path)
+				}
+				ts.drifted(name, path, typeName(f.value), c)
 			}
-			ts.drifted(name, path, typeName(f.value), c)
 			put(appendOverflowValue(nil, f.value))
 		})
 	}

@@ -322,6 +322,11 @@ func TestDeltaRules(t *testing.T) {
 			t.Errorf("column %s is %q, want %q", col, types[col], typ)
 		}
 	}
+	for _, col := range []string{"tags__1", "tags__6"} {
+		if typ, ok := types[col]; ok {
+			t.Errorf("an array index made column %s (%s)", col, typ)
+		}
+	}
 	if got := queryText(t, c, `SELECT _tide_overflow->>'v' FROM orders WHERE _id = 1`); got != "three" {
 		t.Errorf("v of 1 in _tide_overflow = %q, want three (text does not fit integer)", got)
 	}
