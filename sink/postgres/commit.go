@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -374,15 +375,7 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	for _, q := range stmts {
 		b.Queue(q.sql)
 	}
-	if st.deltas > 0 {
-		// Updates applied from their description go after the rows
-		// above, in event order, in a flight of their own: one that
-		// finds no row stops the batch before COMMIT.
-		if err := s.applyDeltas(ctx, b, stmts); err != nil {
-			return err
-		}
-		b, stmts = &pgx.Batch{}, stmts[:0]
-	}
+	var colls []collStmt
 	for _, op := range st.colls {
 		from := s.tables[op.tbl]
 		if from.absent {
@@ -398,15 +391,25 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 			if from.typed != nil {
 				move = moveTyped(from, s.tables[op.to])
 			}
-			q := stmt{"move rows of renamed " + from.sql.table + " to " + to.table, move}
-			b.Queue(q.sql, op.ct)
-			stmts = append(stmts, q)
-			b.Queue(from.sql.clearRows, op.ct)
-			stmts = append(stmts, stmt{"clear renamed " + from.sql.table, from.sql.clearRows})
+			colls = append(colls, collStmt{stmt{"move rows of renamed " + from.sql.table + " to " + to.table, move}, op.ct},
+				collStmt{stmt{"clear renamed " + from.sql.table, from.sql.clearRows}, op.ct})
 			continue
 		}
-		b.Queue(from.sql.dropRows, op.ct)
-		stmts = append(stmts, stmt{"drop rows of dropped " + from.sql.table, from.sql.dropRows})
+		colls = append(colls, collStmt{stmt{"drop rows of dropped " + from.sql.table, from.sql.dropRows}, op.ct})
+	}
+	if st.deltas > 0 {
+		// Updates applied from their description go after the rows
+		// above, in event order among the drops and renames, in a
+		// flight of their own: one that finds no row stops the batch
+		// before COMMIT.
+		if err := s.applyDeltas(ctx, b, stmts, colls); err != nil {
+			return err
+		}
+		b, stmts, colls = &pgx.Batch{}, stmts[:0], nil
+	}
+	for _, q := range colls {
+		b.Queue(q.sql, q.ct)
+		stmts = append(stmts, q.stmt)
 	}
 	for _, tb := range s.tables {
 		if tb.typed != nil && len(tb.typed.records) > 0 {
@@ -448,14 +451,34 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 // stmt is a statement of a batch, and what it does in words.
 type stmt struct{ what, sql string }
 
+// collStmt is a statement of a drop or a rename, which takes its cluster
+// time as its argument.
+type collStmt struct {
+	stmt
+	ct int64
+}
+
 // applyDeltas sends b, which holds stmts, then the UPDATE of each row
-// applied from its update description, and checks that each found its
-// row: an update that changed nothing, where no later event holds the
-// row, has no row to change (a document never copied, or deleted), and
-// fails the batch rather than lose its fields.
-func (s *Sink) applyDeltas(ctx context.Context, b *pgx.Batch, stmts []stmt) error {
+// applied from its update description, with the drops and renames of
+// colls among them by cluster time (an update after a rename finds its
+// row moved), and checks that each update found its row: one that
+// changed nothing, where no later event holds the row, has no row to
+// change (a document never copied, or deleted), and fails the batch
+// rather than lose its fields.
+func (s *Sink) applyDeltas(ctx context.Context, b *pgx.Batch, stmts []stmt, colls []collStmt) error {
 	st := &s.stage
-	var deltas []deltaStmt
+	type item struct {
+		q stmt
+		d *deltaStmt
+	}
+	var items []item
+	queueColls := func(before int64) {
+		for len(colls) > 0 && colls[0].ct < before {
+			b.Queue(colls[0].sql, colls[0].ct)
+			items = append(items, item{q: colls[0].stmt})
+			colls = colls[1:]
+		}
+	}
 	for i := range st.rows {
 		r := &st.rows[i]
 		if r.dead || !r.delta {
@@ -466,9 +489,11 @@ func (s *Sink) applyDeltas(ctx context.Context, b *pgx.Batch, stmts []stmt) erro
 		if err != nil {
 			return &batchError{what: "update " + tb.sql.table + " from the update description at position " + r.position, key: s.rowKey(r), err: err}
 		}
-		deltas = append(deltas, d)
+		queueColls(r.ct)
 		b.Queue(d.sql, d.args...)
+		items = append(items, item{d: &d})
 	}
+	queueColls(math.MaxInt64)
 	br := s.conn.SendBatch(ctx, b)
 	for _, q := range stmts {
 		if _, err := br.Exec(); err != nil {
@@ -476,16 +501,19 @@ func (s *Sink) applyDeltas(ctx context.Context, b *pgx.Batch, stmts []stmt) erro
 			return classify(err, &batchError{what: q.what, sql: q.sql, err: err})
 		}
 	}
-	var missing []deltaStmt
-	for _, d := range deltas {
+	var missing []*deltaStmt
+	for _, it := range items {
 		tag, err := br.Exec()
 		if err != nil {
 			br.Close()
-			return classify(err, &batchError{what: "update " + s.tables[d.row.tbl].sql.table + " from the update description at position " + d.row.position,
-				sql: d.sql, key: s.rowKey(d.row), err: err})
+			if it.d == nil {
+				return classify(err, &batchError{what: it.q.what, sql: it.q.sql, err: err})
+			}
+			return classify(err, &batchError{what: "update " + s.tables[it.d.row.tbl].sql.table + " from the update description at position " + it.d.row.position,
+				sql: it.d.sql, key: s.rowKey(it.d.row), err: err})
 		}
-		if tag.RowsAffected() == 0 {
-			missing = append(missing, d)
+		if it.d != nil && tag.RowsAffected() == 0 {
+			missing = append(missing, it.d)
 		}
 	}
 	if err := br.Close(); err != nil {

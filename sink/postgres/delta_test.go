@@ -402,3 +402,36 @@ func TestDeltaDocument(t *testing.T) {
 		t.Errorf("update of a key with no row: %v; want found no row", err)
 	}
 }
+
+// TestDeltaRename: updates without their document around a rename in
+// one batch apply to the row where it is at their time: before the
+// rename in the old table, after it in the new one.
+func TestDeltaRename(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	c := connect(t, dsn)
+	cfg := typedConfig(dsn, "{coll}")
+	cfg.PartialUpdates = true
+	s := openSink(t, cfg)
+	upd := func(ns string, desc bson.D, ts, inc uint32, pos string) cdc.Record {
+		rec := nsEvent(t, ns, cdc.OpUpdate, int32(1), nil, ts, inc, pos)
+		var err error
+		if rec.UpdateDesc, err = bson.Marshal(desc); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	if err := writeBatch(t, s, cdc.Checkpoint{}, nsEvent(t, "db.x", cdc.OpInsert, int32(1), bson.D{{Key: "v", Value: int32(1)}}, 10, 1, "1")); err != nil {
+		t.Fatal(err)
+	}
+	err := writeBatch(t, s, cdc.Checkpoint{},
+		upd("db.x", setFields("v", int32(2)), 11, 1, "2"),
+		renameEvent(t, "db.x", "db.y", 11, 2, "3"),
+		upd("db.y", setFields("w", int32(3)), 11, 3, "4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.CompareTyped(t, c, "y", map[string]bson.D{"1": {{Key: "v", Value: int32(2)}, {Key: "w", Value: int32(3)}}})
+	if n := queryInt(t, c, `SELECT count(*) FROM x WHERE NOT _tide_deleted`); n != 0 {
+		t.Errorf("x holds %d live rows after its rename, want 0", n)
+	}
+}
