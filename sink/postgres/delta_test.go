@@ -137,6 +137,7 @@ func TestMongoDelta(t *testing.T) {
 			if columns == postgres.ColumnsDocument {
 				want, got := collectionDocs(t, coll), tableDocs(t, c)
 				if !reflect.DeepEqual(got, want) {
+					t.Errorf("the table's %d live documents differ from the collection's %d", len(got), len(want))
 					for id, w := range want {
 						if g := got[id]; !reflect.DeepEqual(g, w) {
 							t.Errorf("document %s:\n table %v\n  coll %v", id, g, w)
