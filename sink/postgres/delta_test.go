@@ -303,6 +303,11 @@ func TestDeltaRules(t *testing.T) {
 		// hold: it lives in _tide_overflow, and is edited there.
 		event(t, cdc.OpInsert, int64(5), bson.D{{Key: "a", Value: bson.D{{Key: "b", Value: bson.D{{Key: "c", Value: int32(1)}, {Key: "e", Value: bson.A{int32(1), int32(2)}}}}}}}, 10, 12, "12"),
 		deltaEvent(t, int64(5), append(setFields("a.b.d", "two", "a.b.e.2", int32(3)), bson.E{Key: "removedFields", Value: bson.A{"a.b.c"}}), 10, 13, "13"),
+		// Key 6: a field whose name holds a dot, which disambiguatedPaths
+		// tells from a path.
+		event(t, cdc.OpInsert, int64(6), bson.D{{Key: "x.y", Value: int32(1)}, {Key: "x", Value: bson.D{{Key: "y", Value: int32(2)}}}}, 10, 14, "14"),
+		deltaEvent(t, int64(6), append(setFields("x.y", int32(3)),
+			bson.E{Key: "disambiguatedPaths", Value: bson.D{{Key: "x.y", Value: bson.A{"x.y"}}}}), 10, 15, "15"),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -315,6 +320,7 @@ func TestDeltaRules(t *testing.T) {
 		"2": {{Key: "v", Value: int32(21)}, {Key: "w", Value: int32(2)}},
 		"3": {{Key: "v", Value: int32(32)}},
 		"5": {{Key: "a", Value: bson.D{{Key: "b", Value: bson.D{{Key: "e", Value: bson.A{int32(1), int32(2), int32(3)}}, {Key: "d", Value: "two"}}}}}},
+		"6": {{Key: "x.y", Value: int32(3)}, {Key: "x", Value: bson.D{{Key: "y", Value: int32(2)}}}},
 	}
 	testenv.CompareTyped(t, c, "orders", want)
 	types := columnTypes(t, c, "orders")
