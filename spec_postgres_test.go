@@ -14,16 +14,18 @@ func TestSpecPostgresSink(t *testing.T) {
 		want   []string // substrings of the error; none for a valid file
 		reject []string // substrings the error must not hold
 		table  string
+		// The sink applies updates from their description.
+		partial bool
 	}{
 		"defaults": {yaml: `
 name: p
 source: {generate: {count: 1}}
 sink: {postgres: {dsn: "postgres://u@h/db"}}
 checkpoint: sink`, table: "events"},
-		"mirror needs full documents": {yaml: `
+		"mirror takes deltas": {yaml: `
 name: p
 source: {mongo: {database: d, collection: orders}}
-sink: {postgres: {dsn: "postgres://u@h/db"}}`, want: []string{`source.mongo.full_document: "delta" gives updates without their full document`}},
+sink: {postgres: {dsn: "postgres://u@h/db"}}`, table: "orders", partial: true},
 		"mirror with update_lookup": {yaml: `
 name: p
 source: {mongo: {database: d, collection: orders, full_document: update_lookup}}
@@ -63,6 +65,9 @@ sink: {postgres: {mode: merge, schema: "", table: "` + strings.Repeat("t", 64) +
 				// the source's collection.
 				if pg.Table != tc.table {
 					t.Errorf("table = %q, want %q", pg.Table, tc.table)
+				}
+				if pg.PartialUpdates != tc.partial {
+					t.Errorf("PartialUpdates = %v, want %v", pg.PartialUpdates, tc.partial)
 				}
 				return
 			}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,12 +30,37 @@ func newValidateCmd(secrets *redact.Set) *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", file, secrets.String(w))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: pipeline %q is valid\n", file, spec.Name)
+			showLayout(cmd, file, spec, secrets)
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "pipeline YAML file (required)")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
+}
+
+// layouter is a sink Config that can say how it would write what it
+// finds at the destination (sink.postgres: each table's columns).
+type layouter interface {
+	Layout(ctx context.Context) (string, error)
+}
+
+// showLayout prints the sink's layout of what exists, if it has one to
+// show. The file is valid without it: a destination that cannot be
+// reached now is noted, not an error.
+func showLayout(cmd *cobra.Command, file string, spec *tide.Spec, secrets *redact.Set) {
+	l, ok := spec.Sink.Config.(layouter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+	defer cancel()
+	text, err := l.Layout(ctx)
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: sink.%s layout not shown: %s\n", file, spec.Sink.Key, secrets.String(err.Error()))
+		return
+	}
+	fmt.Fprint(cmd.OutOrStdout(), secrets.String(text))
 }
 
 // withCheckpoints runs f with the store of the pipeline file's checkpoint.

@@ -465,7 +465,7 @@ name: pg-routed
 source:
   generate: {count: %d, rate: 1500, collections: %d}
 sink:
-  postgres: {dsn: "${PG_DSN}", table: "{coll}", mode: mirror}
+  postgres: {dsn: "${PG_DSN}", table: "{coll}", mode: mirror, columns: document}
 checkpoint: sink
 batch: {max_records: 100, commit_interval: 5ms}
 `, total, colls))

@@ -66,6 +66,17 @@ type shopWorkload struct {
 	live   map[string][]int64 // captured collection -> _ids that exist
 	nextID int64
 	log    []e2eChange
+
+	// makeDoc makes the document of an insert or replace; nil is shopDoc.
+	makeDoc func(id, v int64) bson.D
+}
+
+// doc is the document an insert or replace of id writes at operation v.
+func (w *shopWorkload) doc(id, v int64) bson.D {
+	if w.makeDoc != nil {
+		return w.makeDoc(id, v)
+	}
+	return shopDoc(id, v)
 }
 
 const shopDB = "shop"
@@ -120,7 +131,7 @@ func (w *shopWorkload) step(ctx context.Context, i int) error {
 	case w.n - 1:
 		w.nextID++
 		w.log = append(w.log, e2eChange{NS: ns("orders"), Op: "insert", ID: w.nextID, V: v})
-		_, err := w.db.Collection("orders").InsertOne(ctx, shopDoc(w.nextID, v))
+		_, err := w.db.Collection("orders").InsertOne(ctx, w.doc(w.nextID, v))
 		return err
 	}
 	if w.rng.IntN(10) == 0 { // excluded: must appear nowhere
@@ -142,7 +153,7 @@ func (w *shopWorkload) step(ctx context.Context, i int) error {
 		id := w.nextID
 		w.live[c] = append(ids, id)
 		w.log = append(w.log, e2eChange{NS: ns(c), Op: "insert", ID: id, V: v})
-		_, err := coll.InsertOne(ctx, shopDoc(id, v))
+		_, err := coll.InsertOne(ctx, w.doc(id, v))
 		return err
 	case kind < 70:
 		id := ids[w.rng.IntN(len(ids))]
@@ -155,7 +166,7 @@ func (w *shopWorkload) step(ctx context.Context, i int) error {
 	case kind < 85:
 		id := ids[w.rng.IntN(len(ids))]
 		w.log = append(w.log, e2eChange{NS: ns(c), Op: "replace", ID: id, V: v})
-		_, err := coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}}, shopDoc(id, v))
+		_, err := coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}}, w.doc(id, v))
 		return err
 	default:
 		k := w.rng.IntN(len(ids))
@@ -648,7 +659,7 @@ source:
     full_document: update_lookup
     max_await: 100ms
 sink:
-  postgres: {dsn: "${PG_DSN}", table: "{coll}", mode: mirror, soft_delete: false}
+  postgres: {dsn: "${PG_DSN}", table: "{coll}", mode: mirror, columns: document, soft_delete: false}
 checkpoint: sink
 batch: {max_records: 50, commit_interval: 10ms}
 `, srv.URI()))

@@ -267,7 +267,7 @@ name: resnap-pg
 source:
   mongo: {uri: %q, database: shop, collection: orders, full_document: update_lookup, max_await: 100ms}
 sink:
-  postgres: {dsn: "${PG_DSN}", table: resnap_orders, mode: mirror}
+  postgres: {dsn: "${PG_DSN}", table: resnap_orders, mode: mirror, columns: document}
 checkpoint: sink
 batch: {commit_interval: 10ms}
 `, srv.URI()))

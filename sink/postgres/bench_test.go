@@ -115,7 +115,7 @@ func BenchmarkMirror(b *testing.B) {
 	}
 	for _, batch := range batches {
 		runs = append(runs, run{fmt.Sprintf("mirror/batch=%d", batch), "events", func() error {
-			sink := postgres.New(postgres.Config{DSN: dsn, Table: "events", CreateTable: true, SoftDelete: true,
+			sink := postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "events", CreateTable: true, SoftDelete: true,
 				Pipeline: "bench"})
 			src := generate.New(generate.Config{Count: int64(events), PayloadBytes: payload})
 			p := pipeline.New(pipeline.Config{Name: "bench", MaxRecords: batch, MaxBytes: 64 << 20}, src, encode.Envelope, sink, sink.Checkpoints())
@@ -201,7 +201,7 @@ func BenchmarkAppend(b *testing.B) {
 	for _, batch := range batches {
 		table := fmt.Sprintf("append_%d", batch)
 		runs = append(runs, run{fmt.Sprintf("append/batch=%d", batch), table, func() error {
-			sink := postgres.New(postgres.Config{DSN: dsn, Table: table, Mode: postgres.ModeAppend, Pipeline: "bench"})
+			sink := postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: table, Mode: postgres.ModeAppend, Pipeline: "bench"})
 			src := generate.New(generate.Config{Count: int64(events), PayloadBytes: payload})
 			p := pipeline.New(pipeline.Config{Name: "bench", MaxRecords: batch, MaxBytes: 64 << 20}, src, encode.Envelope, sink, sink.Checkpoints())
 			return p.Run(ctx)

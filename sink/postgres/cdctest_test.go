@@ -15,21 +15,23 @@ import (
 	"github.com/tide-cdc/tide/sink/postgres"
 )
 
-// TestContract runs the conformance suite in both modes, with the sink
-// keeping the checkpoint (its Checkpoints is the suite's store) and
-// without. Each subtest gets a database of its own.
+// TestContract runs the conformance suite in both modes and both
+// layouts, with the sink keeping the checkpoint (its Checkpoints is the
+// suite's store) and without. Each subtest gets a database of its own.
 func TestContract(t *testing.T) {
 	for _, mode := range []string{postgres.ModeAppend, postgres.ModeMirror} {
-		for _, keep := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/keeps_checkpoint=%v", mode, keep), func(t *testing.T) {
-				testenv.Postgres(t) // skips, saying why, without PostgreSQL
-				testContract(t, mode, keep)
-			})
+		for _, columns := range []string{postgres.ColumnsDocument, postgres.ColumnsAuto} {
+			for _, keep := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/%s/keeps_checkpoint=%v", mode, columns, keep), func(t *testing.T) {
+					testenv.Postgres(t) // skips, saying why, without PostgreSQL
+					testContract(t, mode, columns, keep)
+				})
+			}
 		}
 	}
 }
 
-func testContract(t *testing.T, mode string, keep bool) {
+func testContract(t *testing.T, mode, columns string, keep bool) {
 	var mu sync.Mutex
 	dsns := map[string]string{}
 	dsn := func(t *testing.T) string {
@@ -41,7 +43,7 @@ func testContract(t *testing.T, mode string, keep bool) {
 		return dsns[t.Name()]
 	}
 	config := func(t *testing.T) postgres.Config {
-		return postgres.Config{DSN: dsn(t), Table: "cdctest", Mode: mode, CreateTable: true,
+		return postgres.Config{Columns: columns, DSN: dsn(t), Table: "cdctest", Mode: mode, CreateTable: true,
 			Pipeline: cdctest.Pipeline, Logger: testLogger(t)}
 	}
 	h := cdctest.SinkHarness{
@@ -53,8 +55,20 @@ func testContract(t *testing.T, mode string, keep bool) {
 				return nil // not opened yet
 			}
 			q := `SELECT _full_document->>'text' FROM cdctest ORDER BY id`
-			if mode == postgres.ModeMirror {
+			switch {
+			case mode == postgres.ModeMirror && columns == postgres.ColumnsAuto:
+				q = `SELECT text FROM cdctest ORDER BY _id`
+			case mode == postgres.ModeMirror:
 				q = `SELECT doc->>'text' FROM cdctest ORDER BY (doc->>'_id')::int`
+			case columns == postgres.ColumnsAuto:
+				q = `SELECT text FROM cdctest ORDER BY id`
+				var made bool
+				if err := c.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'cdctest'::regclass AND attname = 'text')`).Scan(&made); err != nil {
+					t.Fatal(err)
+				}
+				if !made {
+					return nil // made by Open; no row yet
+				}
 			}
 			rows, err := c.Query(t.Context(), q)
 			if err != nil {
@@ -77,7 +91,7 @@ func testContract(t *testing.T, mode string, keep bool) {
 		Record: contractRecord,
 		Want:   func(i int) []byte { return []byte("record " + strconv.Itoa(i)) },
 		FailOpen: func(t *testing.T) cdc.Sink {
-			return postgres.New(postgres.Config{DSN: "postgres://tide@127.0.0.1:1/none?connect_timeout=2", Table: "cdctest",
+			return postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: "postgres://tide@127.0.0.1:1/none?connect_timeout=2", Table: "cdctest",
 				Pipeline: cdctest.Pipeline, Logger: testLogger(t)})
 		},
 	}

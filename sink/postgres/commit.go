@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,7 +47,14 @@ func (s *Sink) connect(ctx context.Context) error {
 			return fmt.Errorf("postgres sink: create staging table: %w", err)
 		}
 	}
+	if s.stage.partial {
+		if _, err := conn.Exec(ctx, deltaFunctions); err != nil {
+			conn.Close(context.Background())
+			return fmt.Errorf("postgres sink: create the session's functions of partial updates: %w", err)
+		}
+	}
 	s.conn = conn
+	s.session++ // the staging tables of typed tables are made again
 	if err := s.settle(ctx); err != nil {
 		// Without the lock, or unsure the lost session ended, the
 		// connection must not be used: the next try connects afresh.
@@ -222,6 +230,7 @@ func (s *Sink) commit(ctx context.Context, ckpt []byte) error {
 	for {
 		err := s.attempt(ctx, ckpt, uncertain)
 		if err == nil {
+			s.committedTyped()
 			if n := s.stage.skipped; n > 0 {
 				s.log.Debug("skipped updates without a full document: their documents were deleted before the lookup", "updates", n)
 			}
@@ -306,22 +315,53 @@ func (s *Sink) attempt(ctx context.Context, ckpt []byte, uncertain bool) error {
 // statements were sent leaves the outcome unknown (errUncertain).
 func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	st := &s.stage
-	if st.mirror && st.live > 0 {
-		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", stageTable}, mirrorStageColumns, st.source()); err != nil {
+	counts := st.perTable(len(s.tables))
+	if err := s.applyTyped(ctx, counts); err != nil {
+		return err
+	}
+	shared := 0
+	for i, c := range counts {
+		if !st.typed[i] {
+			shared += c.live
+		}
+	}
+	if st.mirror && shared > 0 {
+		src := st.source()
+		if _, err := s.conn.CopyFrom(ctx, pgx.Identifier{"pg_temp", stageTable}, mirrorStageColumns, src); err != nil {
+			if src.err != nil { // a document that is not BSON: no retry changes it
+				return &batchError{what: "copy into staging table", err: src.err}
+			}
 			return classify(err, &batchError{what: "copy into staging table", err: err, key: s.copyErrorKey(err, -1)})
 		}
 	}
-	type stmt struct{ what, sql string }
 	var stmts []stmt
-	for i, c := range st.perTable(len(s.tables)) {
+	for i, c := range counts {
 		q := &s.tables[i].sql
 		switch {
+		case st.mirror && st.typed[i]:
+			m := s.tables[i].typed.mergeSQL(s.cfg, q.table)
+			if c.upsert > 0 {
+				stmts = append(stmts, stmt{"upsert into " + q.table, m.upsert})
+			}
+			if c.del > 0 {
+				stmts = append(stmts, stmt{"delete from " + q.table, m.delete})
+			}
 		case st.mirror:
 			if c.upsert > 0 {
 				stmts = append(stmts, stmt{"upsert into " + q.table, q.upsert})
 			}
 			if c.del > 0 {
 				stmts = append(stmts, stmt{"delete from " + q.table, q.delete})
+			}
+		case c.live > 0 && st.typed[i]:
+			// Append, typed: the envelope's columns and the document's.
+			id := pgx.Identifier{s.cfg.Schema, s.tables[i].name}
+			src := s.typedAppendSource(i)
+			if _, err := s.conn.CopyFrom(ctx, id, s.tables[i].typed.appendCopyColumns(), src); err != nil {
+				if err := src.Err(); err != nil {
+					return &batchError{what: "copy into " + q.table, err: err}
+				}
+				return classify(err, &batchError{what: "copy into " + q.table, err: err, key: s.copyErrorKey(err, i)})
 			}
 		case c.live > 0:
 			// Append: straight into the table, in event order.
@@ -335,6 +375,7 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 	for _, q := range stmts {
 		b.Queue(q.sql)
 	}
+	var colls []collStmt
 	for _, op := range st.colls {
 		from := s.tables[op.tbl]
 		if from.absent {
@@ -342,15 +383,39 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 		}
 		if op.rename {
 			to := &s.tables[op.to].sql
-			q := stmt{"move rows of renamed " + from.sql.table + " to " + to.table, moveRows(&from.sql, to, op.to)}
-			b.Queue(q.sql, op.ct)
-			stmts = append(stmts, q)
-			b.Queue(from.sql.clearRows, op.ct)
-			stmts = append(stmts, stmt{"clear renamed " + from.sql.table, from.sql.clearRows})
+			move := moveRows(&from.sql, to, op.to)
+			if (from.typed != nil) != (s.tables[op.to].typed != nil) {
+				return &batchError{what: "move rows of renamed " + from.sql.table + " to " + to.table,
+					err: errors.New("one has typed columns and the other the document layout; rows cannot move between them")}
+			}
+			if from.typed != nil {
+				move = moveTyped(from, s.tables[op.to])
+			}
+			colls = append(colls, collStmt{stmt{"move rows of renamed " + from.sql.table + " to " + to.table, move}, op.ct},
+				collStmt{stmt{"clear renamed " + from.sql.table, from.sql.clearRows}, op.ct})
 			continue
 		}
-		b.Queue(from.sql.dropRows, op.ct)
-		stmts = append(stmts, stmt{"drop rows of dropped " + from.sql.table, from.sql.dropRows})
+		colls = append(colls, collStmt{stmt{"drop rows of dropped " + from.sql.table, from.sql.dropRows}, op.ct})
+	}
+	if st.deltas > 0 {
+		// Updates applied from their description go after the rows
+		// above, in event order among the drops and renames, in a
+		// flight of their own: one that finds no row stops the batch
+		// before COMMIT.
+		if err := s.applyDeltas(ctx, b, stmts, colls); err != nil {
+			return err
+		}
+		b, stmts, colls = &pgx.Batch{}, stmts[:0], nil
+	}
+	for _, q := range colls {
+		b.Queue(q.sql, q.ct)
+		stmts = append(stmts, q.stmt)
+	}
+	for _, tb := range s.tables {
+		if tb.typed != nil && len(tb.typed.records) > 0 {
+			b.Queue(s.sql.recordColumns, recordArgs(tb.name, tb.typed.records)...)
+			stmts = append(stmts, stmt{"record columns of " + tb.sql.table + " in " + s.sql.columns, s.sql.recordColumns})
+		}
 	}
 	whats, sqls, err := s.queueDeadLetters(ctx, b)
 	if err != nil {
@@ -386,6 +451,92 @@ func (s *Sink) apply(ctx context.Context, ckpt []byte) error {
 			return fmt.Errorf("apply batch: %w: %w", errUncertain, err)
 		}
 		return classify(err, &batchError{what: "apply batch", err: err})
+	}
+	return nil
+}
+
+// stmt is a statement of a batch, and what it does in words.
+type stmt struct{ what, sql string }
+
+// collStmt is a statement of a drop or a rename, which takes its cluster
+// time as its argument.
+type collStmt struct {
+	stmt
+	ct int64
+}
+
+// applyDeltas sends b, which holds stmts, then the UPDATE of each row
+// applied from its update description, with the drops and renames of
+// colls among them by cluster time (an update after a rename finds its
+// row moved), and checks that each update found its row: one that
+// changed nothing, where no later event holds the row, has no row to
+// change (a document never copied, or deleted), and fails the batch
+// rather than lose its fields.
+func (s *Sink) applyDeltas(ctx context.Context, b *pgx.Batch, stmts []stmt, colls []collStmt) error {
+	st := &s.stage
+	type item struct {
+		q stmt
+		d *deltaStmt
+	}
+	var items []item
+	queueColls := func(before int64) {
+		for len(colls) > 0 && colls[0].ct < before {
+			b.Queue(colls[0].sql, colls[0].ct)
+			items = append(items, item{q: colls[0].stmt})
+			colls = colls[1:]
+		}
+	}
+	for i := range st.rows {
+		r := &st.rows[i]
+		if r.dead || !r.delta {
+			continue
+		}
+		tb := s.tables[r.tbl]
+		d, err := s.deltaSQL(tb, r)
+		if err != nil {
+			return &batchError{what: "update " + tb.sql.table + " from the update description at position " + r.position, key: s.rowKey(r), err: err}
+		}
+		queueColls(r.ct)
+		b.Queue(d.sql, d.args...)
+		items = append(items, item{d: &d})
+	}
+	queueColls(math.MaxInt64)
+	br := s.conn.SendBatch(ctx, b)
+	for _, q := range stmts {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return classify(err, &batchError{what: q.what, sql: q.sql, err: err})
+		}
+	}
+	var missing []*deltaStmt
+	for _, it := range items {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			if it.d == nil {
+				return classify(err, &batchError{what: it.q.what, sql: it.q.sql, err: err})
+			}
+			return classify(err, &batchError{what: "update " + s.tables[it.d.row.tbl].sql.table + " from the update description at position " + it.d.row.position,
+				sql: it.d.sql, key: s.rowKey(it.d.row), err: err})
+		}
+		if it.d != nil && tag.RowsAffected() == 0 {
+			missing = append(missing, it.d)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return classify(err, &batchError{what: "apply updates from their descriptions", err: err})
+	}
+	for _, d := range missing {
+		tb := s.tables[d.row.tbl]
+		var later bool
+		err := s.conn.QueryRow(ctx, `SELECT coalesce((SELECT _tide_cluster_time > $2 FROM `+tb.sql.table+` WHERE _id = $1), false)`, d.args[0], d.row.ct).Scan(&later)
+		if err != nil {
+			return classify(err, &batchError{what: "look for the row of an update without its document in " + tb.sql.table, err: err})
+		}
+		if !later {
+			return &batchError{what: "update " + tb.sql.table + " from the update description at position " + d.row.position, key: s.rowKey(d.row),
+				err: errNoRow}
+		}
 	}
 	return nil
 }
@@ -500,7 +651,7 @@ func (s *Sink) diagnose(ctx context.Context, be *batchError) string {
 	tried := 0
 	for i := range st.rows {
 		r := &st.rows[i]
-		if r.dead || r.tbl != tbl || r.del != del {
+		if r.dead || r.delta || r.tbl != tbl || r.del != del {
 			continue
 		}
 		if tried++; tried > maxDiagnose {

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/tide-cdc/tide/cdc"
 )
@@ -17,11 +16,12 @@ const (
 
 // DefaultConfig returns the defaults of a pipeline file's sink.postgres
 // section, which a program should start from too: schema public, mirror
-// mode, the table created if missing, deletes kept as soft deletes. Fill
+// mode, typed columns for a new table (flattened one level deep), the
+// table created if missing, deletes kept as soft deletes. Fill
 // in the DSN and the table (in a pipeline file the table defaults to the
 // source collection's name).
 func DefaultConfig() Config {
-	return Config{Schema: DefaultSchema, Mode: ModeMirror, CreateTable: true, SoftDelete: true}
+	return Config{Schema: DefaultSchema, Mode: ModeMirror, CreateTable: true, SoftDelete: true, FlattenDepth: DefaultFlattenDepth}
 }
 
 // BatchDefaults are the batch sizes the sink wants where the pipeline
@@ -29,8 +29,9 @@ func DefaultConfig() Config {
 func (Config) BatchDefaults() (int, cdc.ByteSize) { return DefaultMaxRecords, DefaultMaxBytes }
 
 // FitSource names the table after the source's collection where the file
-// names none, and checks that a mirror gets the full document of every
-// update. Errors begin with their full path.
+// names none, and, for a mirror of a source whose updates may come
+// without their full document, sets PartialUpdates: those are applied
+// from their update description. Errors begin with their full path.
 func (c *Config) FitSource(src cdc.SourceInfo) error {
 	var errs []error
 	if c.Table == "" {
@@ -40,7 +41,7 @@ func (c *Config) FitSource(src cdc.SourceInfo) error {
 		}
 	}
 	if c.Mode == ModeMirror && src.Documents && !src.FullUpdates {
-		errs = append(errs, fmt.Errorf("%s, and sink.postgres mirror mode needs it (or use mode: append)", src.PartialUpdates))
+		c.PartialUpdates = true
 	}
 	return errors.Join(errs...)
 }

@@ -32,7 +32,7 @@ const (
 func crashChild() int {
 	count, _ := strconv.ParseInt(os.Getenv(crashCountEnv), 10, 64)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sink := postgres.New(postgres.Config{DSN: os.Getenv(crashChildEnv), Table: "events", Mode: postgres.ModeAppend,
+	sink := postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: os.Getenv(crashChildEnv), Table: "events", Mode: postgres.ModeAppend,
 		CreateTable: true, Pipeline: "crash", Logger: log})
 	src := generate.New(generate.Config{Count: count, PayloadBytes: 16})
 	p := pipeline.New(pipeline.Config{Name: "crash", MaxRecords: 1000, Logger: log}, src, encode.Envelope, sink, sink.Checkpoints())

@@ -1,20 +1,29 @@
 // Package postgres is the PostgreSQL sink. It writes each batch in one
 // transaction through github.com/jackc/pgx/v5, in one of two modes:
 //
-//   - mirror: one row per document, keyed by the document key. Columns:
-//     _id (text, the document key in canonical Extended JSON, primary key),
-//     doc (jsonb, the full document in relaxed Extended JSON; null for a
-//     document only ever seen deleted), _tide_op, _tide_cluster_time
+//   - mirror: one row per document, keyed by the document key. A new
+//     table gets typed columns (Config.Columns auto; see "Typed tables"
+//     below); with ColumnsDocument, or an existing table made so, its
+//     columns are _id (text, the document key in canonical Extended JSON,
+//     primary key), doc (jsonb, the full document in relaxed Extended
+//     JSON; null for a document only ever seen deleted), _key (generated:
+//     the key's plain form, indexed; tables made before it have none),
+//     _tide_op, _tide_cluster_time
 //     (bigint, seconds<<32 | increment), _tide_deleted (boolean) and
 //     _tide_synced_at (timestamptz). Inserts, replaces, updates and
 //     snapshot rows upsert the document; deletes set _tide_deleted, or
 //     delete the row when Config.SoftDelete is false. A row is never
 //     overwritten by an event with an older cluster time, so replaying
-//     events is harmless. Mirror mode needs full documents (a MongoDB
-//     source with full_document update_lookup or required; the
-//     configuration refuses delta). An insert or replace without one is
-//     refused; an update without one, which update_lookup gives when the
-//     document was deleted since, changes nothing (its delete follows).
+//     events is harmless. An insert or replace without a full document
+//     is refused. An update without one is applied from its update
+//     description when Config.PartialUpdates is set (a MongoDB source
+//     with full_document delta or when_available; FitSource sets it):
+//     one UPDATE per update, after the batch's upserts and deletes, in
+//     event order, setting only the columns, or the paths inside jsonb
+//     and doc, it changes (delta.go); one whose row is missing fails the
+//     batch. Without PartialUpdates such an update, which update_lookup
+//     gives when the document was deleted since, changes nothing (its
+//     delete follows).
 //     Collection-level events (drop, rename, DDL) are not mirrored.
 //     A MongoDB re-snapshot (tide snapshot) copies the documents again
 //     with the cluster time of its start; its end line then deletes (or
@@ -107,4 +116,22 @@
 // with dropTarget leaves the old target's rows that the move does not
 // replace. Without {coll} (one table, or one per database), drops and
 // renames change no row.
+//
+// # Typed tables
+//
+// A typed table has the key as a primary key of its own type (bigint,
+// text, uuid, else jsonb), a column per field typed from the BSON it
+// first carries (fields of nested objects down to Config.FlattenDepth
+// named parent__child), _tide_overflow (jsonb) and the _tide_* columns.
+// Put stages raw BSON; Commit plans, per typed table, the columns the
+// batch adds and widens (integer → bigint → numeric), runs that DDL in
+// the batch's transaction, COPYs each table's rows into a staging table
+// of its own, made again under a new name when the layout changed, and
+// merges them. A value that fits no column (drift that cannot widen, a
+// pin it does not fit, past the 1,600-column cap, NUL bytes) goes into
+// _tide_overflow under its field path and is counted. tide_columns
+// records each column's path and every decision, so that a restart
+// knows the paths of its columns and an operator sees how the shape
+// evolved. A table's layout becomes the sink's own only once its batch
+// committed.
 package postgres

@@ -52,7 +52,7 @@ func TestAppendColumnsMatchEnvelope(t *testing.T) {
 	for name, enc := range map[string]func([]byte, *cdc.Event) ([]byte, error){"json": encode.Envelope, "canonical": encode.CanonicalEnvelope} {
 		t.Run(name, func(t *testing.T) {
 			table := "log_" + name
-			s := openSink(t, postgres.Config{DSN: dsn, Table: table, Mode: postgres.ModeAppend, CreateTable: true})
+			s := openSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: table, Mode: postgres.ModeAppend, CreateTable: true})
 			for _, q := range []string{`DROP TABLE IF EXISTS envelopes`, `CREATE TABLE envelopes (n int, rec jsonb)`} {
 				if _, err := c.Exec(t.Context(), q); err != nil {
 					t.Fatal(err)
@@ -100,7 +100,7 @@ func TestAppendColumnsMatchEnvelope(t *testing.T) {
 // format append mode cannot read) fails the batch, naming the record.
 func TestAppendRefusesANonEnvelope(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	s := openSink(t, postgres.Config{DSN: dsn, Table: "log", Mode: postgres.ModeAppend, CreateTable: true})
+	s := openSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "log", Mode: postgres.ModeAppend, CreateTable: true})
 	for name, data := range map[string]string{
 		"not an object":    `["a"]`,
 		"cut short":        `{"_op":"insert","_namespace":"db.c`,

@@ -48,7 +48,7 @@ func TestMongoMirror(t *testing.T) {
 
 	src := mongosource.New(mongosource.Config{URI: srv.URI(), Database: "shop", Collection: "orders",
 		FullDocument: "update_lookup", Snapshot: "initial", MaxAwait: 50 * time.Millisecond, Logger: testLogger(t)})
-	sink := postgres.New(postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, SoftDelete: true,
+	sink := postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true, SoftDelete: true,
 		Pipeline: "mirror", Logger: testLogger(t)})
 	p := pipeline.New(pipeline.Config{Name: "mirror", MaxRecords: 64, CommitInterval: 20 * time.Millisecond, Logger: testLogger(t)},
 		src, encode.Envelope, sink, sink.Checkpoints())

@@ -203,7 +203,7 @@ func TestConnectionCutAroundCommit(t *testing.T) {
 			via.Host = proxy.addr()
 
 			var logs testenv.Buffer
-			cfg := postgres.Config{DSN: via.String(), Table: "events", Mode: mode, CreateTable: true, SoftDelete: true,
+			cfg := postgres.Config{Columns: postgres.ColumnsDocument, DSN: via.String(), Table: "events", Mode: mode, CreateTable: true, SoftDelete: true,
 				Pipeline: "cut",
 				Logger:   slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelInfo}))}
 			const n = 3000

@@ -20,7 +20,7 @@ func TestTemplatedMirrorDeleteAfterRename(t *testing.T) {
 		t.Run(fmt.Sprintf("soft_delete=%v", soft), func(t *testing.T) {
 			dsn := testenv.Postgres(t)
 			c := connect(t, dsn)
-			s := openSink(t, postgres.Config{DSN: dsn, Table: "{coll}", CreateTable: true, SoftDelete: soft})
+			s := openSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "{coll}", CreateTable: true, SoftDelete: soft})
 			v := func(n int) bson.D { return bson.D{{Key: "v", Value: n}} }
 			batches := [][]cdc.Record{{
 				nsEvent(t, "db.x", cdc.OpInsert, 1, v(1), 10, 1, `1`),

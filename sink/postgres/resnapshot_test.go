@@ -29,7 +29,7 @@ func TestMirrorResnapshot(t *testing.T) {
 		t.Run(fmt.Sprintf("soft_delete=%v", soft), func(t *testing.T) {
 			dsn := testenv.Postgres(t)
 			c := connect(t, dsn)
-			s := openSink(t, postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, SoftDelete: soft})
+			s := openSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true, SoftDelete: soft})
 			v := func(n int) bson.D { return bson.D{{Key: "v", Value: n}} }
 			batches := [][]cdc.Record{{
 				event(t, cdc.OpSnapshot, "a", v(1), 0, 0, `1`),

@@ -15,10 +15,15 @@ import (
 
 // table is one table the sink writes.
 type table struct {
-	name  string // unquoted, as PostgreSQL knows it
-	ns    string // the first namespace routed to it, for messages
+	name  string      // unquoted, as PostgreSQL knows it
+	idx   int         // index in Sink.tables
+	typed *typedState // nil for the document layout
+	ns    string      // the first namespace routed to it, for messages
 	sql   statements
 	ready bool // created or checked on this connection's server
+	// deferred: the table is missing, and will be typed after the first
+	// document key that comes for it.
+	deferred bool
 
 	// Only a drop or the source of a rename was routed to it so far: it
 	// is not created for that, and a missing one is absent.
@@ -96,7 +101,7 @@ func (s *Sink) tableOfNS(ns string, pos cdc.Position, noCreate bool) (int, error
 		i = len(s.tables)
 		cfg := s.cfg
 		cfg.Table = name
-		s.tables = append(s.tables, &table{name: name, ns: ns, sql: newStatementsFor(cfg, i), noCreate: noCreate})
+		s.tables = append(s.tables, &table{name: name, ns: ns, idx: i, sql: newStatementsFor(cfg, i), noCreate: noCreate})
 		s.byName[name] = i
 	} else {
 		s.tables[i].need(noCreate)
@@ -207,7 +212,7 @@ func (s *Sink) prepareTables(ctx context.Context) error {
 			if err := s.prepareTable(ctx, tb); err != nil {
 				return err
 			}
-			tb.ready = true
+			tb.ready = !tb.deferred
 		}
 		more := false
 		for _, op := range s.stage.colls {

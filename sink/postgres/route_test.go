@@ -41,7 +41,7 @@ var longColl = strings.Repeat("long_collection_name_", 4)
 func TestTemplatedMirror(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
-	s := openKeepingSink(t, postgres.Config{DSN: dsn, Table: "{coll}", CreateTable: true, SoftDelete: false, Pipeline: "routed"})
+	s := openKeepingSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "{coll}", CreateTable: true, SoftDelete: false, Pipeline: "routed"})
 	odd := `Odd "name"; DROP TABLE x`
 	v := func(n int) bson.D { return bson.D{{Key: "v", Value: n}} }
 	batches := [][]cdc.Record{{
@@ -106,7 +106,7 @@ func mirrorRows(t *testing.T, c *pgx.Conn, table string) string {
 func TestTemplatedOneTransaction(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
-	s := openKeepingSink(t, postgres.Config{DSN: dsn, Table: "{db}_{coll}", Mode: postgres.ModeAppend, CreateTable: true, Pipeline: "tx"})
+	s := openKeepingSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "{db}_{coll}", Mode: postgres.ModeAppend, CreateTable: true, Pipeline: "tx"})
 	first := []cdc.Record{
 		nsEvent(t, "a.x", cdc.OpInsert, 1, nil, 10, 1, `{"seq":1}`),
 		nsEvent(t, "b.y", cdc.OpInsert, 1, nil, 10, 2, `{"seq":2}`),
@@ -160,7 +160,7 @@ func TestTemplatedOneTransaction(t *testing.T) {
 // table does not exist fails the batch, naming both.
 func TestTemplatedMissingTable(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	s := openSink(t, postgres.Config{DSN: dsn, Table: "t_{coll}"})
+	s := openSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "t_{coll}"})
 	err := writeBatch(t, s, cdc.Checkpoint{}, nsEvent(t, "shop.orders", cdc.OpInsert, 1, bson.D{}, 10, 1, `{"seq":1}`))
 	want := `postgres sink: table "public"."t_orders" (for namespace shop.orders) does not exist, and create_table is false`
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -188,7 +188,7 @@ func TestContractTemplated(t *testing.T) {
 	}
 	cdctest.TestSink(t, cdctest.SinkHarness{
 		New: func(t *testing.T) cdc.Sink {
-			return postgres.New(postgres.Config{DSN: dsn(t), Table: "t_{coll}", CreateTable: true, Pipeline: cdctest.Pipeline, Logger: testLogger(t)})
+			return postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn(t), Table: "t_{coll}", CreateTable: true, Pipeline: cdctest.Pipeline, Logger: testLogger(t)})
 		},
 		Checkpoints: func(t *testing.T, s cdc.Sink) cdctest.Store { return s.(*postgres.Sink).Checkpoints() },
 		Record: func(i int) cdc.Record {
@@ -252,7 +252,7 @@ func TestTemplatedMirrorDropAndRename(t *testing.T) {
 		t.Run(fmt.Sprintf("soft_delete=%v", soft), func(t *testing.T) {
 			dsn := testenv.Postgres(t)
 			c := connect(t, dsn)
-			s := openSink(t, postgres.Config{DSN: dsn, Table: "{coll}", CreateTable: true, SoftDelete: soft})
+			s := openSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "{coll}", CreateTable: true, SoftDelete: soft})
 			v := func(n int) bson.D { return bson.D{{Key: "v", Value: n}} }
 			batches := [][]cdc.Record{{
 				nsEvent(t, "db.x", cdc.OpInsert, 1, v(1), 10, 1, `1`),

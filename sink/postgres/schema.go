@@ -38,13 +38,98 @@ func (s *Sink) prepareTable(ctx context.Context, tb *table) error {
 		if !s.cfg.CreateTable {
 			return &batchError{what: "table " + name + " does not exist, and create_table is false", err: errors.New("create it or set create_table: true")}
 		}
+		if s.wantTyped() && s.cfg.Mode == ModeAppend {
+			return s.createTypedAppend(ctx, tb)
+		}
+		if s.wantTyped() {
+			if s.renameSource(tb.idx) == nil && s.firstKey(tb.idx) == nil {
+				// The first document key types its _id: wait for it.
+				tb.deferred = true
+				return nil
+			}
+			tb.deferred = false
+			return s.createTyped(ctx, tb)
+		}
 		if _, err := s.conn.Exec(ctx, tb.sql.createTable); err != nil {
 			return classify(err, &batchError{what: "create table " + name, err: err})
+		}
+		if tb.sql.createKeyIndex != "" {
+			if _, err := s.conn.Exec(ctx, tb.sql.createKeyIndex); err != nil {
+				return classify(err, &batchError{what: "create index on _key of " + name, err: err})
+			}
 		}
 		s.log.Info("created table", "mode", s.cfg.Mode, "created", tb.name, "namespace", tb.ns)
 		return nil
 	}
-	return s.checkTable(ctx, tb, name)
+	cols, err := s.readColumns(ctx, tb, name)
+	if err != nil {
+		return err
+	}
+	if hasColumn(cols, overflowColumn) {
+		if s.cfg.Columns == ColumnsDocument {
+			s.log.Info("table has typed columns; it keeps them although columns is document", "table", tb.name)
+		}
+		if s.cfg.Mode == ModeAppend {
+			if err := s.checkTable(ctx, tb, name, cols); err != nil { // the envelope's columns
+				return err
+			}
+		}
+		return s.loadTyped(ctx, tb, cols)
+	}
+	if s.cfg.Columns == ColumnsAuto {
+		s.log.Info("table has the document layout; it keeps it although columns is auto", "table", tb.name)
+	}
+	return s.checkTable(ctx, tb, name, cols)
+}
+
+// catalogColumn is a column of an existing table.
+type catalogColumn struct {
+	name, typ        string
+	notNull, defined bool
+	attnum           int
+}
+
+func hasColumn(cols []catalogColumn, name string) bool {
+	for _, c := range cols {
+		if c.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// readColumns reads the columns of an existing table, and in attnum of
+// the last one the count PostgreSQL holds against its column limit,
+// dropped columns included.
+func (s *Sink) readColumns(ctx context.Context, tb *table, name string) ([]catalogColumn, error) {
+	rows, err := s.conn.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef OR a.attidentity <> '', a.attnum, a.attisdropped
+	FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 ORDER BY a.attnum`, tb.sql.table)
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: read columns of %s: %w", name, err)
+	}
+	defer rows.Close()
+	var cols []catalogColumn
+	var dropped catalogColumn
+	for rows.Next() {
+		var c catalogColumn
+		var isDropped bool
+		if err := rows.Scan(&c.name, &c.typ, &c.notNull, &c.defined, &c.attnum, &isDropped); err != nil {
+			return nil, fmt.Errorf("postgres sink: read columns of %s: %w", name, err)
+		}
+		if isDropped {
+			dropped.attnum = c.attnum
+			continue
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres sink: read columns of %s: %w", name, err)
+	}
+	if n := len(cols); dropped.attnum > 0 && (n == 0 || cols[n-1].attnum < dropped.attnum) {
+		// Keep the highest attnum in the list's last entry's reach.
+		cols = append(cols, catalogColumn{name: "", attnum: dropped.attnum})
+	}
+	return cols, nil
 }
 
 func (s *Sink) createCheckpoints(ctx context.Context) error {
@@ -56,15 +141,10 @@ func (s *Sink) createCheckpoints(ctx context.Context) error {
 
 // checkTable compares an existing table with the columns the mode writes
 // and returns one error listing every difference.
-func (s *Sink) checkTable(ctx context.Context, tb *table, name string) error {
+func (s *Sink) checkTable(ctx context.Context, tb *table, name string, cols []catalogColumn) error {
 	want := mirrorColumns
 	if s.cfg.Mode == ModeAppend {
 		want = appendColumns
-	}
-	rows, err := s.conn.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef OR a.attidentity <> ''
-	FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, tb.sql.table)
-	if err != nil {
-		return fmt.Errorf("postgres sink: read columns of %s: %w", name, err)
 	}
 	type have struct {
 		typ              string
@@ -72,18 +152,12 @@ func (s *Sink) checkTable(ctx context.Context, tb *table, name string) error {
 	}
 	got := map[string]have{}
 	var order []string
-	for rows.Next() {
-		var name string
-		var h have
-		if err := rows.Scan(&name, &h.typ, &h.notNull, &h.defined); err != nil {
-			rows.Close()
-			return fmt.Errorf("postgres sink: read columns of %s: %w", name, err)
+	for _, c := range cols {
+		if c.name == "" {
+			continue
 		}
-		got[name] = h
-		order = append(order, name)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("postgres sink: read columns of %s: %w", name, err)
+		got[c.name] = have{c.typ, c.notNull, c.defined}
+		order = append(order, c.name)
 	}
 
 	var diffs []string

@@ -38,11 +38,38 @@ type Config struct {
 	Table  string `yaml:"table"`            // required; may hold {db} and {coll}: a table per namespace
 	Mode   string `yaml:"mode"`             // ModeMirror (default) or ModeAppend
 
+	// Columns is the layout of a new table: ColumnsAuto (typed columns
+	// from the documents' fields, the default; in append mode besides
+	// the envelope's columns) or ColumnsDocument (the document in one
+	// jsonb column; append: the envelope's columns only). An existing
+	// table keeps the layout it has.
+	Columns string `yaml:"columns"`
+	// FlattenDepth is how many levels of nested objects become columns
+	// of their own in a typed table: 0 makes each top-level field a
+	// column (objects as jsonb); 1, DefaultConfig's, makes address.city
+	// the column address__city. Deeper values are jsonb.
+	FlattenDepth int `yaml:"flatten_depth"`
+	// ColumnTypes pins the type of a typed table's columns, by column
+	// name (address__city): text, integer, bigint, double precision,
+	// numeric, numeric(p,s), boolean, timestamptz, uuid, bytea or jsonb.
+	// A pinned column never widens; a value it cannot hold exactly goes
+	// to _tide_overflow.
+	ColumnTypes map[string]string `yaml:"column_types"`
+
 	// CreateTable creates the table, if missing, on Open.
 	CreateTable bool `yaml:"create_table"`
 	// SoftDelete marks deleted documents (_tide_deleted) in mirror mode
 	// instead of deleting their rows.
 	SoftDelete bool `yaml:"soft_delete"`
+
+	// PartialUpdates says that the source's updates may come without
+	// their full document, with an update description instead (a
+	// MongoDB source with full_document delta or when_available):
+	// mirror mode then sets only the fields the description changes. A
+	// pipeline file sets it from the source (FitSource). Without it, an
+	// update without its full document changes nothing: update_lookup
+	// gives one for a document deleted since, whose delete follows.
+	PartialUpdates bool `yaml:"-"`
 
 	// Pipeline names the row of tide_checkpoints; required once
 	// Sink.Checkpoints switched the sink to keep the checkpoint.
@@ -86,6 +113,13 @@ type Sink struct {
 	tables     []*table
 	byNS       map[string]int // namespace -> index in tables
 	byName     map[string]int // table name -> index in tables
+
+	pins         map[string]*pin // Config.ColumnTypes, parsed
+	columnsReady bool            // tide_columns exists
+	session      int             // counts connections, so that a new one makes its staging tables again
+	stageGen     int             // names the staging tables of typed tables
+
+	drift driftCounter // values of typed tables that went to _tide_overflow, by table and column
 }
 
 // New returns a sink as cfg says. It does no I/O: Open (or, when the sink
@@ -106,7 +140,16 @@ func New(cfg Config) *Sink {
 	}
 	s := &Sink{cfg: cfg, log: log.With("sink", "postgres", "table", cfg.Schema+"."+cfg.Table)}
 	s.stage.mirror = cfg.Mode == ModeMirror
+	s.stage.partial = s.stage.mirror && cfg.PartialUpdates
 	s.templated = isTemplate(cfg.Table)
+	for name, typ := range cfg.ColumnTypes {
+		if p, err := parsePin(typ); err == nil { // Validate reports the others
+			if s.pins == nil {
+				s.pins = map[string]*pin{}
+			}
+			s.pins[name] = &p
+		}
+	}
 	s.collTables = strings.Contains(cfg.Table, "{coll}")
 	return s
 }
@@ -162,7 +205,7 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 	}
 	s.tables, s.byNS, s.byName = nil, map[string]int{}, map[string]int{}
 	if !s.templated {
-		s.tables = []*table{{name: s.cfg.Table, sql: s.sql}}
+		s.tables = []*table{{name: s.cfg.Table, sql: s.sql, idx: 0}}
 	}
 	if err := s.prepareSchema(ctx); err != nil {
 		return err

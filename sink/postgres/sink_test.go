@@ -33,7 +33,7 @@ func runGenerate(t testing.TB, name string, sink *postgres.Sink, count int64, pa
 func TestGenerateMirror(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
-	cfg := postgres.Config{DSN: dsn, Table: "events", Mode: postgres.ModeMirror, CreateTable: true, SoftDelete: true,
+	cfg := postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "events", Mode: postgres.ModeMirror, CreateTable: true, SoftDelete: true,
 		Pipeline: "gen", Logger: testLogger(t)}
 	const n = 5000
 	if err := runGenerate(t, "gen", postgres.New(cfg), n, 50, 700); err != nil {
@@ -78,7 +78,7 @@ func TestGenerateMirror(t *testing.T) {
 func TestGenerateAppend(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
-	cfg := postgres.Config{DSN: dsn, Table: "log", Mode: postgres.ModeAppend, CreateTable: true,
+	cfg := postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "log", Mode: postgres.ModeAppend, CreateTable: true,
 		Pipeline: "app", Logger: testLogger(t)}
 	const n = 3000
 	if err := runGenerate(t, "app", postgres.New(cfg), n, 20, 400); err != nil {
@@ -107,7 +107,7 @@ func TestMirrorOperations(t *testing.T) {
 		t.Run(fmt.Sprintf("soft_delete=%v", soft), func(t *testing.T) {
 			dsn := testenv.Postgres(t)
 			c := connect(t, dsn)
-			s := openSink(t, postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, SoftDelete: soft})
+			s := openSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true, SoftDelete: soft})
 			v := func(n int) bson.D { return bson.D{{Key: "v", Value: n}} }
 			oid := bson.NewObjectID()
 
@@ -201,25 +201,25 @@ func TestBadInput(t *testing.T) {
 	}{
 		// Unreachable is transient: retried for RetryTimeout (the
 		// pipeline's retry.max_elapsed, forever by default), then given up.
-		"unreachable server": {postgres.Config{DSN: closed.String(), Table: "t", CreateTable: true, RetryTimeout: time.Second},
+		"unreachable server": {postgres.Config{Columns: postgres.ColumnsDocument, DSN: closed.String(), Table: "t", CreateTable: true, RetryTimeout: time.Second},
 			[]string{"postgres sink: connect", "giving up after", "connection refused"}},
-		"wrong password": {postgres.Config{DSN: wrongPassword.String(), Table: "t", CreateTable: true},
+		"wrong password": {postgres.Config{Columns: postgres.ColumnsDocument, DSN: wrongPassword.String(), Table: "t", CreateTable: true},
 			[]string{"postgres sink: connect", "password authentication failed"}},
-		"malformed dsn": {postgres.Config{DSN: "postgres://host:notaport/db", Table: "t"},
+		"malformed dsn": {postgres.Config{Columns: postgres.ColumnsDocument, DSN: "postgres://host:notaport/db", Table: "t"},
 			[]string{"postgres sink: dsn"}},
-		"incompatible table": {postgres.Config{DSN: dsn, Table: "wrong", CreateTable: true},
+		"incompatible table": {postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "wrong", CreateTable: true},
 			[]string{`table "public"."wrong" is not compatible with mirror mode`, "column _id is integer, want text",
 				"column doc is text, want jsonb", "column _tide_cluster_time is missing (want bigint)",
 				"column extra is NOT NULL without a default"}},
-		"no primary key": {postgres.Config{DSN: dsn, Table: "nokey"},
+		"no primary key": {postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "nokey"},
 			[]string{"column _id has no primary key or unique index"}},
-		"missing table without create_table": {postgres.Config{DSN: dsn, Table: "absent"},
+		"missing table without create_table": {postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "absent"},
 			[]string{`table "public"."absent" does not exist, and create_table is false`}},
-		"append into a mirror table": {postgres.Config{DSN: dsn, Table: "nokey", Mode: postgres.ModeAppend},
+		"append into a mirror table": {postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "nokey", Mode: postgres.ModeAppend},
 			[]string{"not compatible with append mode", "column id is missing"}},
-		"unknown mode": {postgres.Config{DSN: dsn, Table: "t", Mode: "merge"},
+		"unknown mode": {postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "t", Mode: "merge"},
 			[]string{`mode: "merge" is not one of mirror, append`}},
-		"no table": {postgres.Config{DSN: dsn},
+		"no table": {postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn},
 			[]string{"table: required"}},
 	}
 	for name, tc := range tests {
@@ -279,7 +279,7 @@ func closedPort(t testing.TB) string {
 func TestMirrorNeedsFullDocuments(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
-	s := openSink(t, postgres.Config{DSN: dsn, Table: "orders", CreateTable: true})
+	s := openSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true})
 	if err := writeBatch(t, s, cdc.Checkpoint{}, event(t, cdc.OpInsert, "a", bson.D{{Key: "v", Value: 1}}, 1, 1, `1`)); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestMirrorNeedsFullDocuments(t *testing.T) {
 func TestServerErrorsFailTheBatch(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
-	s := openKeepingSink(t, postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, SoftDelete: true,
+	s := openKeepingSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true, SoftDelete: true,
 		Pipeline: "p"})
 	if _, err := c.Exec(t.Context(), `CREATE UNIQUE INDEX orders_email ON orders ((doc->>'email'))`); err != nil {
 		t.Fatal(err)
@@ -370,7 +370,7 @@ func TestServerErrorsFailTheBatch(t *testing.T) {
 
 func TestCheckpointPositions(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	cfg := postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p"}
+	cfg := postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p"}
 	tests := map[string]cdc.Checkpoint{
 		"json position":     {Source: cdc.Position(`{"_data":"8263"}`), Meta: map[string]string{"uuid": "u1"}},
 		"non-json position": {Source: cdc.Position("not json"), Sink: []byte(`{"len":3}`)},
@@ -415,7 +415,7 @@ func TestCheckpointPositions(t *testing.T) {
 func TestCheckpointsIsTheOneSwitch(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
-	plain := openSink(t, postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p"})
+	plain := openSink(t, postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p"})
 	cp1 := cdc.Checkpoint{Source: cdc.Position(`{"n":1}`)}
 	if err := writeBatch(t, plain, cp1, event(t, cdc.OpInsert, "a", bson.D{{Key: "v", Value: 1}}, 1, 1, `{"n":1}`)); err != nil {
 		t.Fatal(err)
@@ -427,7 +427,7 @@ func TestCheckpointsIsTheOneSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := postgres.New(postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p", Logger: testLogger(t)})
+	s := postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p", Logger: testLogger(t)})
 	defer s.Close()
 	store := s.Checkpoints()
 	if store != s.Checkpoints() {
@@ -481,7 +481,7 @@ func jsonEqual(a, b string) bool {
 // a second one is refused; once the first closes, the second proceeds.
 func TestOneWriterPerPipeline(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	cfg := postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p",
+	cfg := postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p",
 		LockTimeout: 200 * time.Millisecond, Logger: testLogger(t)}
 	first := postgres.New(cfg)
 	if _, err := first.Checkpoints().Load(t.Context(), "p"); err != nil {
@@ -512,11 +512,11 @@ func TestOneWriterPerPipeline(t *testing.T) {
 // checkpoint before tide_checkpoints exists.
 func TestReadCheckpointTakesNoLock(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	cfg := postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p"}
+	cfg := postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p"}
 	if cp, err := postgres.ReadCheckpoint(t.Context(), cfg); err != nil || cp != nil {
 		t.Fatalf("before any table exists: %v, %v; want nil, nil", cp, err)
 	}
-	s := postgres.New(postgres.Config{DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p", Logger: testLogger(t)})
+	s := postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "orders", CreateTable: true, Pipeline: "p", Logger: testLogger(t)})
 	defer s.Close()
 	store := s.Checkpoints()
 	if _, err := store.Load(t.Context(), "p"); err != nil { // takes the pipeline's lock

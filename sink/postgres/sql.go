@@ -46,6 +46,16 @@ var appendColumns = []column{
 	{"_tide_synced_at", "timestamp with time zone"},
 }
 
+// plainKey is the plain form of a document-layout row's key, the
+// generated column _key: an _id that is a string, or an ObjectId, int or
+// long, as its text ('abc', '5f1d…', '42'); any other key (another type,
+// or a compound key) as the canonical Extended JSON _id holds. It is not
+// unique ("1" and 1 share one), so _id stays the primary key.
+const plainKey = `CASE WHEN (_id::jsonb - '_id') <> '{}'::jsonb THEN _id
+	WHEN jsonb_typeof(_id::jsonb -> '_id') = 'string' THEN _id::jsonb ->> '_id'
+	ELSE coalesce(_id::jsonb -> '_id' ->> '$oid', _id::jsonb -> '_id' ->> '$numberInt', _id::jsonb -> '_id' ->> '$numberLong',
+	_id::jsonb -> '_id' ->> '$numberDouble', _id) END`
+
 // mirrorStageColumns are the mirror's staging table's columns, in COPY
 // order. t is the index of the row's table among the sink's tables: one
 // COPY stages the rows of every table, and each table's statements take
@@ -56,8 +66,14 @@ var mirrorStageColumns = []string{"_id", "doc", "op", "ct", "del", "t"}
 type statements struct {
 	table       string // quoted schema.table
 	checkpoints string // quoted schema.tide_checkpoints
+	columns     string // quoted schema.tide_columns
+
+	// recordColumns inserts rows of tide_columns for table $1, from
+	// parallel arrays (recordArgs); a decision recorded once stays.
+	recordColumns string
 
 	createTable       string
+	createKeyIndex    string // document layout: the index on _key
 	createCheckpoints string
 	createStage       string
 
@@ -88,7 +104,11 @@ func newStatementsFor(cfg Config, tbl int) statements {
 	s := statements{
 		table:       pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize(),
 		checkpoints: pgx.Identifier{cfg.Schema, checkpointTable}.Sanitize(),
+		columns:     pgx.Identifier{cfg.Schema, columnsTable}.Sanitize(),
 	}
+	s.recordColumns = `INSERT INTO ` + s.columns + ` (table_name, column_name, path, bson_type, pg_type, decision, note)
+	SELECT $1, c, p::text[], b, t, d, n FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS u(c, p, b, t, d, n)
+	ON CONFLICT DO NOTHING`
 	s.createCheckpoints = `CREATE TABLE IF NOT EXISTS ` + s.checkpoints + ` (
 	pipeline text PRIMARY KEY,
 	checkpoint jsonb NOT NULL,
@@ -126,7 +146,9 @@ func newStatementsFor(cfg Config, tbl int) statements {
 	_tide_op text NOT NULL,
 	_tide_cluster_time bigint NOT NULL,
 	_tide_deleted boolean NOT NULL DEFAULT false,
-	_tide_synced_at timestamptz NOT NULL DEFAULT now())`
+	_tide_synced_at timestamptz NOT NULL DEFAULT now(),
+	_key text GENERATED ALWAYS AS (` + plainKey + `) STORED)`
+	s.createKeyIndex = `CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{shorten(cfg.Table + "_key")}.Sanitize() + ` ON ` + s.table + ` (_key)`
 	s.createStage = `CREATE TEMP TABLE IF NOT EXISTS ` + stageTable + ` (_id text, doc jsonb, op text, ct bigint, del boolean, t int) ON COMMIT DELETE ROWS`
 
 	// The guard: a row is only replaced by an event at least as recent.

@@ -3,6 +3,8 @@ package postgres
 import (
 	"fmt"
 
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/encode"
 )
@@ -11,6 +13,7 @@ import (
 // memory, so that the batch can be sent again after a lost connection.
 type stage struct {
 	mirror  bool
+	partial bool             // mirror: updates without a full document are applied from their update description
 	buf     []byte           // documents (mirror) or envelopes (append), and raw document keys
 	rows    []row            // in event order; in mirror mode dead rows were superseded
 	index   map[tableKey]int // mirror: table and document key -> index in rows of its last event
@@ -18,21 +21,31 @@ type stage struct {
 	upsert  int              // live rows that upsert (mirror)
 	del     int              // live rows that delete (mirror)
 	skipped int              // updates without a full document (mirror)
+	deltas  int              // live rows that apply an update description (mirror)
 	colls   []collOp         // drops and renames of collections with a table each (mirror), in event order
 	app     []appendRow      // append: the columns of rows[i], at app[i]
 	tmp     []byte
+	typed   []bool // by table index: the table has typed columns, and its own staging table
 }
+
+// shared reports whether row r goes to the shared staging table (its
+// table has the document layout).
+func (st *stage) shared(r *row) bool { return r.tbl >= len(st.typed) || !st.typed[r.tbl] }
 
 // row is one staged event. Offsets are into stage.buf.
 type row struct {
 	key      string // mirror: the document key in canonical Extended JSON
 	rawKey   span   // the raw BSON document key, for error messages
-	data     span   // mirror: the full document as relaxed Extended JSON; append: the envelope
+	data     span   // mirror: the full document, raw BSON; append: the envelope
 	op       cdc.Op
 	ct       int64 // cluster time: seconds<<32 | increment
 	del      bool
 	dead     bool // superseded by a later event for the same key
+	delta    bool // mirror: an update applied from its update description, in data
+	prev     int  // mirror: 1 + the index of the previous row of the same key, or 0
 	hasData  bool
+	full     span // append: the raw full document, if the event has one
+	hasFull  bool
 	position string // the event's position, for error messages
 	tbl      int    // index of the row's table in Sink.tables
 }
@@ -44,7 +57,7 @@ func (st *stage) reset() {
 	clear(st.rows)
 	st.rows = st.rows[:0]
 	clear(st.index)
-	st.live, st.upsert, st.del, st.skipped = 0, 0, 0, 0
+	st.live, st.upsert, st.del, st.skipped, st.deltas = 0, 0, 0, 0, 0
 	st.colls = st.colls[:0]
 	st.app = st.app[:0]
 }
@@ -89,6 +102,12 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 			st.buf = st.buf[:r.rawKey.from]
 			return fmt.Errorf("postgres append: record of %s at position %s: envelope: %w (append mode needs the json or canonical envelope)", ev.Op, ev.Pos, err)
 		}
+		if ev.FullDocument != nil {
+			// For typed columns (a table with _tide_overflow).
+			at = len(st.buf)
+			st.buf = append(st.buf, ev.FullDocument...)
+			r.full, r.hasFull = span{at, len(st.buf)}, true
+		}
 		r.position = string(ev.Pos)
 		st.rows = append(st.rows, r)
 		st.app = append(st.app, a)
@@ -103,13 +122,21 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 		st.buf = st.buf[:r.rawKey.from]
 		return nil
 	case documentOp(ev.Op) && ev.Op != cdc.OpDelete:
-		if ev.FullDocument == nil {
+		if ev.FullDocument == nil && ev.Op == cdc.OpUpdate && ev.UpdateDesc != nil && st.partial {
+			// Applied from its update description: the fields it sets,
+			// removes and truncates (a delta stream).
+			if err := bsoncore.Document(ev.UpdateDesc).Validate(); err != nil {
+				st.buf = st.buf[:r.rawKey.from]
+				return fmt.Errorf("postgres mirror: update description of %s at position %s: %w", keyText(ev.DocumentKey), ev.Pos, err)
+			}
+			r.delta = true
+		} else if ev.FullDocument == nil {
 			st.buf = st.buf[:r.rawKey.from]
 			if ev.Op == cdc.OpUpdate && ev.UpdateDesc != nil {
 				// With full_document update_lookup, an update of a document
 				// deleted since has no full document; its delete follows.
-				// (A delta stream, where every update looks like this, is
-				// refused by the configuration's validation.)
+				// (A delta stream, where every update looks like this, sets
+				// Config.PartialUpdates, and is applied above.)
 				st.skipped++
 				return nil
 			}
@@ -134,28 +161,33 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 		st.buf = st.buf[:r.rawKey.from]
 		return fmt.Errorf("postgres mirror: document key of %s event at position %s: %w", ev.Op, ev.Pos, err)
 	}
-	if !r.del {
+	if r.delta {
 		at = len(st.buf)
-		st.buf, err = encode.AppendRelaxed(st.buf, ev.FullDocument)
-		if err != nil {
+		st.buf = append(st.buf, ev.UpdateDesc...)
+		r.data, r.hasData = span{at, len(st.buf)}, true
+	} else if !r.del {
+		// Raw BSON: the table's layout (typed columns, or the document
+		// as jsonb) decides at COPY time how it is written.
+		if err := bsoncore.Document(ev.FullDocument).Validate(); err != nil {
 			st.buf = st.buf[:r.rawKey.from]
-			return fmt.Errorf("postgres mirror: full document of %s at position %s: %w", st.tmp, ev.Pos, err)
+			return fmt.Errorf("postgres mirror: full document of %s at position %s: %w", keyText(ev.DocumentKey), ev.Pos, err)
 		}
+		at = len(st.buf)
+		st.buf = append(st.buf, ev.FullDocument...)
 		r.data, r.hasData = span{at, len(st.buf)}, true
 	}
 	if st.index == nil {
 		st.index = make(map[tableKey]int)
 	}
 	if i, ok := st.index[tableKey{tbl, string(st.tmp)}]; ok {
-		// Only the last event for a key decides the row.
-		prev := &st.rows[i]
-		r.key = prev.key
-		prev.dead = true
-		st.live--
-		if prev.del {
-			st.del--
-		} else {
-			st.upsert--
+		r.key = st.rows[i].key
+		r.prev = i + 1
+		if !r.delta {
+			// The last full document or delete of a key decides its row:
+			// the events before it, updates applied from their
+			// description included, are superseded. An update
+			// description applies after the rows before it, in order.
+			st.supersede(i)
 		}
 	} else {
 		r.key = string(st.tmp)
@@ -164,12 +196,35 @@ func (st *stage) add(rec *cdc.Record, tbl int) error {
 	r.position = string(ev.Pos)
 	st.rows = append(st.rows, r)
 	st.live++
-	if r.del {
+	switch {
+	case r.delta:
+		st.deltas++
+	case r.del:
 		st.del++
-	} else {
+	default:
 		st.upsert++
 	}
 	return nil
+}
+
+// supersede marks row i, and the rows of the same key before it, dead.
+func (st *stage) supersede(i int) {
+	for ; i >= 0; i = st.rows[i].prev - 1 {
+		prev := &st.rows[i]
+		if prev.dead {
+			return // so are the ones before it
+		}
+		prev.dead = true
+		st.live--
+		switch {
+		case prev.delta:
+			st.deltas--
+		case prev.del:
+			st.del--
+		default:
+			st.upsert--
+		}
+	}
 }
 
 // documentOp reports whether op changes one document, as opposed to a
@@ -198,7 +253,7 @@ func keyText(key []byte) string {
 // of table tbl's rows, or of every table's (tbl < 0).
 func (st *stage) nthLive(n, tbl int) (*row, bool) {
 	for i := range st.rows {
-		if st.rows[i].dead || tbl >= 0 && st.rows[i].tbl != tbl {
+		if st.rows[i].dead || st.rows[i].delta || tbl >= 0 && st.rows[i].tbl != tbl || tbl < 0 && st.mirror && !st.shared(&st.rows[i]) {
 			continue
 		}
 		n--
@@ -217,6 +272,8 @@ type copySource struct {
 	i    int
 	tbl  int // append: the table whose rows to feed
 	vals []any
+	json []byte // mirror: the row's document as relaxed Extended JSON, reused
+	err  error
 }
 
 // source feeds the mirror's staging table.
@@ -231,7 +288,7 @@ func (st *stage) appendSource(tbl int) *copySource {
 
 func (c *copySource) Next() bool {
 	for c.i++; c.i < len(c.st.rows); c.i++ {
-		if r := &c.st.rows[c.i]; !r.dead && (c.tbl < 0 || r.tbl == c.tbl) {
+		if r := &c.st.rows[c.i]; !r.dead && !r.delta && (c.tbl < 0 && c.st.shared(r) || r.tbl == c.tbl) {
 			return true
 		}
 	}
@@ -258,15 +315,22 @@ func (c *copySource) Values() ([]any, error) {
 	}
 	var doc any
 	if r.hasData {
-		doc = c.st.bytes(r.data)
+		var err error
+		c.json, err = encode.AppendRelaxed(c.json[:0], c.st.bytes(r.data))
+		if err != nil {
+			c.err = fmt.Errorf("full document of %s at position %s: %w", r.key, r.position, err)
+			return nil, c.err
+		}
+		doc = c.json
 	}
 	return append(c.vals, r.key, doc, string(r.op), r.ct, r.del, int32(r.tbl)), nil
 }
 
-func (c *copySource) Err() error { return nil }
+func (c *copySource) Err() error { return c.err }
 
 // tableCount counts the live rows of one table.
-type tableCount struct{ live, upsert, del int }
+// Rows applied from an update description count in delta only.
+type tableCount struct{ live, upsert, del, delta int }
 
 // perTable counts the live rows of each of n tables.
 func (st *stage) perTable(n int) []tableCount {
@@ -277,6 +341,10 @@ func (st *stage) perTable(n int) []tableCount {
 			continue
 		}
 		c := &counts[r.tbl]
+		if r.delta {
+			c.delta++
+			continue
+		}
 		c.live++
 		if r.del {
 			c.del++
@@ -285,4 +353,12 @@ func (st *stage) perTable(n int) []tableCount {
 		}
 	}
 	return counts
+}
+
+// document returns the raw full document of a row, for typed columns.
+func (st *stage) document(r *row) ([]byte, bool) {
+	if st.mirror {
+		return st.bytes(r.data), r.hasData
+	}
+	return st.bytes(r.full), r.hasFull
 }

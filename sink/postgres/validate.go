@@ -3,8 +3,13 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
+
+// maxFlattenDepth bounds flatten_depth: BSON nests at most 100 levels.
+const maxFlattenDepth = 100
 
 // DefaultSchema is the schema of a Config with none.
 const DefaultSchema = "public"
@@ -31,6 +36,25 @@ func (c Config) Validate() error {
 	case "", ModeMirror, ModeAppend:
 	default:
 		bad("mode", "%q is not one of %s, %s", c.Mode, ModeMirror, ModeAppend)
+	}
+	switch c.Columns {
+	case "", ColumnsAuto, ColumnsDocument:
+	default:
+		bad("columns", "%q is not one of %s, %s", c.Columns, ColumnsAuto, ColumnsDocument)
+	}
+	if c.FlattenDepth < 0 || c.FlattenDepth > maxFlattenDepth {
+		bad("flatten_depth", "%d is not between 0 and %d", c.FlattenDepth, maxFlattenDepth)
+	}
+	if len(c.ColumnTypes) > 0 && c.Columns == ColumnsDocument {
+		bad("column_types", "pins typed columns, which columns: document has not")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.ColumnTypes)) {
+		if _, err := parsePin(c.ColumnTypes[name]); err != nil {
+			bad("column_types."+name, "%v", err)
+		}
+		if name == "" || len(name) > maxIdentifier {
+			bad("column_types", "%q is not a column name", name)
+		}
 	}
 	for _, id := range []struct{ key, value string }{{"schema", c.Schema}, {"table", c.Table}} {
 		switch {
