@@ -259,7 +259,7 @@ batch: {max_records: 200, commit_interval: 20ms}
 	}
 	targets := []*target{
 		mk("file", "sink:\n  file: {path: ./out/all.jsonl}\n"),
-		mk("pg", "sink:\n  postgres: {dsn: \"${PG_DSN}\", table: \"{coll}\", mode: mirror, soft_delete: false}\ncheckpoint: sink\n", "PG_DSN="+dsn),
+		mk("pg", "sink:\n  postgres: {dsn: \"${PG_DSN}\", table: \"{coll}\", mode: mirror, soft_delete: false, columns: document}\ncheckpoint: sink\n", "PG_DSN="+dsn),
 		mk("mongo", fmt.Sprintf("sink:\n  mongo: {uri: %q, database: mirror, mode: mirror}\ncheckpoint: sink\n", srv.URI())),
 	}
 	start := func(tg *target) {

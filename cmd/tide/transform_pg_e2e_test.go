@@ -48,7 +48,7 @@ name: shaped_pg
 source:
   mongo: {uri: %q, database: shop, collection: orders, max_await: 100ms, full_document: update_lookup}
 sink:
-  postgres: {dsn: %q, table: orders_shaped, create_table: true}
+  postgres: {dsn: %q, table: orders_shaped, create_table: true, columns: document}
 checkpoint: sink
 batch: {max_records: 50, commit_interval: 20ms}
 transforms:
