@@ -2,6 +2,7 @@ package nats_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -64,9 +65,15 @@ func Example() {
 		}
 	}
 	for _, ev := range evs {
-		fmt.Println(ev.Namespace, string(ev.Payload), string(ev.Pos))
+		var pos struct {
+			StreamSeq uint64 `json:"stream_seq"` // and ts, the time the stream stored it
+		}
+		if err := json.Unmarshal(ev.Pos, &pos); err != nil {
+			panic(err)
+		}
+		fmt.Println(ev.Namespace, string(ev.Payload), pos.StreamSeq)
 	}
 	// Output:
-	// orders.eu {"id":1} {"stream_seq":1}
-	// orders.eu {"id":2} {"stream_seq":2}
+	// orders.eu {"id":1} 1
+	// orders.eu {"id":2} 2
 }

@@ -495,14 +495,14 @@ func (d *deliverer) deliver(gen int, msg jetstream.Msg) {
 	}
 	d.last = seq
 	s.track(seq, msg)
-	if cap(d.pos)-len(d.pos) < 32 {
-		d.pos = make([]byte, 0, 32*256) // positions are small: cut them from one shared buffer
+	if cap(d.pos)-len(d.pos) < 64 {
+		d.pos = make([]byte, 0, 64*256) // positions are small: cut them from one shared buffer
 	}
-	start := len(d.pos)
-	d.pos = appendJSPos(d.pos, seq)
+	start, wall := len(d.pos), meta.Timestamp.UnixMilli()
+	d.pos = appendJSPos(d.pos, seq, wall)
 	p := d.pos[start:len(d.pos):len(d.pos)]
 	d.queue(item{
-		ev:  event(msg.Subject(), msg.Data(), msg.Headers(), d.format, p, meta.Timestamp.UnixMilli()),
+		ev:  event(msg.Subject(), msg.Data(), msg.Headers(), d.format, p, wall),
 		msg: msg, streamSeq: seq,
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,8 +32,13 @@ func TestJetStreamDeliversInStreamOrderWithPositions(t *testing.T) {
 		if got := number(t, ev); got != i {
 			t.Fatalf("event %d has payload %d", i, got)
 		}
-		if want := `{"stream_seq":` + itoa(i+1) + `}`; string(ev.Pos) != want {
+		if want := `{"stream_seq":` + itoa(i+1) + `,"ts":` + strconv.FormatInt(ev.WallTimeMS, 10) + `}`; string(ev.Pos) != want {
 			t.Fatalf("event %d position %s, want %s", i, ev.Pos, want)
+		}
+		// The position carries the message's time: a restarted pipeline
+		// knows its lag from the checkpoint alone.
+		if at, ok := src.PositionTime(ev.Pos); !ok || at.UnixMilli() != ev.WallTimeMS {
+			t.Fatalf("event %d: PositionTime(%s) = %v, %v, want %d ms", i, ev.Pos, at, ok, ev.WallTimeMS)
 		}
 		if ev.Op != cdc.OpInsert || ev.Namespace != "orders.eu" || ev.PayloadFormat != cdc.PayloadJSON || ev.WallTimeMS == 0 {
 			t.Fatalf("event %d = %+v", i, ev)
@@ -611,5 +617,20 @@ func TestConsumerDeletedUnderTheSource(t *testing.T) {
 	}
 	if info := consumerInfo(t, js, "ORDERS", "tide"); info.Config.DeliverPolicy != jetstream.DeliverAllPolicy {
 		t.Errorf("recreated consumer delivers %v, want all", info.Config.DeliverPolicy)
+	}
+}
+
+// TestPositionTimeOlderPositions: a position written before positions
+// carried the message's time, or a core NATS one, has no time: the lag
+// stays unknown until the first poll rather than being made up.
+func TestPositionTimeOlderPositions(t *testing.T) {
+	src := New(Config{})
+	for _, p := range []string{`{"stream_seq":9}`, `{"stream_seq":9,"consumer_seq":3}`, `{"seq":4}`, `not json`} {
+		if at, ok := src.PositionTime(cdc.Position(p)); ok {
+			t.Errorf("PositionTime(%s) = %v, want none", p, at)
+		}
+	}
+	if at, ok := src.PositionTime(cdc.Position(`{"stream_seq":9,"ts":1733311111222}`)); !ok || at.UnixMilli() != 1733311111222 {
+		t.Errorf("PositionTime with ts = %v, %v", at, ok)
 	}
 }

@@ -358,10 +358,14 @@ func (s *Source) Close() error {
 }
 
 // jsPos is a JetStream position: the stream sequence of the last message
-// handed out. Checkpoints written before Tide owned the position also
-// carry a consumer_seq, which is ignored.
+// handed out, and the time the stream stored it (milliseconds since the
+// epoch), by which a restarted pipeline knows its lag before it reads
+// anything (PositionTime). Checkpoints written before Tide owned the
+// position also carry a consumer_seq, which is ignored; older ones have
+// no time.
 type jsPos struct {
 	StreamSeq uint64 `json:"stream_seq"`
+	TimeMS    int64  `json:"ts,omitempty"`
 }
 
 func parseJSPos(p cdc.Position) (jsPos, error) {
@@ -372,10 +376,28 @@ func parseJSPos(p cdc.Position) (jsPos, error) {
 	return j, nil
 }
 
-func appendJSPos(b []byte, streamSeq uint64) []byte {
+func appendJSPos(b []byte, streamSeq uint64, timeMS int64) []byte {
 	b = append(b, `{"stream_seq":`...)
 	b = strconv.AppendUint(b, streamSeq, 10)
+	if timeMS > 0 {
+		b = append(b, `,"ts":`...)
+		b = strconv.AppendInt(b, timeMS, 10)
+	}
 	return append(b, '}')
+}
+
+var _ cdc.PositionTimer = (*Source)(nil)
+
+// PositionTime is the time JetStream stored the message of a position,
+// to the millisecond: at a restart the pipeline knows its lag from the
+// checkpoint at once. It needs no connection; a core NATS position, or a
+// JetStream one written before positions carried the time, has none.
+func (s *Source) PositionTime(p cdc.Position) (time.Time, bool) {
+	j, err := parseJSPos(p)
+	if err != nil || j.TimeMS <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(j.TimeMS), true
 }
 
 // format is the payload format of every event.
