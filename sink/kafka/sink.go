@@ -80,6 +80,9 @@ type Sink struct {
 	// once the Commit of their part succeeds.
 	skipping []string
 
+	report  cdc.RetryFunc // SetRetry's; nil outside a pipeline
+	retries retries
+
 	// The produce results of the records put since the last Commit,
 	// which the client reports from its own goroutines.
 	mu       sync.Mutex // guards the fields below
@@ -175,6 +178,7 @@ func (s *Sink) newProducer() (*kgo.Client, error) {
 		kgo.ProducerBatchCompression(c),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.RecordDeliveryTimeout(s.cfg.MaxOutage),
+		kgo.WithHooks(connectHook{s}),
 	)
 	if s.keepsCheckpoint() {
 		opts = append(opts, kgo.TransactionalID(TransactionalID(s.cfg.Pipeline)), kgo.TransactionTimeout(transactionTimeout(s.cfg.MaxOutage)))
@@ -384,6 +388,7 @@ func (s *Sink) produce(ctx context.Context, rec *kgo.Record, index int, pos cdc.
 	s.client.Produce(ctx, rec, func(r *kgo.Record, err error) {
 		if err == nil {
 			s.records.Add(1)
+			s.retries.succeed(s.report)
 			if index >= 0 && !s.keepsCheckpoint() {
 				s.mu.Lock()
 				s.acked = append(s.acked, ackKey(pos, tombstone))
