@@ -169,7 +169,9 @@ func (s *Sink) produceLetters(ctx context.Context) error {
 		}
 	}
 	for _, r := range s.letters {
-		s.produce(ctx, r, indexLetter, nil, false)
+		if !s.skipped(letterAckKey(r.Key)) { // written by a refused Commit
+			s.produce(ctx, r, indexLetter, nil, false)
+		}
 	}
 	clear(s.letters)
 	s.letters = s.letters[:0]

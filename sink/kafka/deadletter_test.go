@@ -25,10 +25,14 @@ import (
 
 // bigSevens makes the document of every change whose seq ends in 7 too
 // large for the broker (over its message.max.bytes, below the client's
-// own limit): the broker refuses its record.
+// own limit): the broker refuses its record. It fails on those whose seq
+// ends in 3: their letters are the batch's own (stage transform).
 type bigSevens struct{}
 
 func (bigSevens) Apply(ev *cdc.Event) (bool, error) {
+	if strings.HasSuffix(string(ev.Pos), "3}") {
+		return false, errors.New("threes fail")
+	}
 	if !strings.HasSuffix(string(ev.Pos), "7}") {
 		return true, nil
 	}
@@ -53,13 +57,14 @@ func seqOf(t *testing.T, pos []byte) int {
 }
 
 // TestRecordTooLargeSetAside: a broker that refuses records over 64 KiB;
-// among the generated changes, those of seq ending in 7 are 100 KB. With
-// on_error dead_letter, the pipeline splits each batch the sink refused,
-// and, across a restart from the checkpoint, every good change is in its
-// topic once and in order, and every large one once in <pipeline>.dlq,
-// with stage sink; exactly once with checkpoint: sink, and at least once
-// (with no duplicate, since the sink does not write again what the
-// cluster acknowledged) without.
+// among the generated changes, those of seq ending in 7 are 100 KB, and
+// those ending in 3 fail their transform. With on_error dead_letter, the
+// pipeline splits each batch the sink refused, and, across a restart from
+// the checkpoint, every good change is in its topic once and in order,
+// every large one once in <pipeline>.dlq with stage sink, every failed
+// one once with stage transform; exactly once with checkpoint: sink, and
+// at least once (with no duplicate, since the sink does not write again
+// what the cluster acknowledged of a refused batch) without.
 func TestRecordTooLargeSetAside(t *testing.T) {
 	t.Parallel()
 	for name, eos := range map[string]bool{"exactly once": true, "at least once": false} {
@@ -105,7 +110,7 @@ func TestRecordTooLargeSetAside(t *testing.T) {
 			slices.Sort(got)
 			var want []int
 			for i := 1; i <= 200; i++ {
-				if i%10 != 7 {
+				if i%10 != 7 && i%10 != 3 {
 					want = append(want, i)
 				}
 			}
@@ -114,7 +119,7 @@ func TestRecordTooLargeSetAside(t *testing.T) {
 			}
 
 			dlq := readTopic(t, brokers, "big.dlq")
-			var dead []int
+			var dead, failed []int
 			for _, r := range dlq {
 				var l struct {
 					Stage, Error string
@@ -126,10 +131,18 @@ func TestRecordTooLargeSetAside(t *testing.T) {
 				if err := json.Unmarshal(r.Value, &l); err != nil {
 					t.Fatal(err)
 				}
+				if l.Stage == "transform" {
+					failed = append(failed, seqOf(t, l.Position))
+					continue
+				}
 				if l.Stage != "sink" || !strings.Contains(l.Error, "MESSAGE_TOO_LARGE") || len(l.Change.FullDocument) < 100_000 {
 					t.Errorf("letter at %s: stage %q, error %q, a document of %d bytes; want stage sink, the broker's refusal and the change", l.Position, l.Stage, l.Error, len(l.Change.FullDocument))
 				}
 				dead = append(dead, seqOf(t, l.Position))
+			}
+			slices.Sort(failed)
+			if want := []int{3, 13, 23, 33, 43, 53, 63, 73, 83, 93, 103, 113, 123, 133, 143, 153, 163, 173, 183, 193}; !slices.Equal(failed, want) {
+				t.Fatalf("big.dlq holds letters of stage transform at %v, want %v", failed, want)
 			}
 			slices.Sort(dead) // the topic's partitions, by the letters' keys
 			if want := []int{7, 17, 27, 37, 47, 57, 67, 77, 87, 97, 107, 117, 127, 137, 147, 157, 167, 177, 187, 197}; !slices.Equal(dead, want) {
@@ -142,8 +155,9 @@ func TestRecordTooLargeSetAside(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(letters) != 20 || string(letters[0].Event.Pos) != `{"seq":7}` || len(letters[0].Event.FullDocument) < 100_000 {
-				t.Fatalf("ReadDeadLetters: %d letters, the first at %s; want 20, from seq 7, with its document", len(letters), letters[0].Event.Pos)
+			i := slices.IndexFunc(letters, func(d cdc.DeadLetter) bool { return string(d.Event.Pos) == `{"seq":7}` })
+			if len(letters) != 40 || i < 0 || letters[i].Stage != "sink" || len(letters[i].Event.FullDocument) < 100_000 {
+				t.Fatalf("ReadDeadLetters: %d letters (seq 7 at %d); want 40, seq 7's with its document", len(letters), i)
 			}
 		})
 	}

@@ -112,6 +112,9 @@ func ackKey(pos cdc.Position, tombstone bool) string {
 	return "v" + string(pos)
 }
 
+// letterAckKey names a dead letter's record by its key, the letter's id.
+func letterAckKey(id []byte) string { return "l" + string(id) }
+
 // kept is a record of the open transaction, with where it came from.
 type kept struct {
 	*kgo.Record
@@ -328,10 +331,10 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 		if *s.cfg.Headers {
 			rec.Headers = headers(r)
 		}
-		if !s.skipped(r.Pos, false) {
+		if !s.skipped(ackKey(r.Pos, false)) {
 			s.produce(ctx, rec, i, r.Pos, false)
 		}
-		if tombstones && r.Op == cdc.OpDelete && key != nil && !s.skipped(r.Pos, true) {
+		if tombstones && r.Op == cdc.OpDelete && key != nil && !s.skipped(ackKey(r.Pos, true)) {
 			s.produce(ctx, &kgo.Record{Topic: topic, Key: key}, i, r.Pos, true)
 		}
 	}
@@ -352,15 +355,14 @@ func headers(r *cdc.Record) []kgo.RecordHeader {
 	return h
 }
 
-// skipped reports whether the record at pos (its tombstone, or not) was
+// skipped reports whether the record k (ackKey, letterAckKey) was
 // acknowledged already by a Commit the sink refused for another record:
 // the runtime puts it again as it splits the batch, until the part that
 // holds it commits.
-func (s *Sink) skipped(pos cdc.Position, tombstone bool) bool {
+func (s *Sink) skipped(k string) bool {
 	if len(s.skip) == 0 {
 		return false
 	}
-	k := ackKey(pos, tombstone)
 	if !s.skip[k] {
 		return false
 	}
@@ -389,9 +391,13 @@ func (s *Sink) produce(ctx context.Context, rec *kgo.Record, index int, pos cdc.
 		if err == nil {
 			s.records.Add(1)
 			s.retries.succeed(s.report)
-			if index >= 0 && !s.keepsCheckpoint() {
+			if index != indexCheckpoint && !s.keepsCheckpoint() {
+				k := ackKey(pos, tombstone)
+				if index == indexLetter {
+					k = letterAckKey(r.Key)
+				}
 				s.mu.Lock()
-				s.acked = append(s.acked, ackKey(pos, tombstone))
+				s.acked = append(s.acked, k)
 				s.mu.Unlock()
 			}
 			return
