@@ -90,9 +90,10 @@ type Sink struct {
 	// refused is the first record of the batch refused for what it
 	// holds (RecordError.Is cdc.ErrRefused).
 	refused *RecordError
-	// acked names the records acknowledged since the last Commit,
-	// without a transaction.
-	acked []string
+	// acked are the records acknowledged since the last Commit,
+	// without a transaction: named (ackKey) only if the Commit is
+	// refused, so that the common case allocates nothing per record.
+	acked []acked
 
 	records, txns, resolved, replayed, created atomic.Int64
 }
@@ -114,6 +115,21 @@ func ackKey(pos cdc.Position, tombstone bool) string {
 
 // letterAckKey names a dead letter's record by its key, the letter's id.
 func letterAckKey(id []byte) string { return "l" + string(id) }
+
+// acked is a record the cluster acknowledged, without a transaction.
+type acked struct {
+	pos       cdc.Position // the batch's, still held when Commit reads it
+	tombstone bool
+	letter    bool
+	key       []byte // a letter's id
+}
+
+func (a acked) name() string {
+	if a.letter {
+		return letterAckKey(a.key)
+	}
+	return ackKey(a.pos, a.tombstone)
+}
 
 // kept is a record of the open transaction, with where it came from.
 type kept struct {
@@ -392,12 +408,8 @@ func (s *Sink) produce(ctx context.Context, rec *kgo.Record, index int, pos cdc.
 			s.records.Add(1)
 			s.retries.succeed(s.report)
 			if index != indexCheckpoint && !s.keepsCheckpoint() {
-				k := ackKey(pos, tombstone)
-				if index == indexLetter {
-					k = letterAckKey(r.Key)
-				}
 				s.mu.Lock()
-				s.acked = append(s.acked, k)
+				s.acked = append(s.acked, acked{pos: pos, tombstone: tombstone, letter: index == indexLetter, key: r.Key})
 				s.mu.Unlock()
 			}
 			return
@@ -512,9 +524,12 @@ func (s *Sink) begin() error {
 
 // Commit waits until the cluster has acknowledged every record put since
 // the last Commit. When the sink keeps the checkpoint, it adds the
-// checkpoint record to the transaction and commits it. A Commit that
-// fails drops the batch: the pipeline stops, and the batch is read again
-// after a restart.
+// checkpoint record to the transaction and commits it. The dead letters
+// put since (PutDeadLetters) go with the batch. A Commit that fails drops
+// the batch: the pipeline stops, and the batch is read again after a
+// restart; but one refused for a record (a *RecordError that is a
+// cdc.ErrRefused) leaves the sink ready for the parts of the batch the
+// pipeline puts again, its transaction aborted.
 func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 	if !s.opened {
 		return errors.New("kafka sink: Commit before Open")
@@ -524,10 +539,6 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 			return err
 		}
 		err := s.flush(ctx)
-		s.mu.Lock()
-		acked := s.acked
-		s.acked = nil
-		s.mu.Unlock()
 		skipping := s.skipping
 		s.skipping = nil
 		if err == nil {
@@ -535,6 +546,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 				delete(s.skip, k)
 			}
 		}
+		s.mu.Lock()
 		if errors.Is(err, cdc.ErrRefused) {
 			// The records acknowledged are in their topics: the
 			// runtime puts them again as it splits the batch to find
@@ -542,10 +554,13 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 			if s.skip == nil {
 				s.skip = map[string]bool{}
 			}
-			for _, k := range acked {
-				s.skip[k] = true
+			for _, a := range s.acked {
+				s.skip[a.name()] = true
 			}
 		}
+		clear(s.acked) // the batch's memory, for the collector
+		s.acked = s.acked[:0]
+		s.mu.Unlock()
 		return err
 	}
 	value, err := sinkcheckpoint.Marshal(next)
