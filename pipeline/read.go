@@ -89,6 +89,13 @@ func (r *reader) run(ctx context.Context) error {
 				}
 			}
 		}
+		if p.cfg.Transform != nil && len(r.cur.events) == 0 && cap(r.cur.events) < p.cfg.MaxRecords {
+			// A transform writes the events of the chunks already sent
+			// while the batch fills: the batch's events must not move
+			// (an append that grew the slice would copy them as they
+			// are written). A batch holds at most MaxRecords.
+			r.cur.events = make([]cdc.Event, 0, p.cfg.MaxRecords)
+		}
 
 		before := len(r.cur.events)
 		room := r.room()

@@ -22,8 +22,9 @@ func newDeadLettersCmd(secrets *redact.Set) *cobra.Command {
 		Use:   "list -f FILE",
 		Short: "Print the pipeline's dead letters, oldest first",
 		Long: `Print the dead letters in the pipeline file's dead_letter store (a file, or
-a JetStream subject), one a line: id, time, stage, namespace, position and
-error.`,
+a JetStream subject), or in the sink's own (PostgreSQL's and MongoDB's
+tide_dead_letters, Kafka's topic <pipeline>.dlq), one a line: id, time,
+stage, namespace, position and error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, err := readPipeline(listFile, secrets)

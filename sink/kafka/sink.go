@@ -69,20 +69,74 @@ type Sink struct {
 	// txnRecords are the records of the open transaction, written
 	// again in a new one if it aborts.
 	txnRecords []kept
+	// letters are the dead letters staged for the next Commit.
+	letters []*kgo.Record
+	// skip names the records (ackKey) that a Commit refused for another
+	// record of its batch had got acknowledged for, without a
+	// transaction: the runtime puts them again as it splits the batch,
+	// and the sink does not write them twice.
+	skip map[string]bool
+	// skipping are the records of skip the last Put skipped: forgotten
+	// once the Commit of their part succeeds.
+	skipping []string
+
+	report  cdc.RetryFunc // SetRetry's; nil outside a pipeline
+	retries retries
 
 	// The produce results of the records put since the last Commit,
 	// which the client reports from its own goroutines.
-	mu       sync.Mutex // guards the field below
+	mu       sync.Mutex // guards the fields below
 	produced *RecordError
+	// refused is the first record of the batch refused for what it
+	// holds (RecordError.Is cdc.ErrRefused).
+	refused *RecordError
+	// acked are the records acknowledged since the last Commit,
+	// without a transaction: named (ackKey) only if the Commit is
+	// refused, so that the common case allocates nothing per record.
+	acked []acked
 
 	records, txns, resolved, replayed, created atomic.Int64
+}
+
+// Indexes of the records that are not the batch's (produce).
+const (
+	indexCheckpoint = -1
+	indexLetter     = -2
+)
+
+// ackKey names a record of the batch by its position, and whether it is
+// the tombstone after a delete.
+func ackKey(pos cdc.Position, tombstone bool) string {
+	if tombstone {
+		return "t" + string(pos)
+	}
+	return "v" + string(pos)
+}
+
+// letterAckKey names a dead letter's record by its key, the letter's id.
+func letterAckKey(id []byte) string { return "l" + string(id) }
+
+// acked is a record the cluster acknowledged, without a transaction.
+type acked struct {
+	pos       cdc.Position // the batch's, still held when Commit reads it
+	tombstone bool
+	letter    bool
+	key       []byte // a letter's id
+}
+
+func (a acked) name() string {
+	if a.letter {
+		return letterAckKey(a.key)
+	}
+	return ackKey(a.pos, a.tombstone)
 }
 
 // kept is a record of the open transaction, with where it came from.
 type kept struct {
 	*kgo.Record
-	index int
-	pos   cdc.Position
+	index     int
+	pos       cdc.Position
+	tombstone bool
 }
 
 // New returns a Sink for cfg. It does no I/O; Open connects.
@@ -143,6 +197,7 @@ func (s *Sink) newProducer() (*kgo.Client, error) {
 		kgo.ProducerBatchCompression(c),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.RecordDeliveryTimeout(s.cfg.MaxOutage),
+		kgo.WithHooks(connectHook{s}),
 	)
 	if s.keepsCheckpoint() {
 		opts = append(opts, kgo.TransactionalID(TransactionalID(s.cfg.Pipeline)), kgo.TransactionTimeout(transactionTimeout(s.cfg.MaxOutage)))
@@ -218,6 +273,9 @@ func ping(ctx context.Context, cl *kgo.Client) error {
 // Put produces batch. In a transaction (checkpoint: sink) nothing becomes
 // visible to read_committed consumers before Commit; otherwise the
 // records go out at once and Commit waits for their acknowledgements.
+// A record refused for what it holds (its key or Avro value does not
+// encode) is not produced: Commit returns its *RecordError, a
+// cdc.ErrRefused.
 func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 	if !s.opened {
 		return errors.New("kafka sink: Put before Open")
@@ -262,13 +320,15 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 			k := len(arena)
 			var err error
 			if arena, err = encode.DebeziumKey(arena, r.DocumentKey); err != nil {
-				return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: fmt.Errorf("key: %w", err)}
+				s.refuse(&RecordError{Index: i, Topic: topic, Pos: bytes.Clone(r.Pos), Err: fmt.Errorf("key: %w", err)})
+				continue
 			}
 			key = arena[k:len(arena):len(arena)]
 			if s.avro != nil {
 				k = len(arena)
 				if arena, err = avroKeyOf(arena, ids.key, key); err != nil {
-					return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: err}
+					s.refuse(&RecordError{Index: i, Topic: topic, Pos: bytes.Clone(r.Pos), Err: err})
+					continue
 				}
 				key = arena[k:len(arena):len(arena)]
 			}
@@ -277,7 +337,8 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 		if s.avro != nil {
 			var err error
 			if arena, err = avroValue(arena, ids.value, r.Data); err != nil {
-				return &RecordError{Index: i, Topic: topic, Key: key, Pos: r.Pos, Err: err}
+				s.refuse(&RecordError{Index: i, Topic: topic, Key: bytes.Clone(key), Pos: bytes.Clone(r.Pos), Err: err})
+				continue
 			}
 		} else {
 			arena = append(arena, r.Data...)
@@ -286,9 +347,11 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 		if *s.cfg.Headers {
 			rec.Headers = headers(r)
 		}
-		s.produce(ctx, rec, i, r.Pos)
-		if tombstones && r.Op == cdc.OpDelete && key != nil {
-			s.produce(ctx, &kgo.Record{Topic: topic, Key: key}, i, r.Pos)
+		if !s.skipped(ackKey(r.Pos, false)) {
+			s.produce(ctx, rec, i, r.Pos, false)
+		}
+		if tombstones && r.Op == cdc.OpDelete && key != nil && !s.skipped(ackKey(r.Pos, true)) {
+			s.produce(ctx, &kgo.Record{Topic: topic, Key: key}, i, r.Pos, true)
 		}
 	}
 	return nil
@@ -308,22 +371,58 @@ func headers(r *cdc.Record) []kgo.RecordHeader {
 	return h
 }
 
+// skipped reports whether the record k (ackKey, letterAckKey) was
+// acknowledged already by a Commit the sink refused for another record:
+// the runtime puts it again as it splits the batch, until the part that
+// holds it commits.
+func (s *Sink) skipped(k string) bool {
+	if len(s.skip) == 0 {
+		return false
+	}
+	if !s.skip[k] {
+		return false
+	}
+	s.skipping = append(s.skipping, k)
+	return true
+}
+
+// refuse keeps e, a record refused for what it holds, for Commit to
+// return: the first of the batch wins.
+func (s *Sink) refuse(e *RecordError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refused == nil || e.Index < s.refused.Index {
+		s.refused = e
+	}
+}
+
 // produce hands rec to the client; its result is kept for Commit. In a
 // transaction the record is kept too, to be written again if the
-// transaction aborts (index -1 is the checkpoint record, never kept).
-func (s *Sink) produce(ctx context.Context, rec *kgo.Record, index int, pos cdc.Position) {
-	if s.keepsCheckpoint() && index >= 0 {
-		s.txnRecords = append(s.txnRecords, kept{Record: rec, index: index, pos: pos})
+// transaction aborts (but for the checkpoint record, written anew).
+func (s *Sink) produce(ctx context.Context, rec *kgo.Record, index int, pos cdc.Position, tombstone bool) {
+	if s.keepsCheckpoint() && index != indexCheckpoint {
+		s.txnRecords = append(s.txnRecords, kept{Record: rec, index: index, pos: pos, tombstone: tombstone})
 	}
 	s.client.Produce(ctx, rec, func(r *kgo.Record, err error) {
 		if err == nil {
 			s.records.Add(1)
+			s.retries.succeed(s.report)
+			if index != indexCheckpoint && !s.keepsCheckpoint() {
+				s.mu.Lock()
+				s.acked = append(s.acked, acked{pos: pos, tombstone: tombstone, letter: index == indexLetter, key: r.Key})
+				s.mu.Unlock()
+			}
+			return
+		}
+		re := &RecordError{Index: index, Topic: r.Topic, Key: bytes.Clone(r.Key), Pos: bytes.Clone(pos), Err: err}
+		if index >= 0 && permanent(err) && refusedForContent(err) {
+			s.refuse(re)
 			return
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.produced == nil || index < s.produced.Index {
-			s.produced = &RecordError{Index: index, Topic: r.Topic, Key: bytes.Clone(r.Key), Pos: bytes.Clone(pos), Err: err}
+			s.produced = re
 		}
 	})
 }
@@ -425,15 +524,44 @@ func (s *Sink) begin() error {
 
 // Commit waits until the cluster has acknowledged every record put since
 // the last Commit. When the sink keeps the checkpoint, it adds the
-// checkpoint record to the transaction and commits it. A Commit that
-// fails drops the batch: the pipeline stops, and the batch is read again
-// after a restart.
+// checkpoint record to the transaction and commits it. The dead letters
+// put since (PutDeadLetters) go with the batch. A Commit that fails drops
+// the batch: the pipeline stops, and the batch is read again after a
+// restart; but one refused for a record (a *RecordError that is a
+// cdc.ErrRefused) leaves the sink ready for the parts of the batch the
+// pipeline puts again, its transaction aborted.
 func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 	if !s.opened {
 		return errors.New("kafka sink: Commit before Open")
 	}
 	if !s.keepsCheckpoint() {
-		return s.flush(ctx)
+		if err := s.produceLetters(ctx); err != nil {
+			return err
+		}
+		err := s.flush(ctx)
+		skipping := s.skipping
+		s.skipping = nil
+		if err == nil {
+			for _, k := range skipping {
+				delete(s.skip, k)
+			}
+		}
+		s.mu.Lock()
+		if errors.Is(err, cdc.ErrRefused) {
+			// The records acknowledged are in their topics: the
+			// runtime puts them again as it splits the batch to find
+			// the refused one, and they are not written twice.
+			if s.skip == nil {
+				s.skip = map[string]bool{}
+			}
+			for _, a := range s.acked {
+				s.skip[a.name()] = true
+			}
+		}
+		clear(s.acked) // the batch's memory, for the collector
+		s.acked = s.acked[:0]
+		s.mu.Unlock()
+		return err
 	}
 	value, err := sinkcheckpoint.Marshal(next)
 	if err != nil {
@@ -444,7 +572,11 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 			return err
 		}
 	}
-	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, -1, next.Source)
+	if err := s.produceLetters(ctx); err != nil {
+		s.abort(ctx)
+		return err
+	}
+	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, indexCheckpoint, next.Source, false)
 	if err := s.flush(ctx); err != nil {
 		s.abort(ctx)
 		return err
@@ -491,9 +623,9 @@ func (s *Sink) replay(ctx context.Context, value []byte) error {
 	recs := s.txnRecords
 	s.txnRecords = nil
 	for _, r := range recs {
-		s.produce(ctx, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}, r.index, r.pos)
+		s.produce(ctx, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}, r.index, r.pos, r.tombstone)
 	}
-	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, -1, nil)
+	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, indexCheckpoint, nil, false)
 	if err := s.flush(ctx); err != nil {
 		s.abort(ctx)
 		return err
@@ -523,16 +655,23 @@ func (s *Sink) flush(ctx context.Context) error {
 		}
 	}
 	s.mu.Lock()
-	re := s.produced
-	s.produced = nil
+	re, refused := s.produced, s.refused
+	s.produced, s.refused = nil, nil
 	s.mu.Unlock()
 	switch {
+	case re != nil && fenced(re.Err):
+		return fmt.Errorf("%w: %v", ErrFenced, re.Err)
+	case refused != nil:
+		// A record refused for what it holds comes first: the others
+		// that failed may have failed with it (in its produce request,
+		// or its transaction).
+		return refused
 	case re == nil:
 		return nil
-	case fenced(re.Err):
-		return fmt.Errorf("%w: %v", ErrFenced, re.Err)
-	case re.Index < 0:
+	case re.Index == indexCheckpoint:
 		return fmt.Errorf("kafka sink: write checkpoint to topic %s: %w", s.cfg.CheckpointTopic, explain(re.Err, s.cfg.MaxOutage.String()))
+	case re.Index == indexLetter:
+		return fmt.Errorf("kafka sink: write dead letter to topic %s: %w", re.Topic, explain(re.Err, s.cfg.MaxOutage.String()))
 	case permanent(re.Err):
 		return re
 	}
@@ -547,6 +686,8 @@ func (s *Sink) abort(ctx context.Context) {
 	s.inTxn = false
 	clear(s.txnRecords)
 	s.txnRecords = s.txnRecords[:0]
+	clear(s.letters)
+	s.letters = s.letters[:0]
 	ctx = context.WithoutCancel(ctx)
 	if err := s.client.AbortBufferedRecords(ctx); err != nil {
 		s.log.Warn("abort buffered records", "err", err)
@@ -554,6 +695,11 @@ func (s *Sink) abort(ctx context.Context) {
 	if err := s.client.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		s.log.Warn("abort transaction", "err", err)
 	}
+	// The records aborted report their failure: none is the next
+	// batch's.
+	s.mu.Lock()
+	s.produced, s.refused = nil, nil
+	s.mu.Unlock()
 }
 
 // resolve settles a commit whose outcome is unknown: a new producer of

@@ -1,0 +1,393 @@
+package kafka
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/encode"
+)
+
+var _ cdc.DeadLetterSink = (*Sink)(nil)
+
+// DeadLetterTopic is the topic of pipeline's dead letters: with
+// checkpoint: sink they are written in the transaction of the batch they
+// came from, so that exactly-once holds for them too.
+func DeadLetterTopic(pipeline string) string {
+	var b strings.Builder
+	writeTopic(&b, pipeline)
+	t := b.String()
+	if len(t) > 249-len(".dlq") {
+		t = t[:249-len(".dlq")]
+	}
+	return t + ".dlq"
+}
+
+// letterMaxBytes is the largest dead-letter record the sink writes, under
+// the client's default batch limit (1,000,012 bytes); a letter larger
+// keeps its change's document key, not its documents (letterRecord).
+const letterMaxBytes = 900_000
+
+// deadLetterTopicMaxBytes is the max.message.bytes the sink gives the
+// dead-letter topic it creates, Kafka's default: a record refused as too
+// large by a topic with a lower limit still fits in its letter.
+const deadLetterTopicMaxBytes = "1048588"
+
+// letter is a dead letter as the sink writes it: the JSON of the
+// dead-letter file store (package deadletter), so that both read alike.
+type letter struct {
+	ID        string          `json:"id"`
+	Pipeline  string          `json:"pipeline"`
+	Stage     string          `json:"stage"`
+	Error     string          `json:"error"`
+	Namespace string          `json:"namespace"`
+	Position  json.RawMessage `json:"position"`
+	Time      time.Time       `json:"time"`
+	Change    letterChange    `json:"change"`
+	// Dropped says why the change's documents are not in the letter.
+	Dropped string `json:"dropped,omitempty"`
+}
+
+type letterChange struct {
+	Op            string              `json:"op"`
+	ClusterTime   cdc.Timestamp       `json:"cluster_time"`
+	WallTimeMS    int64               `json:"wall_time_ms,omitempty"`
+	DocumentKey   json.RawMessage     `json:"document_key,omitempty"`
+	FullDocument  json.RawMessage     `json:"full_document,omitempty"`
+	PreImage      json.RawMessage     `json:"before,omitempty"`
+	UpdateDesc    json.RawMessage     `json:"update_description,omitempty"`
+	ResumeToken   json.RawMessage     `json:"resume_token,omitempty"`
+	Extra         json.RawMessage     `json:"extra,omitempty"`
+	Payload       []byte              `json:"payload,omitempty"`
+	PayloadFormat cdc.PayloadFormat   `json:"payload_format,omitempty"`
+	Headers       map[string][]string `json:"headers,omitempty"`
+}
+
+// letterID is the identity of the letter of the change at pos that
+// failed at stage: the record's key, by which a reader keeps a letter
+// written twice (at-least-once, after a crash) once.
+func letterID(pipeline, stage string, pos cdc.Position) string {
+	h := sha256.New()
+	for _, s := range []string{pipeline, stage, string(pos)} {
+		fmt.Fprintf(h, "%d:%s", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// letterRecord makes the record of d in topic.
+func letterRecord(pipeline, topic string, d cdc.DeadLetter) (*kgo.Record, error) {
+	ev := &d.Event
+	l := letter{
+		ID: letterID(pipeline, d.Stage, ev.Pos), Pipeline: pipeline, Stage: d.Stage, Error: d.Err,
+		Namespace: ev.Namespace, Time: d.Time.UTC(),
+		Change: letterChange{Op: string(ev.Op), ClusterTime: ev.ClusterTime, WallTimeMS: ev.WallTimeMS,
+			Payload: ev.Payload, PayloadFormat: ev.PayloadFormat, Headers: ev.Headers},
+	}
+	if json.Valid(ev.Pos) {
+		l.Position = json.RawMessage(ev.Pos)
+	} else {
+		l.Position, _ = json.Marshal(string(ev.Pos))
+	}
+	for _, f := range []struct {
+		dst *json.RawMessage
+		doc []byte
+	}{{&l.Change.DocumentKey, ev.DocumentKey}, {&l.Change.FullDocument, ev.FullDocument}, {&l.Change.PreImage, ev.PreImage},
+		{&l.Change.UpdateDesc, ev.UpdateDesc}, {&l.Change.ResumeToken, ev.ResumeToken}, {&l.Change.Extra, ev.Extra}} {
+		if f.doc == nil {
+			continue
+		}
+		out, err := encode.AppendCanonical(nil, f.doc)
+		if err != nil {
+			// A document that does not encode is why some letters
+			// exist: keep its bytes.
+			out, _ = json.Marshal(map[string][]byte{"$bson": f.doc})
+		}
+		*f.dst = out
+	}
+	value, err := json.Marshal(l)
+	if err != nil {
+		return nil, fmt.Errorf("dead letter at %s: %w", ev.Pos, err)
+	}
+	if len(value) > letterMaxBytes {
+		// A change too large for any record (the reason it was refused,
+		// often): the letter says where it is and why it failed.
+		c := &l.Change
+		c.FullDocument, c.PreImage, c.UpdateDesc, c.Extra, c.Payload, c.Headers = nil, nil, nil, nil, nil, nil
+		l.Dropped = fmt.Sprintf("the change's documents (%d bytes as JSON) are larger than a dead-letter record may be; read the change again from the source at its position", len(value))
+		if value, err = json.Marshal(l); err != nil {
+			return nil, fmt.Errorf("dead letter at %s: %w", ev.Pos, err)
+		}
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(l.ID), Value: value, Headers: []kgo.RecordHeader{
+		{Key: "tide-stage", Value: []byte(d.Stage)},
+		{Key: "tide-namespace", Value: []byte(ev.Namespace)},
+	}}, nil
+}
+
+// PutDeadLetters stages the pipeline's dead letters (changes that failed
+// to decode, transform or encode, or that the sink refused) for the
+// batch's Commit, which produces them to the dead-letter topic
+// (DeadLetterTopic): in the batch's transaction with checkpoint: sink,
+// and acknowledged before Commit returns otherwise.
+func (s *Sink) PutDeadLetters(ctx context.Context, letters []cdc.DeadLetter) error {
+	if !s.opened {
+		return errors.New("kafka sink: PutDeadLetters before Open")
+	}
+	topic := DeadLetterTopic(s.cfg.Pipeline)
+	for _, d := range letters {
+		rec, err := letterRecord(s.cfg.Pipeline, topic, d)
+		if err != nil {
+			return fmt.Errorf("kafka sink: %w", err)
+		}
+		s.letters = append(s.letters, rec)
+	}
+	return nil
+}
+
+// produceLetters produces the staged letters, creating the dead-letter
+// topic first if it is missing.
+func (s *Sink) produceLetters(ctx context.Context) error {
+	if len(s.letters) == 0 {
+		return nil
+	}
+	topic := DeadLetterTopic(s.cfg.Pipeline)
+	if !s.topics[topic] {
+		if err := s.ensureDeadLetterTopic(ctx, topic); err != nil {
+			return fmt.Errorf("kafka sink: dead-letter topic: %w", err)
+		}
+	}
+	for _, r := range s.letters {
+		if !s.skipped(letterAckKey(r.Key)) { // written by a refused Commit
+			s.produce(ctx, r, indexLetter, nil, false)
+		}
+	}
+	clear(s.letters)
+	s.letters = s.letters[:0]
+	return nil
+}
+
+// ensureDeadLetterTopic creates the dead-letter topic, as other topics,
+// with Kafka's default max.message.bytes, or with create_topics off checks
+// that it exists.
+func (s *Sink) ensureDeadLetterTopic(ctx context.Context, topic string) error {
+	if !*s.cfg.CreateTopics {
+		return s.ensureTopic(ctx, topic)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
+	defer cancel()
+	maxBytes := deadLetterTopicMaxBytes
+	made, err := createTopic(cctx, s.client, s.cfg.Partitions, s.cfg.ReplicationFactor, map[string]*string{"max.message.bytes": &maxBytes}, topic)
+	if err != nil {
+		return err
+	}
+	if made {
+		s.created.Add(1)
+		s.log.Info("created topic", "topic", topic, "partitions", s.cfg.Partitions, "replication_factor", s.cfg.ReplicationFactor)
+	}
+	s.topics[topic] = true
+	return nil
+}
+
+// KeepDeadLetters is what on_error: dead_letter in a pipeline file
+// switches on: the sink keeps them itself, in DeadLetterTopic.
+func (c *Config) KeepDeadLetters() {}
+
+// Is makes a record refused for what it holds (too large, invalid, a key
+// or Avro value that does not encode) a cdc.ErrRefused, which the
+// runtime answers, with on_error skip or dead_letter, by splitting the
+// batch to set the refused record aside. A refusal that is not the
+// record's (its topic not authorized, or missing with create_topics off)
+// is not: every record of the topic would be set aside.
+func (e *RecordError) Is(target error) bool {
+	return target == cdc.ErrRefused && refusedForContent(e.Err)
+}
+
+// refusedForContent reports whether err refuses a record for what it
+// holds.
+func refusedForContent(err error) bool {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return !isNetwork(err) && !errors.Is(err, errTopicMissing) && !errors.Is(err, context.Canceled) &&
+			!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrRecordTimeout) && !errors.Is(err, kgo.ErrRecordRetries) &&
+			!errors.Is(err, kgo.ErrAborting) && !errors.Is(err, kgo.ErrClientClosed)
+	}
+	for _, p := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage} {
+		if errors.Is(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadDeadLetters returns the dead letters of pipeline in its dead-letter
+// topic, in the order they were written, each once (a letter written
+// again, at-least-once after a crash, keeps its first copy), with
+// read_committed: `tide dead-letters list` and `replay` read them through
+// this ability of the Config.
+func (c *Config) ReadDeadLetters(ctx context.Context, pipeline string) ([]cdc.DeadLetter, error) {
+	cfg := *c
+	cfg.Pipeline = pipeline
+	cfg = cfg.withDefaults()
+	topic := DeadLetterTopic(pipeline)
+	recs, err := readTopic(ctx, cfg, topic)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []cdc.DeadLetter
+	for _, r := range recs {
+		if seen[string(r.Key)] {
+			continue
+		}
+		seen[string(r.Key)] = true
+		var l letter
+		if err := json.Unmarshal(r.Value, &l); err != nil {
+			return nil, fmt.Errorf("kafka sink: dead letter in topic %s at partition %d offset %d: %w", topic, r.Partition, r.Offset, err)
+		}
+		if l.Pipeline != pipeline {
+			continue
+		}
+		d, err := l.deadLetter()
+		if err != nil {
+			return nil, fmt.Errorf("kafka sink: dead letter in topic %s at partition %d offset %d: %w", topic, r.Partition, r.Offset, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// deadLetter is the letter's change back as a cdc.DeadLetter.
+func (l *letter) deadLetter() (cdc.DeadLetter, error) {
+	c := &l.Change
+	pos := []byte(l.Position)
+	var s string
+	if json.Unmarshal(l.Position, &s) == nil {
+		pos = []byte(s) // a position that was not JSON, quoted
+	}
+	ev := cdc.Event{Pos: cdc.Position(pos), Op: cdc.Op(c.Op), Namespace: l.Namespace, ClusterTime: c.ClusterTime,
+		WallTimeMS: c.WallTimeMS, Payload: c.Payload, PayloadFormat: c.PayloadFormat, Headers: c.Headers}
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+		doc  json.RawMessage
+	}{{"document_key", &ev.DocumentKey, c.DocumentKey}, {"full_document", &ev.FullDocument, c.FullDocument}, {"before", &ev.PreImage, c.PreImage},
+		{"update_description", &ev.UpdateDesc, c.UpdateDesc}, {"resume_token", &ev.ResumeToken, c.ResumeToken}, {"extra", &ev.Extra, c.Extra}} {
+		if len(f.doc) == 0 {
+			continue
+		}
+		var kept struct {
+			BSON []byte `json:"$bson"`
+		}
+		if json.Unmarshal(f.doc, &kept) == nil && kept.BSON != nil {
+			*f.dst = kept.BSON
+			continue
+		}
+		var doc bson.Raw
+		if err := bson.UnmarshalExtJSON(f.doc, true, &doc); err != nil {
+			return cdc.DeadLetter{}, fmt.Errorf("%s: %w", f.name, err)
+		}
+		*f.dst = doc
+	}
+	e := l.Error
+	if l.Dropped != "" {
+		e += " (" + l.Dropped + ")"
+	}
+	return cdc.DeadLetter{Event: ev, Stage: l.Stage, Err: e, Time: l.Time}, nil
+}
+
+// readTopic returns the records of topic that a read_committed consumer
+// sees, partition after partition, up to the last stable offsets as
+// they were when the read began; none if the topic does not exist.
+func readTopic(ctx context.Context, c Config, topic string) ([]*kgo.Record, error) {
+	opts, err := connOpts(c)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.MaxOutage)
+	defer cancel()
+	admin, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: read topic %s: %w", topic, err)
+	}
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: read topic %s: %w", topic, err)
+	}
+	from := map[int32]kgo.Offset{}
+	last := map[int32]int64{}
+	for p, e := range ends[topic] {
+		s, _ := starts.Lookup(topic, p)
+		if e.Offset > s.Offset {
+			from[p] = kgo.NewOffset().At(s.Offset)
+			last[p] = e.Offset - 1
+		}
+	}
+	if len(from) == 0 {
+		return nil, nil
+	}
+	consumer, err := kgo.NewClient(append(opts,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(200*time.Millisecond),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	defer consumer.Close()
+	var out []*kgo.Record
+	for len(last) > 0 {
+		fs := consumer.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("kafka sink: read topic %s: %d partitions not read to their end: %w", topic, len(last), err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
+		if ferr != nil && !isNetwork(ferr) {
+			return nil, fmt.Errorf("kafka sink: read topic %s: %w", topic, ferr)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, reading := last[r.Partition]
+			if !reading || r.Offset > end {
+				return
+			}
+			if r.Offset == end {
+				delete(last, r.Partition)
+			}
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
+	}
+	// Oldest first across partitions: by the time the client gave each
+	// record when it produced it.
+	slices.SortStableFunc(out, func(a, b *kgo.Record) int { return a.Timestamp.Compare(b.Timestamp) })
+	return out, nil
+}
