@@ -3,6 +3,7 @@ package transform
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,18 @@ var variables = []cel.EnvOption{
 	cel.Variable("subject", cel.StringType),
 	cel.Variable("headers", cel.MapType(cel.StringType, cel.ListType(cel.StringType))),
 	cel.Variable("payload", cel.DynType),
+}
+
+// cel-go v0.31 keeps a few runtime errors as shared values (no such
+// overload, timestamp overflow), and its interpreter writes the node id
+// of the expression that met one into that value the first time, from
+// whichever encode worker gets there first: a data race. Labelling them
+// once here, before any expression runs, leaves the interpreter only
+// reading them. (The id is only used to place the error in the
+// expression; the message names the transform and key all the same.)
+func init() {
+	types.LabelErrNode(-1, types.NoSuchOverloadErr())
+	types.LabelErrNode(-1, types.Int(math.MaxInt64).ConvertToType(types.TimestampType))
 }
 
 // environment is the CEL environment every expression is checked in:

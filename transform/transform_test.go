@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -299,4 +300,29 @@ func TestDropWhereDocumentAndBeforeShareBytes(t *testing.T) {
 			t.Fatalf("doc = %s", got)
 		}
 	}
+}
+
+// TestRuntimeErrorsConcurrently: a runtime error of the same kind (no
+// such overload: a string times two) met by many encode workers at once.
+// cel-go keeps that error as one shared value and labels it on first use;
+// under -race this fails unless the label is set before any expression
+// runs (cel.go's init).
+func TestRuntimeErrorsConcurrently(t *testing.T) {
+	chain, err := Compile([]Step{{Set: []Field{{"twice", `doc.qty == 3 ? doc.status * 2 : 0`}}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				ev := change(t)
+				if _, err := chain.Apply(&ev); err == nil || !strings.Contains(err.Error(), "no such overload") {
+					t.Errorf("Apply = %v, want no such overload", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
