@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -91,7 +92,9 @@ func testContract(t *testing.T, mode, columns string, keep bool) {
 		Record: contractRecord,
 		Want:   func(i int) []byte { return []byte("record " + strconv.Itoa(i)) },
 		FailOpen: func(t *testing.T) cdc.Sink {
-			return postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: "postgres://tide@127.0.0.1:1/none?connect_timeout=2", Table: "cdctest",
+			// Nothing listens there: connecting is retried (the server may
+			// be restarting) for RetryTimeout, then Open fails.
+			return postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: "postgres://tide@127.0.0.1:1/none?connect_timeout=2", Table: "cdctest", RetryTimeout: time.Second,
 				Pipeline: cdctest.Pipeline, Logger: testLogger(t)})
 		},
 	}
