@@ -33,7 +33,7 @@ func TestDeadLettersInTheTransaction(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
 	run := func(count int64) {
-		sink := postgres.New(postgres.Config{DSN: dsn, Table: "dl_rows", CreateTable: true, Pipeline: "dl", Logger: testLogger(t)})
+		sink := postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "dl_rows", CreateTable: true, Pipeline: "dl", Logger: testLogger(t)})
 		p := pipeline.New(pipeline.Config{Name: "dl", MaxRecords: 50, Transform: failSeven{}, OnError: pipeline.OnErrorDeadLetter},
 			generate.New(generate.Config{Count: count, PayloadBytes: 4}), encode.Envelope, sink, sink.Checkpoints())
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -73,7 +73,7 @@ func TestRefusedRowsSetAside(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	c := connect(t, dsn)
 	run := func(count int64) error {
-		sink := postgres.New(postgres.Config{DSN: dsn, Table: "checked_rows", CreateTable: true, Pipeline: "checked", Logger: testLogger(t)})
+		sink := postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "checked_rows", CreateTable: true, Pipeline: "checked", Logger: testLogger(t)})
 		p := pipeline.New(pipeline.Config{Name: "checked", MaxRecords: 64, OnError: pipeline.OnErrorDeadLetter},
 			generate.New(generate.Config{Count: count, PayloadBytes: 4}), encode.Envelope, sink, sink.Checkpoints())
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -116,7 +116,7 @@ func TestRefusedRowsSetAside(t *testing.T) {
 	if _, err := c.Exec(t.Context(), `DELETE FROM checked_rows WHERE (doc->>'seq')::int > 390`); err != nil {
 		t.Fatal(err)
 	}
-	sink := postgres.New(postgres.Config{DSN: dsn, Table: "checked_rows", Pipeline: "checked", Logger: testLogger(t)})
+	sink := postgres.New(postgres.Config{Columns: postgres.ColumnsDocument, DSN: dsn, Table: "checked_rows", Pipeline: "checked", Logger: testLogger(t)})
 	p := pipeline.New(pipeline.Config{Name: "checked"}, generate.New(generate.Config{Count: 500, PayloadBytes: 4}), encode.Envelope, sink, sink.Checkpoints())
 	if err := p.Run(t.Context()); !errors.Is(err, cdc.ErrRefused) || !strings.Contains(err.Error(), "no_sevens") {
 		t.Fatalf("Run with on_error fail = %v, want the refusal", err)
