@@ -33,6 +33,10 @@ type Letter struct {
 	Position  json.RawMessage `json:"position"`
 	Time      time.Time       `json:"time"`
 	Change    Change          `json:"change"`
+	// Dropped, when set, says why the change's documents are not in the
+	// letter (a store with a record size limit, such as a Kafka topic,
+	// keeps where the change is and why it failed).
+	Dropped string `json:"dropped,omitempty"`
 }
 
 // Change is the original change, raw: documents as canonical Extended
@@ -98,7 +102,12 @@ func New(pipeline string, d cdc.DeadLetter) (Letter, error) {
 // Event returns the letter's change as the source handed it out.
 func (l *Letter) Event() (cdc.Event, error) {
 	c := &l.Change
-	ev := cdc.Event{Pos: cdc.Position(l.Position), Op: cdc.Op(c.Op), Namespace: l.Namespace, ClusterTime: c.ClusterTime,
+	pos := []byte(l.Position)
+	var quoted string
+	if json.Unmarshal(l.Position, &quoted) == nil {
+		pos = []byte(quoted) // a position that was not JSON, kept as a string (New)
+	}
+	ev := cdc.Event{Pos: cdc.Position(pos), Op: cdc.Op(c.Op), Namespace: l.Namespace, ClusterTime: c.ClusterTime,
 		WallTimeMS: c.WallTimeMS, Payload: c.Payload, PayloadFormat: c.PayloadFormat, Headers: c.Headers}
 	for _, f := range []struct {
 		name string
@@ -123,4 +132,18 @@ func (l *Letter) Event() (cdc.Event, error) {
 		*f.dst = doc
 	}
 	return ev, nil
+}
+
+// DeadLetter returns the letter as the pipeline set it aside; the error
+// says why documents were dropped from it, if they were.
+func (l *Letter) DeadLetter() (cdc.DeadLetter, error) {
+	ev, err := l.Event()
+	if err != nil {
+		return cdc.DeadLetter{}, err
+	}
+	e := l.Error
+	if l.Dropped != "" {
+		e += " (" + l.Dropped + ")"
+	}
+	return cdc.DeadLetter{Event: ev, Stage: l.Stage, Err: e, Time: l.Time}, nil
 }

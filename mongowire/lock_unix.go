@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // lockDataDir takes an exclusive lock on dir/mongowire.lock so that two
@@ -22,7 +23,17 @@ func lockDataDir(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	// A lock just released can still be held for a moment by a child
+	// process of this program forked before the release and not yet
+	// exec'd (the lock belongs to the open file, which the child shares
+	// until exec closes it), so a busy lock is tried again briefly before
+	// the directory is called in use.
+	for deadline := time.Now().Add(lockWait); ; time.Sleep(10 * time.Millisecond) {
+		if err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("data directory %s is in use by another server", dir)
@@ -31,3 +42,6 @@ func lockDataDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// lockWait is how long a busy data directory lock is tried again.
+const lockWait = time.Second

@@ -2,8 +2,6 @@ package kafka
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,10 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/cdc"
-	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/deadletter"
 )
 
 var _ cdc.DeadLetterSink = (*Sink)(nil)
@@ -45,76 +42,13 @@ const letterMaxBytes = 900_000
 // large by a topic with a lower limit still fits in its letter.
 const deadLetterTopicMaxBytes = "1048588"
 
-// letter is a dead letter as the sink writes it: the JSON of the
-// dead-letter file store (package deadletter), so that both read alike.
-type letter struct {
-	ID        string          `json:"id"`
-	Pipeline  string          `json:"pipeline"`
-	Stage     string          `json:"stage"`
-	Error     string          `json:"error"`
-	Namespace string          `json:"namespace"`
-	Position  json.RawMessage `json:"position"`
-	Time      time.Time       `json:"time"`
-	Change    letterChange    `json:"change"`
-	// Dropped says why the change's documents are not in the letter.
-	Dropped string `json:"dropped,omitempty"`
-}
-
-type letterChange struct {
-	Op            string              `json:"op"`
-	ClusterTime   cdc.Timestamp       `json:"cluster_time"`
-	WallTimeMS    int64               `json:"wall_time_ms,omitempty"`
-	DocumentKey   json.RawMessage     `json:"document_key,omitempty"`
-	FullDocument  json.RawMessage     `json:"full_document,omitempty"`
-	PreImage      json.RawMessage     `json:"before,omitempty"`
-	UpdateDesc    json.RawMessage     `json:"update_description,omitempty"`
-	ResumeToken   json.RawMessage     `json:"resume_token,omitempty"`
-	Extra         json.RawMessage     `json:"extra,omitempty"`
-	Payload       []byte              `json:"payload,omitempty"`
-	PayloadFormat cdc.PayloadFormat   `json:"payload_format,omitempty"`
-	Headers       map[string][]string `json:"headers,omitempty"`
-}
-
-// letterID is the identity of the letter of the change at pos that
-// failed at stage: the record's key, by which a reader keeps a letter
-// written twice (at-least-once, after a crash) once.
-func letterID(pipeline, stage string, pos cdc.Position) string {
-	h := sha256.New()
-	for _, s := range []string{pipeline, stage, string(pos)} {
-		fmt.Fprintf(h, "%d:%s", len(s), s)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
 // letterRecord makes the record of d in topic.
 func letterRecord(pipeline, topic string, d cdc.DeadLetter) (*kgo.Record, error) {
 	ev := &d.Event
-	l := letter{
-		ID: letterID(pipeline, d.Stage, ev.Pos), Pipeline: pipeline, Stage: d.Stage, Error: d.Err,
-		Namespace: ev.Namespace, Time: d.Time.UTC(),
-		Change: letterChange{Op: string(ev.Op), ClusterTime: ev.ClusterTime, WallTimeMS: ev.WallTimeMS,
-			Payload: ev.Payload, PayloadFormat: ev.PayloadFormat, Headers: ev.Headers},
-	}
-	if json.Valid(ev.Pos) {
-		l.Position = json.RawMessage(ev.Pos)
-	} else {
-		l.Position, _ = json.Marshal(string(ev.Pos))
-	}
-	for _, f := range []struct {
-		dst *json.RawMessage
-		doc []byte
-	}{{&l.Change.DocumentKey, ev.DocumentKey}, {&l.Change.FullDocument, ev.FullDocument}, {&l.Change.PreImage, ev.PreImage},
-		{&l.Change.UpdateDesc, ev.UpdateDesc}, {&l.Change.ResumeToken, ev.ResumeToken}, {&l.Change.Extra, ev.Extra}} {
-		if f.doc == nil {
-			continue
-		}
-		out, err := encode.AppendCanonical(nil, f.doc)
-		if err != nil {
-			// A document that does not encode is why some letters
-			// exist: keep its bytes.
-			out, _ = json.Marshal(map[string][]byte{"$bson": f.doc})
-		}
-		*f.dst = out
+	// The letter is the dead-letter file store's JSON, so both read alike.
+	l, err := deadletter.New(pipeline, d)
+	if err != nil {
+		return nil, fmt.Errorf("dead letter at %s: %w", ev.Pos, err)
 	}
 	value, err := json.Marshal(l)
 	if err != nil {
@@ -252,59 +186,20 @@ func (c *Config) ReadDeadLetters(ctx context.Context, pipeline string) ([]cdc.De
 			continue
 		}
 		seen[string(r.Key)] = true
-		var l letter
+		var l deadletter.Letter
 		if err := json.Unmarshal(r.Value, &l); err != nil {
 			return nil, fmt.Errorf("kafka sink: dead letter in topic %s at partition %d offset %d: %w", topic, r.Partition, r.Offset, err)
 		}
 		if l.Pipeline != pipeline {
 			continue
 		}
-		d, err := l.deadLetter()
+		d, err := l.DeadLetter()
 		if err != nil {
 			return nil, fmt.Errorf("kafka sink: dead letter in topic %s at partition %d offset %d: %w", topic, r.Partition, r.Offset, err)
 		}
 		out = append(out, d)
 	}
 	return out, nil
-}
-
-// deadLetter is the letter's change back as a cdc.DeadLetter.
-func (l *letter) deadLetter() (cdc.DeadLetter, error) {
-	c := &l.Change
-	pos := []byte(l.Position)
-	var s string
-	if json.Unmarshal(l.Position, &s) == nil {
-		pos = []byte(s) // a position that was not JSON, quoted
-	}
-	ev := cdc.Event{Pos: cdc.Position(pos), Op: cdc.Op(c.Op), Namespace: l.Namespace, ClusterTime: c.ClusterTime,
-		WallTimeMS: c.WallTimeMS, Payload: c.Payload, PayloadFormat: c.PayloadFormat, Headers: c.Headers}
-	for _, f := range []struct {
-		name string
-		dst  *[]byte
-		doc  json.RawMessage
-	}{{"document_key", &ev.DocumentKey, c.DocumentKey}, {"full_document", &ev.FullDocument, c.FullDocument}, {"before", &ev.PreImage, c.PreImage},
-		{"update_description", &ev.UpdateDesc, c.UpdateDesc}, {"resume_token", &ev.ResumeToken, c.ResumeToken}, {"extra", &ev.Extra, c.Extra}} {
-		if len(f.doc) == 0 {
-			continue
-		}
-		var kept struct {
-			BSON []byte `json:"$bson"`
-		}
-		if json.Unmarshal(f.doc, &kept) == nil && kept.BSON != nil {
-			*f.dst = kept.BSON
-			continue
-		}
-		var doc bson.Raw
-		if err := bson.UnmarshalExtJSON(f.doc, true, &doc); err != nil {
-			return cdc.DeadLetter{}, fmt.Errorf("%s: %w", f.name, err)
-		}
-		*f.dst = doc
-	}
-	e := l.Error
-	if l.Dropped != "" {
-		e += " (" + l.Dropped + ")"
-	}
-	return cdc.DeadLetter{Event: ev, Stage: l.Stage, Err: e, Time: l.Time}, nil
 }
 
 // readTopic returns the records of topic that a read_committed consumer
