@@ -54,7 +54,7 @@ var comments = map[string]string{
 	"github.com/tide-cdc/tide/sink/kafka.Config.Partitions":              "Partitions and ReplicationFactor are those of a topic Tide creates; -1 (the default, and 0) is the broker's default. ReplicationFactor is also the checkpoint topic's.",
 	"github.com/tide-cdc/tide/sink/kafka.Config.SchemaRegistry":          "SchemaRegistry is where the sink registers the schemas of encode.format: avro (which needs it, and only it uses).",
 	"github.com/tide-cdc/tide/sink/kafka.Config.Tombstones":              "Tombstones writes a record with a null value after each delete, as Debezium does, with encode.format: debezium; default true (nil).",
-	"github.com/tide-cdc/tide/sink/kafka.Config.Topic":                   "Topic names each record's topic, with {pipeline}, {db}, {coll}, {namespace} and {op} filled from the pipeline and the event; characters a topic name cannot hold become '_'. Default DefaultTopic.",
+	"github.com/tide-cdc/tide/sink/kafka.Config.Topic":                   "Topic names each record's topic, with {pipeline}, {db}, {coll}, {namespace}, {op} and {route} (a route transform's) filled from the pipeline and the event; characters a topic name cannot hold become '_'. Default DefaultTopic.",
 	"github.com/tide-cdc/tide/sink/kafka.SASL":                           "SASL holds the credentials of SASL authentication.",
 	"github.com/tide-cdc/tide/sink/kafka.SASL.Mechanism":                 "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
 	"github.com/tide-cdc/tide/sink/kafka.SchemaRegistry":                 "SchemaRegistry locates a Confluent-compatible schema registry.",

@@ -35,7 +35,8 @@ type Config struct {
 	// Brokers are the seed brokers, host:port; default 127.0.0.1:9092.
 	Brokers []string `yaml:"brokers"`
 	// Topic names each record's topic, with {pipeline}, {db}, {coll},
-	// {namespace} and {op} filled from the pipeline and the event;
+	// {namespace}, {op} and {route} (a route transform's) filled from
+	// the pipeline and the event;
 	// characters a topic name cannot hold become '_'. Default
 	// DefaultTopic.
 	Topic string `yaml:"topic"`
@@ -289,9 +290,9 @@ func parseTopic(tmpl string) ([]part, error) {
 		}
 		name := rest[i+1 : i+j]
 		switch name {
-		case "pipeline", "db", "coll", "namespace", "op":
+		case "pipeline", "db", "coll", "namespace", "op", "route":
 		default:
-			return nil, fmt.Errorf("%q: unknown placeholder {%s}; use {pipeline} {db} {coll} {namespace} {op}", tmpl, name)
+			return nil, fmt.Errorf("%q: unknown placeholder {%s}; use {pipeline} {db} {coll} {namespace} {op} {route}", tmpl, name)
 		}
 		parts = append(parts, part{field: name})
 		rest = rest[i+j+1:]

@@ -220,7 +220,9 @@ func (s *Sink) Open(ctx context.Context, _ *cdc.Checkpoint) error {
 		return fmt.Errorf("kafka sink: topic: %w", err)
 	}
 	s.topic = parts
-	s.rendered, s.byOp = map[string]string{}, strings.Contains(s.cfg.Topic, "{op}")
+	// A topic that depends on more than the namespace is rendered anew
+	// for each record.
+	s.rendered, s.byOp = map[string]string{}, strings.Contains(s.cfg.Topic, "{op}") || strings.Contains(s.cfg.Topic, "{route}")
 	if s.keepsCheckpoint() && s.client == nil {
 		return errors.New("kafka sink: the sink keeps the checkpoint, and Open was called before its Checkpoints().Load")
 	}
@@ -459,7 +461,8 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
 }
 
 // render fills the topic template for r. Characters a topic name cannot
-// hold become '_'. Without {op} a namespace's topic is made once.
+// hold become '_'. Without {op} or {route} a namespace's topic is made
+// once.
 func (s *Sink) render(r *cdc.Record) string {
 	if !s.byOp {
 		if t, ok := s.rendered[r.Namespace]; ok {
@@ -490,6 +493,8 @@ func (s *Sink) renderNew(r *cdc.Record) string {
 			writeTopic(&b, r.Namespace)
 		case "op":
 			writeTopic(&b, string(r.Op))
+		case "route": // a route transform's
+			writeTopic(&b, r.Route)
 		}
 	}
 	t := b.String()

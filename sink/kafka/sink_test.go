@@ -465,6 +465,8 @@ func TestTopicTemplate(t *testing.T) {
 	for tmpl, want := range map[string][]string{
 		"{pipeline}.{db}.{coll}": {"p.orders.eu.paris", "p.my_db.coll_x", "p.gen.events"},
 		"cdc-{namespace}-{op}":   {"cdc-orders.eu.paris-insert", "cdc-my_db.coll_x-insert", "cdc-gen.events-delete"},
+		// {route}, from a route transform: one namespace, three topics.
+		"r.{route}": {"r.orders_eu", "r.orders_other", "r._"},
 	} {
 		cfg := kafka.DefaultConfig()
 		cfg.Brokers, cfg.Pipeline, cfg.Logger, cfg.Topic = brokers, "p", testLogger(t), tmpl
@@ -473,6 +475,11 @@ func TestTopicTemplate(t *testing.T) {
 			doc(t, "orders.eu.paris", cdc.OpInsert, 1, 1), // a NATS subject
 			doc(t, "my db.coll$x", cdc.OpInsert, 2, 2),
 			doc(t, "gen.events", cdc.OpDelete, 3, 3),
+		}
+		if strings.Contains(tmpl, "{route}") {
+			for i, route := range []string{"orders_eu", "orders_other", ""} {
+				batch[i].Namespace, batch[i].Route = "shop.orders", route
+			}
 		}
 		if err := s.Put(t.Context(), batch); err != nil {
 			t.Fatal(err)
