@@ -381,7 +381,21 @@ func TestOpenWaitsForJetStream(t *testing.T) {
 	})
 	opened := make(chan error, 1)
 	go func() { opened <- src.Open(t.Context(), nil) }()
-	time.Sleep(time.Second) // the outage Open must ride out
+	// The outage Open must ride out lasts until Open has seen it: a fixed
+	// pause is not enough, since the client holds a request made while it
+	// reconnects until the request's timeout, and a server back before
+	// that answers it as if nothing had happened.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		failed := len(reports) > 0
+		mu.Unlock()
+		if failed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Open reported no failed attempt in 30 s of outage")
+		}
+	}
 	if filepath.Base(store) == server.JetStreamStoreDir {
 		store = filepath.Dir(store) // the server appends it again
 	}
