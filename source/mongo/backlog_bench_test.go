@@ -49,26 +49,7 @@ func kibDoc(tb testing.TB, i int) bson.D {
 // TIDE_BENCH_MAX_RECORDS sets batch.max_records (and max_bytes 64 MiB)
 // instead of the defaults.
 func BenchmarkBacklogToFile(b *testing.B) {
-	n := 100_000
-	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_BACKLOG")); err == nil && v > 0 {
-		n = v
-	}
-	e := newEnv(b)
-	cs, err := e.coll.Watch(context.Background(), mongo.Pipeline{}, options.ChangeStream().SetBatchSize(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	start := slices.Clone(cs.ResumeToken())
-	cs.Close(context.Background())
-	for i := 0; i < n; i += 1000 {
-		docs := make([]any, 0, 1000)
-		for j := i; j < min(i+1000, n); j++ {
-			docs = append(docs, kibDoc(b, j))
-		}
-		if _, err := e.coll.InsertMany(context.Background(), docs); err != nil {
-			b.Fatal(err)
-		}
-	}
+	e, start, n := seedBacklog(b, 100_000)
 
 	var tide, bare []float64
 	round := 0
@@ -154,4 +135,31 @@ func backlogBare(b *testing.B, e *env, start bson.Raw, n int) {
 	if got < n {
 		b.Fatalf("watch: %d of %d events: %v", got, n, cs.Err())
 	}
+}
+
+// seedBacklog starts the embedded server and inserts a backlog of 1 KiB
+// documents (TIDE_BENCH_BACKLOG, else def) after a resume token it
+// returns, so that each round reads the same backlog from start.
+func seedBacklog(b *testing.B, def int) (e *env, start bson.Raw, n int) {
+	n = def
+	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_BACKLOG")); err == nil && v > 0 {
+		n = v
+	}
+	e = newEnv(b)
+	cs, err := e.coll.Watch(context.Background(), mongo.Pipeline{}, options.ChangeStream().SetBatchSize(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	start = slices.Clone(cs.ResumeToken())
+	cs.Close(context.Background())
+	for i := 0; i < n; i += 1000 {
+		docs := make([]any, 0, 1000)
+		for j := i; j < min(i+1000, n); j++ {
+			docs = append(docs, kibDoc(b, j))
+		}
+		if _, err := e.coll.InsertMany(context.Background(), docs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return e, start, n
 }

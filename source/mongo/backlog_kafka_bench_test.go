@@ -4,16 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
@@ -34,26 +30,7 @@ import (
 //
 //	go test ./source/mongo -run '^$' -bench BacklogToKafka -benchtime 3x
 func BenchmarkBacklogToKafka(b *testing.B) {
-	n := 100_000
-	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_BACKLOG")); err == nil && v > 0 {
-		n = v
-	}
-	e := newEnv(b)
-	cs, err := e.coll.Watch(context.Background(), mongo.Pipeline{}, options.ChangeStream().SetBatchSize(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	start := slices.Clone(cs.ResumeToken())
-	cs.Close(context.Background())
-	for i := 0; i < n; i += 1000 {
-		docs := make([]any, 0, 1000)
-		for j := i; j < min(i+1000, n); j++ {
-			docs = append(docs, kibDoc(b, j))
-		}
-		if _, err := e.coll.InsertMany(context.Background(), docs); err != nil {
-			b.Fatal(err)
-		}
-	}
+	e, start, n := seedBacklog(b, 100_000)
 	var toKafka, toFile []float64
 	round := 0
 	for b.Loop() {

@@ -4,14 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
@@ -29,10 +25,6 @@ import (
 // turns to go first; ratio is the median of with/without throughputs.
 // TIDE_BENCH_TRANSFORMS=drop measures a drop_fields of one field instead.
 func BenchmarkBacklogTransformsToFile(b *testing.B) {
-	n := 50_000
-	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_BACKLOG")); err == nil && v > 0 {
-		n = v
-	}
 	steps := []transform.Step{
 		{Filter: &transform.Filter{Ops: []string{"insert", "update"}, Where: `doc.status != "draft"`}},
 		{DropFields: []string{"note"}},
@@ -47,22 +39,7 @@ func BenchmarkBacklogTransformsToFile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := newEnv(b)
-	cs, err := e.coll.Watch(context.Background(), mongo.Pipeline{}, options.ChangeStream().SetBatchSize(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	start := slices.Clone(cs.ResumeToken())
-	cs.Close(context.Background())
-	for i := 0; i < n; i += 1000 {
-		docs := make([]any, 0, 1000)
-		for j := i; j < min(i+1000, n); j++ {
-			docs = append(docs, kibDoc(b, j))
-		}
-		if _, err := e.coll.InsertMany(context.Background(), docs); err != nil {
-			b.Fatal(err)
-		}
-	}
+	e, start, n := seedBacklog(b, 50_000)
 	var none, with []float64
 	round := 0
 	for b.Loop() {
