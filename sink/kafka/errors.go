@@ -58,6 +58,19 @@ func permanent(err error) bool {
 	return false
 }
 
+// abortable reports whether err, a produce error in a transaction, is
+// one that aborting the transaction and writing its records again in a
+// new one can clear: the broker lost or refused the producer's sequence
+// (which ends the transaction, not the producer), or asked for the abort.
+func abortable(err error) bool {
+	var re *RecordError
+	if errors.As(err, &re) || errors.Is(err, ErrFenced) {
+		return false // refused for its content, or another tide owns the id
+	}
+	return errors.Is(err, kerr.OutOfOrderSequenceNumber) || errors.Is(err, kerr.UnknownProducerID) ||
+		errors.Is(err, kerr.TransactionAbortable)
+}
+
 // fenced reports whether err says that another producer took over the
 // transactional id.
 func fenced(err error) bool {

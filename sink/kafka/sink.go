@@ -582,34 +582,46 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 		return err
 	}
 	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, indexCheckpoint, next.Source, false)
-	if err := s.flush(ctx); err != nil {
-		s.abort(ctx)
-		return err
-	}
-	s.inTxn = false
-	err = s.client.EndTransaction(ctx, kgo.TryCommit)
 	since := time.Now()
-	for err != nil {
-		if fenced(err) {
+	for {
+		err := s.finish(ctx)
+		var aborted *abortedError
+		switch {
+		case err == nil:
+		case errors.As(err, &aborted):
+			// Nothing of the transaction is visible; its records are
+			// kept, to be written again below.
+		case s.inTxn:
+			s.abort(ctx)
+			return err
+		case fenced(err):
 			return fmt.Errorf("%w: commit: %v", ErrFenced, err)
+		default:
+			committed, rerr := s.resolve(ctx, value, err)
+			if rerr != nil {
+				return rerr
+			}
+			if committed {
+				err = nil
+			}
 		}
-		committed, rerr := s.resolve(ctx, value, err)
-		if rerr != nil {
-			return rerr
-		}
-		if committed {
+		if err == nil {
 			break
 		}
 		if time.Since(since) >= s.cfg.MaxOutage {
+			s.dropTxnRecords()
 			return fmt.Errorf("kafka sink: batch not committed for max_outage (%s); its last transaction aborted: %w", s.cfg.MaxOutage, err)
 		}
-		// The transaction aborted (the coordinator lost it, or ended it
-		// when the id was taken over to read the checkpoint): nothing of
-		// it is visible, so the batch is written again, whole, in a new
-		// one.
+		// The transaction aborted (the coordinator lost it, ended it when
+		// the id was taken over to read the checkpoint, or a broker
+		// refused its sequence): the batch is written again, whole, in a
+		// new one.
 		s.replayed.Add(1)
 		s.log.Warn("transaction aborted; writing the batch again", "records", len(s.txnRecords), "err", err)
-		err = s.replay(ctx, value)
+		if err := s.rewrite(ctx, value); err != nil {
+			s.dropTxnRecords()
+			return err
+		}
 	}
 	s.noteEpoch(ctx)
 	clear(s.txnRecords) // the records' memory, for the collector
@@ -619,9 +631,9 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 	return nil
 }
 
-// replay writes the records of an aborted transaction, and the
-// checkpoint record value, in a new transaction, and commits it.
-func (s *Sink) replay(ctx context.Context, value []byte) error {
+// rewrite writes the records of an aborted transaction, and the
+// checkpoint record value, in a new transaction.
+func (s *Sink) rewrite(ctx context.Context, value []byte) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
@@ -631,12 +643,41 @@ func (s *Sink) replay(ctx context.Context, value []byte) error {
 		s.produce(ctx, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}, r.index, r.pos, r.tombstone)
 	}
 	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, indexCheckpoint, nil, false)
+	return nil
+}
+
+// An abortedError is a transaction that failed before its commit was
+// asked for, for a reason that writing it again in a new transaction
+// can clear (a broker that lost the producer's sequence, or asked for
+// the abort). It is aborted; its records are kept.
+type abortedError struct{ err error }
+
+func (e *abortedError) Error() string { return e.err.Error() }
+func (e *abortedError) Unwrap() error { return e.err }
+
+// finish waits for the open transaction's records and commits it. A
+// failure before the commit leaves the transaction open (s.inTxn), but for
+// an *abortedError; a failure of the commit itself is of unknown outcome.
+func (s *Sink) finish(ctx context.Context) error {
 	if err := s.flush(ctx); err != nil {
+		if !abortable(err) {
+			return err
+		}
+		recs := s.txnRecords
+		s.txnRecords = nil
 		s.abort(ctx)
-		return err
+		s.txnRecords = recs
+		return &abortedError{err}
 	}
 	s.inTxn = false
 	return s.client.EndTransaction(ctx, kgo.TryCommit)
+}
+
+// dropTxnRecords forgets the records of a transaction that will not be
+// written again.
+func (s *Sink) dropTxnRecords() {
+	clear(s.txnRecords) // the records' memory, for the collector
+	s.txnRecords = s.txnRecords[:0]
 }
 
 // flush waits for the acknowledgements of what was produced, and returns

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -184,4 +186,89 @@ func TestUnknownCommitOutcome(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAbortableProduceError: a broker that refuses a transaction's
+// produce for its sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, as a broker that
+// lost the producer's state answers) ends the transaction, not the batch:
+// the sink aborts it and writes the whole batch again in a new one, and a
+// read_committed consumer sees each record once.
+func TestAbortableProduceError(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int16{kerr.OutOfOrderSequenceNumber.Code, kerr.UnknownProducerID.Code, kerr.TransactionAbortable.Code} {
+		t.Run(kerr.ErrorForCode(code).(*kerr.Error).Message, func(t *testing.T) {
+			t.Parallel()
+			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			brokers := c.ListenAddrs()
+			s, _ := eosSink(t, eosConfig(t, brokers))
+			if err := commit(t, s, 0, 3); err != nil {
+				t.Fatal(err)
+			}
+			ckptID := topicID(t, brokers, "tide_checkpoints")
+			var refused atomic.Int32
+			c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				pr := req.(*kmsg.ProduceRequest)
+				checkpoint := false
+				for _, tp := range pr.Topics {
+					checkpoint = checkpoint || tp.Topic == "tide_checkpoints" || tp.TopicID == ckptID
+				}
+				if !checkpoint || refused.Load() > 0 {
+					return nil, nil, false
+				}
+				refused.Add(1)
+				resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+				for _, tp := range pr.Topics {
+					rt := kmsg.NewProduceResponseTopic()
+					rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
+					for _, p := range tp.Partitions {
+						rp := kmsg.NewProduceResponseTopicPartition()
+						rp.Partition, rp.ErrorCode = p.Partition, code
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					resp.Topics = append(resp.Topics, rt)
+				}
+				return resp, nil, true
+			})
+			if err := commit(t, s, 3, 6); err != nil {
+				t.Fatalf("commit of a batch whose produce was refused for its sequence: %v", err)
+			}
+			if refused.Load() != 1 {
+				t.Fatalf("the broker refused %d produce requests, want 1", refused.Load())
+			}
+			if st := s.Stats(); st.Replayed != 1 {
+				t.Errorf("Stats().Replayed = %d, want 1", st.Replayed)
+			}
+			if err := commit(t, s, 6, 8); err != nil {
+				t.Fatalf("the commit after: %v", err)
+			}
+			if got, want := fmt.Sprint(values(t, brokers)), "[0 1 2 3 4 5 6 7]"; got != want {
+				t.Errorf("read_committed sees %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// topicID returns the id of topic (produce requests name topics by id
+// from version 13).
+func topicID(t *testing.T, brokers []string, topic string) [16]byte {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(t.Context(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := topics[topic]
+	if !ok || d.Err != nil {
+		t.Fatalf("topic %s: %v", topic, d.Err)
+	}
+	return d.ID
 }
