@@ -100,6 +100,29 @@ func leaseEvents(t *testing.T, paths ...string) []leaseEvent {
 	return out
 }
 
+// pipelineLog returns the log lines of the workers' logs at paths that
+// name pipeline p, from since on, to show where a handover spent its time.
+func pipelineLog(t *testing.T, p string, since time.Time, paths ...string) string {
+	t.Helper()
+	var out strings.Builder
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			var e struct {
+				Time     time.Time `json:"time"`
+				Pipeline string    `json:"pipeline"`
+			}
+			if json.Unmarshal([]byte(line), &e) == nil && e.Pipeline == p && !e.Time.Before(since) {
+				out.WriteString(line)
+			}
+		}
+	}
+	return out.String()
+}
+
 // checkOwnership requires the lease history of every pipeline, in revisions
 // of the lease bucket, to be a sequence of intervals that do not overlap:
 // an owner's last renewal or release comes before the next owner acquires.
@@ -433,7 +456,7 @@ func TestWorkerGroupFailover(t *testing.T) {
 	report("handover after SIGTERM of w3", term, held3, "w3")
 	for _, p := range held3 {
 		if got, ok := firstStart(ev, p, "w3", term); !ok || got.Sub(term) > 2*time.Second {
-			t.Errorf("%s after w3's SIGTERM: running again after %s, want it at once", p, got.Sub(term))
+			t.Errorf("%s after w3's SIGTERM: running again after %s, want it at once; its log lines since:\n%s", p, got.Sub(term), pipelineLog(t, p, term, workers["w3"].log, workers["w4"].log))
 		}
 	}
 	b, _ := os.ReadFile(workers["w1"].log)

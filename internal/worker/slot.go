@@ -162,16 +162,28 @@ func (s *slot) run(ctx context.Context) {
 			<-drainDone
 		}
 	}
+	// giveBack deletes the lease, so that the next owner starts at once.
+	// A NATS slow to answer is tried again until the lease would have
+	// expired anyway; a revision that moved means it is no longer ours.
 	giveBack := func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl/3)
-		defer cancel()
 		rev := s.rev
-		if err := leases.Delete(dctx, s.lease.Pipeline, jetstream.LastRevision(rev)); err != nil {
-			log.Warn("release lease; it will expire", "revision", rev, "err", err)
-			return
+		deadline := renewed.Add(ttl)
+		for {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl/3, time.Until(deadline)))
+			err := leases.Delete(dctx, s.lease.Pipeline, jetstream.LastRevision(rev))
+			cancel()
+			if err == nil {
+				w.leaseChanges.WithLabelValues("released").Inc()
+				log.Info("lease released", "revision", rev)
+				return
+			}
+			if errors.Is(err, jetstream.ErrKeyExists) || time.Until(deadline) < 100*time.Millisecond {
+				log.Warn("release lease; it will expire", "revision", rev, "err", err)
+				return
+			}
+			log.Debug("lease release did not get through; retrying", "revision", rev, "err", err)
+			time.Sleep(100 * time.Millisecond)
 		}
-		w.leaseChanges.WithLabelValues("released").Inc()
-		log.Info("lease released", "revision", rev)
 	}
 
 	for {
