@@ -16,11 +16,10 @@ import (
 	"github.com/tide-cdc/tide/mongowire/internal/store"
 )
 
-// Source is what a stream reads: the store's oplog and its cluster clock.
-// *store.Store satisfies it.
+// Source is what a stream reads: the store's oplog. *store.Store
+// satisfies it.
 type Source interface {
 	Oplog() *store.Oplog
-	ClusterTime() bson.Timestamp
 }
 
 // readChunk bounds the oplog entries one read takes, so that a stream far
@@ -77,9 +76,13 @@ func Open(spec *Spec, src Source, lookup Lookup) (*Stream, error) {
 		s.after = tickBefore(*spec.StartAtOperationTime)
 		s.pbrt = HWMToken(*spec.StartAtOperationTime)
 	default:
-		// Start after the newest write: it is not returned (the server's
-		// lastApplied + 1 tick).
-		s.after = src.ClusterTime()
+		// Start after the newest write in the oplog: it is not returned
+		// (the server's lastApplied + 1 tick). Not after the cluster
+		// clock: a write in progress has taken its time from the clock
+		// but is not in the oplog yet, and starting after the clock
+		// would skip it, though it is acknowledged after the stream
+		// opened.
+		s.after = s.oplog.Newest()
 		s.pbrt = HWMToken(tickAfter(s.after))
 	}
 	if tok != nil || spec.StartAtOperationTime != nil {

@@ -334,3 +334,41 @@ func TestStreamDeliversEventsBeforeAnError(t *testing.T) {
 		t.Fatalf("got %v, want 47 for the delete without a pre-image", err)
 	}
 }
+
+// clockAhead is a store whose cluster clock has moved past its oplog, as
+// it has while a write that took its time is not yet in the oplog.
+type clockAhead struct{ *store.Store }
+
+func (c clockAhead) ClusterTime() bson.Timestamp {
+	ts := c.Store.ClusterTime()
+	ts.I++
+	return ts
+}
+
+// TestStreamFromNowKeepsWriteInProgress: a stream opened without a start
+// point starts after the newest write in the oplog, so a write in
+// progress when it opens (its time taken, its oplog entry not yet
+// appended) is returned, not skipped.
+func TestStreamFromNowKeepsWriteInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // a fixed clock: the write takes the time the stream opened at
+		st := openStore(t, store.Config{NoopInterval: -1})
+		insert(t, st, testNS, bson.D{{Key: "_id", Value: "before"}})
+		sp, err := Parse(testNS.DB, testNS.Coll, stages(t, cs(bson.D{})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(sp, clockAhead{st}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		insert(t, st, testNS, bson.D{{Key: "_id", Value: "in progress"}})
+		docs, _, _, err := s.Next(t.Context(), 10, maxEventBytes, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(docs) != 1 || docs[0].Lookup("documentKey", "_id").StringValue() != "in progress" {
+			t.Fatalf("stream opened during a write returned %v, want that write's insert alone", docs)
+		}
+	})
+}
