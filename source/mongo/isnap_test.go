@@ -24,11 +24,12 @@ type mirror struct {
 	docs    map[string]bson.Raw // namespace + canonical _id -> document
 	v       map[string]int64    // the highest version handed out
 	deleted map[string]bool
-	snaps   int // snapshot rows applied
+	snaps   int                 // snapshot rows applied
+	hist    map[string][]string // the last events of each key, to explain a failed check
 }
 
 func newMirror(t testing.TB) *mirror {
-	return &mirror{t: t, docs: map[string]bson.Raw{}, v: map[string]int64{}, deleted: map[string]bool{}}
+	return &mirror{t: t, docs: map[string]bson.Raw{}, v: map[string]int64{}, deleted: map[string]bool{}, hist: map[string][]string{}}
 }
 
 func mkey(ns string, key []byte) string {
@@ -80,27 +81,28 @@ func (m *mirror) apply(evs []cdc.Event) {
 // check fails when a version of k comes after a newer one, or after its delete.
 func (m *mirror) check(ev cdc.Event, k string, v int64) {
 	m.t.Helper()
+	h := append(m.hist[k], fmt.Sprintf("%s v%d at %d.%d pos %s", ev.Op, v, ev.ClusterTime.T, ev.ClusterTime.I, ev.Pos))
+	if len(h) > 8 {
+		h = h[1:]
+	}
+	m.hist[k] = h
 	if m.deleted[k] {
-		m.t.Fatalf("%s of %s after its delete", ev.Op, k)
+		m.t.Fatalf("%s of %s after its delete; its last events:\n%s", ev.Op, k, strings.Join(h, "\n"))
 	}
 	if old, ok := m.v[k]; ok && v < old {
-		m.t.Fatalf("%s of %s with version %d after version %d: a row older than a change already handed out", ev.Op, k, v, old)
+		m.t.Fatalf("%s of %s with version %d after version %d: a row older than a change already handed out; its last events:\n%s", ev.Op, k, v, old, strings.Join(h, "\n"))
 	}
 	m.v[k] = v
 }
 
 func (m *mirror) put(ev cdc.Event) {
 	m.t.Helper()
-	{
-		{
-			k := mkey(ev.Namespace, ev.DocumentKey)
-			v, _ := bson.Raw(ev.FullDocument).Lookup("v").AsInt64OK()
-			m.check(ev, k, v)
-			m.docs[k] = ev.FullDocument
-			if ev.Op == cdc.OpSnapshot {
-				m.snaps++
-			}
-		}
+	k := mkey(ev.Namespace, ev.DocumentKey)
+	v, _ := bson.Raw(ev.FullDocument).Lookup("v").AsInt64OK()
+	m.check(ev, k, v)
+	m.docs[k] = ev.FullDocument
+	if ev.Op == cdc.OpSnapshot {
+		m.snaps++
 	}
 }
 
