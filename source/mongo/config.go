@@ -43,8 +43,9 @@ type Config struct {
 	Collections []string `yaml:"collections"`
 	Exclude     []string `yaml:"exclude"`
 	// SnapshotParallelism is how many collections the initial snapshot
-	// copies at a time, and incremental snapshots, all of them together;
-	// default 2.
+	// copies at a time (of one collection: how many _id ranges of it are
+	// read ahead at once, handed out in _id order), and incremental
+	// snapshots, all of them together; default 2.
 	SnapshotParallelism int `yaml:"snapshot_parallelism"`
 	// SignalCollection, if set ("coll" of Database, or "db.coll"), is
 	// watched for signals: inserting {type: "snapshot", collections:

@@ -3,12 +3,11 @@ package mongo
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -61,55 +60,96 @@ func (r *reader) snapshot(ctx context.Context) error {
 	}
 }
 
-// copy reads one cursor of the snapshot to its end.
+// copy reads the rest of the collection, after the last document handed
+// out, to its end: by _id ranges, read ahead at once, handed out in order.
 func (r *reader) copy(ctx context.Context, bar *progressBar) (progressed bool, err error) {
 	s := r.s
-	filter := bson.D{}
-	if r.snap.lastID.Type != 0 {
-		// $expr compares across BSON types in sort order, as the sort
-		// does; a plain {$gt} would skip _ids of other types.
-		filter = bson.D{{Key: "$expr", Value: bson.D{{Key: "$gt", Value: bson.A{
-			"$_id", bson.D{{Key: "$literal", Value: r.snap.lastID}},
-		}}}}}
+	left := s.metrics.snapshotTotal.Load() - s.metrics.snapshotDone.Load()
+	ranges := r.splitRanges(ctx, r.snap.lastID, left)
+	if len(ranges) > 1 {
+		s.log.Debug("snapshot: copying by _id ranges", "ranges", len(ranges), "parallelism", s.cfg.SnapshotParallelism)
 	}
-	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetBatchSize(s.cfg.SnapshotBatch)
-	cur, err := s.coll.Find(ctx, filter, opts)
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	chans := make([]chan rangeBatch, len(ranges))
+	for i := range chans {
+		chans[i] = make(chan rangeBatch, rangeBuffer)
+	}
+	// The launcher starts the ranges in order, SnapshotParallelism at a
+	// time: a range's reader ends once this goroutine has taken all of
+	// it, which frees the slot of the next.
+	wg.Add(1)
+	go func() { // owned by copy: cancelled and waited for on return
+		defer wg.Done()
+		slots := make(chan struct{}, s.cfg.SnapshotParallelism)
+		for i, rg := range ranges {
+			select {
+			case slots <- struct{}{}:
+			case <-rctx.Done():
+				for _, c := range chans[i:] {
+					close(c)
+				}
+				return
+			}
+			wg.Add(1)
+			go func() { // owned by copy, as the launcher
+				defer wg.Done()
+				defer func() { <-slots }()
+				r.readRange(rctx, rg, chans[i])
+			}()
+		}
+	}()
+	for _, c := range chans {
+		for b := range c {
+			if b.err != nil {
+				return progressed, b.err
+			}
+			for _, raw := range b.docs {
+				progressed = true
+				if err := r.handOut(ctx, raw, bar); err != nil {
+					return progressed, err
+				}
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return progressed, err
+		}
+	}
+	return progressed, nil
+}
+
+// handOut queues one copied document as a snapshot event.
+func (r *reader) handOut(ctx context.Context, raw bson.Raw, bar *progressBar) error {
+	s := r.s
+	id, err := raw.LookupErr("_id")
 	if err != nil {
-		return false, err
+		return &permanentError{fmt.Errorf("document without _id at position %d", s.metrics.snapshotDone.Load())}
 	}
-	defer cur.Close(context.WithoutCancel(ctx))
-	for cur.Next(ctx) {
-		progressed = true
-		raw := slices.Clone(cur.Current)
-		id, err := raw.LookupErr("_id")
-		if err != nil {
-			return progressed, &permanentError{fmt.Errorf("document without _id at position %d", s.metrics.snapshotDone.Load())}
-		}
-		idj, err := idJSON(id)
-		if err != nil {
-			return progressed, &permanentError{err}
-		}
-		key := bsoncore.BuildDocumentFromElements(nil,
-			bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value}))
-		ev := cdc.Event{
-			Op:           cdc.OpSnapshot,
-			Namespace:    s.ns,
-			DocumentKey:  key,
-			FullDocument: raw,
-			Pos:          r.snap.pos(idj),
-		}
-		if r.snap.gap {
-			ev.ClusterTime = startTime(r.snap.startTok)
-		}
-		ev.Size = len(raw) + len(key) + len(ev.Pos) + eventOverhead
-		if err := s.q.push(ctx, ev); err != nil {
-			return progressed, &permanentError{err}
-		}
-		r.snap.lastID = id
-		done := s.metrics.snapshotDone.Add(1)
-		bar.update(done, s.metrics.snapshotTotal.Load())
+	idj, err := idJSON(id)
+	if err != nil {
+		return &permanentError{err}
 	}
-	return progressed, cur.Err()
+	key := bsoncore.BuildDocumentFromElements(nil,
+		bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value}))
+	ev := cdc.Event{
+		Op:           cdc.OpSnapshot,
+		Namespace:    s.ns,
+		DocumentKey:  key,
+		FullDocument: raw,
+		Pos:          r.snap.pos(idj),
+	}
+	if r.snap.gap {
+		ev.ClusterTime = startTime(r.snap.startTok)
+	}
+	ev.Size = len(raw) + len(key) + len(ev.Pos) + eventOverhead
+	if err := s.q.push(ctx, ev); err != nil {
+		return &permanentError{err}
+	}
+	r.snap.lastID = id
+	done := s.metrics.snapshotDone.Add(1)
+	bar.update(done, s.metrics.snapshotTotal.Load())
+	return nil
 }
 
 // progressBar draws "snapshot db.coll [####    ] 1200/5000 docs 24%" on a

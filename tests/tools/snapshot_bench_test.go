@@ -1,0 +1,142 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/checkpoint"
+	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
+	"github.com/tide-cdc/tide/pipeline"
+	"github.com/tide-cdc/tide/sink/file"
+	"github.com/tide-cdc/tide/source/mongo"
+)
+
+// BenchmarkSnapshotVsMongodump copies one collection of TIDE_BENCH_DOCS
+// (default 300000) 1 KiB documents from the embedded server, once with
+// Tide's initial snapshot into a JSON-lines file (tide run: source, the
+// runtime, the file sink and a durable checkpoint store) and once with
+// mongodump --archive into a file. The two alternate, b.N rounds, taking
+// turns to go first; the medians and the median ratio are reported.
+func BenchmarkSnapshotVsMongodump(b *testing.B) {
+	dir := os.Getenv("TIDE_MONGO_TOOLS") // mongodump alone is enough here
+	if _, err := os.Stat(filepath.Join(dir, "mongodump")); dir == "" || err != nil {
+		var err error
+		if dir, err = findTools(); err != nil {
+			testenv.Need(b, "tools", fmt.Errorf("MongoDB database tools: %v (set TIDE_MONGO_TOOLS or TIDE_MONGO_TOOLS_SRC)", err))
+		}
+	}
+	n := 300_000
+	if v := os.Getenv("TIDE_BENCH_DOCS"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	srv := testenv.MongoWire(b)
+	c := testenv.MongoClient(b, srv.URI())
+	pad := strings.Repeat("x", 1024-40) // ~1 KiB of BSON with _id and n
+	for i := 0; i < n; i += 1000 {
+		batch := make([]any, 0, 1000)
+		for j := i; j < min(i+1000, n); j++ {
+			batch = append(batch, bson.D{{Key: "_id", Value: int64(j)}, {Key: "n", Value: int32(j)}, {Key: "pad", Value: pad}})
+		}
+		if _, err := c.Database("bench").Collection("c").InsertMany(b.Context(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var tide, dump, ratios []float64
+	for round := 0; b.Loop(); round++ {
+		var td, dd time.Duration
+		tideRound := func() { td = snapshotTide(b, srv.URI(), n) }
+		dumpRound := func() {
+			out := filepath.Join(b.TempDir(), "a.archive")
+			start := time.Now()
+			if o, err := exec.Command(filepath.Join(dir, "mongodump"), "--uri", srv.URI(), "--archive="+out, "--db", "bench", "--collection", "c").CombinedOutput(); err != nil {
+				b.Fatalf("mongodump: %v\n%s", err, o)
+			}
+			dd = time.Since(start)
+			os.Remove(out)
+		}
+		if round%2 == 0 {
+			tideRound()
+			dumpRound()
+		} else {
+			dumpRound()
+			tideRound()
+		}
+		tide = append(tide, float64(n)/td.Seconds())
+		dump = append(dump, float64(n)/dd.Seconds())
+		ratios = append(ratios, dd.Seconds()/td.Seconds())
+	}
+	b.ReportMetric(testenv.Median(tide), "tide_docs/s")
+	b.ReportMetric(testenv.Median(dump), "mongodump_docs/s")
+	b.ReportMetric(testenv.Median(ratios), "ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+// snapshotTide runs a pipeline whose source copies bench.c into a file
+// until n records are committed, and returns how long that took from its
+// start.
+func snapshotTide(b *testing.B, uri string, n int) time.Duration {
+	dir := b.TempDir()
+	defer os.RemoveAll(dir)
+	cfg := mongo.DefaultConfig()
+	cfg.URI, cfg.Database, cfg.Collection = uri, "bench", "c"
+	store, err := checkpoint.Open(filepath.Join(dir, "ckpt"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	sink := &countingSink{Sink: file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), reached: make(chan struct{}), want: n}
+	p := pipeline.New(pipeline.Config{Name: "bench"}, mongo.New(cfg), encode.Envelope, sink, store)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	t0 := time.Now()
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-sink.reached:
+	case err := <-done:
+		b.Fatalf("run: %v", err)
+	}
+	took := time.Since(t0)
+	cancel()
+	<-done
+	return took
+}
+
+// countingSink closes reached once want records are committed.
+type countingSink struct {
+	*file.Sink
+	mu      sync.Mutex
+	n       int
+	reached chan struct{}
+	want    int
+}
+
+func (c *countingSink) Put(ctx context.Context, b []cdc.Record) error {
+	c.mu.Lock()
+	c.n += len(b)
+	c.mu.Unlock()
+	return c.Sink.Put(ctx, b)
+}
+
+func (c *countingSink) Commit(ctx context.Context, next cdc.Checkpoint) error {
+	if err := c.Sink.Commit(ctx, next); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n >= c.want && c.reached != nil {
+		close(c.reached)
+		c.reached = nil
+	}
+	return nil
+}
