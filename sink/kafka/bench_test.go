@@ -3,6 +3,9 @@ package kafka_test
 import (
 	"context"
 	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/kafka"
 	"github.com/tide-cdc/tide/source/generate"
@@ -128,4 +132,49 @@ func BenchmarkGenerateToKafka(b *testing.B) {
 		b.SetBytes(int64(size))
 		runTide(b, benchCluster(b), b.N, true)
 	})
+}
+
+// BenchmarkGenerateToKafkaRatio runs TIDE_BENCH_RECORDS (default 200000)
+// records through the bare loop and through Tide at least once, b.N
+// rounds, alternating which goes first, each on a fresh kfake cluster
+// after a collection of the last one's garbage (kfake keeps every record
+// in memory, and the two share this process's cores). It reports the
+// medians and the median of the per-round ratios Tide/bare.
+//
+//	go test ./sink/kafka -run '^$' -bench GenerateToKafkaRatio -benchtime 7x
+func BenchmarkGenerateToKafkaRatio(b *testing.B) {
+	size := tideValueSize(b)
+	n := 200_000
+	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_RECORDS")); err == nil && v > 0 {
+		n = v
+	}
+	timed := func(f func([]string)) float64 {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(6))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		runtime.GC()
+		t0 := time.Now()
+		f(c.ListenAddrs())
+		return float64(n) / time.Since(t0).Seconds()
+	}
+	var bare, tide, ratios []float64
+	for round := 0; b.Loop(); round++ {
+		var br, tr float64
+		bareRound := func() { br = timed(func(brokers []string) { runBare(b, brokers, n, size) }) }
+		tideRound := func() { tr = timed(func(brokers []string) { runTide(b, brokers, n, false) }) }
+		if round%2 == 0 {
+			bareRound()
+			tideRound()
+		} else {
+			tideRound()
+			bareRound()
+		}
+		bare, tide, ratios = append(bare, br), append(tide, tr), append(ratios, tr/br)
+	}
+	b.ReportMetric(testenv.Median(bare), "bare_records/s")
+	b.ReportMetric(testenv.Median(tide), "tide_records/s")
+	b.ReportMetric(testenv.Median(ratios), "ratio")
+	b.ReportMetric(0, "ns/op")
 }

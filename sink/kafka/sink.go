@@ -349,10 +349,10 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 		if *s.cfg.Headers {
 			rec.Headers = headers(r)
 		}
-		if !s.skipped(ackKey(r.Pos, false)) {
+		if len(s.skip) == 0 || !s.skipped(ackKey(r.Pos, false)) { // the key only when a split batch is put again
 			s.produce(ctx, rec, i, r.Pos, false)
 		}
-		if tombstones && r.Op == cdc.OpDelete && key != nil && !s.skipped(ackKey(r.Pos, true)) {
+		if tombstones && r.Op == cdc.OpDelete && key != nil && (len(s.skip) == 0 || !s.skipped(ackKey(r.Pos, true))) {
 			s.produce(ctx, &kgo.Record{Topic: topic, Key: key}, i, r.Pos, true)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,7 @@ import (
 // runtime, the file sink and a durable checkpoint store) and once with
 // mongodump --archive into a file. The two alternate, b.N rounds, taking
 // turns to go first; the medians and the median ratio are reported.
+// TIDE_BENCH_PARALLELISM sets snapshot_parallelism (default 2).
 func BenchmarkSnapshotVsMongodump(b *testing.B) {
 	dir := os.Getenv("TIDE_MONGO_TOOLS") // mongodump alone is enough here
 	if _, err := os.Stat(filepath.Join(dir, "mongodump")); dir == "" || err != nil {
@@ -90,6 +92,9 @@ func snapshotTide(b *testing.B, uri string, n int) time.Duration {
 	defer os.RemoveAll(dir)
 	cfg := mongo.DefaultConfig()
 	cfg.URI, cfg.Database, cfg.Collection = uri, "bench", "c"
+	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_PARALLELISM")); err == nil {
+		cfg.SnapshotParallelism = v
+	}
 	store, err := checkpoint.Open(filepath.Join(dir, "ckpt"), nil)
 	if err != nil {
 		b.Fatal(err)
