@@ -2,6 +2,7 @@ package mongowire_test
 
 import (
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,5 +40,18 @@ func sampleHeap(every time.Duration) (stop func() uint64) {
 		close(done)
 		wg.Wait()
 		return peak.Load() - min(base, peak.Load())
+	}
+}
+
+// sampleLiveHeap is sampleHeap with the collector at GOGC=10 while it
+// samples, so that the heap in use is what the query holds, not garbage
+// that a collector slowed by a loaded machine has yet to take back: what
+// a test bounds. A query that holds too much shows all the same.
+func sampleLiveHeap(every time.Duration) (stop func() uint64) {
+	gogc := debug.SetGCPercent(10)
+	stopSampling := sampleHeap(every)
+	return func() uint64 {
+		defer debug.SetGCPercent(gogc)
+		return stopSampling()
 	}
 }

@@ -69,7 +69,7 @@ func TestLookupCountStreams(t *testing.T) {
 	coll := client.Database("mem").Collection("c")
 	fill(t, coll, 400, 1, 2000) // ~800 KB: each joined document ~800 KB, 320 MB in all
 
-	stop := sampleHeap(2 * time.Millisecond)
+	stop := sampleLiveHeap(2 * time.Millisecond)
 	got, err := aggregate(t, coll, bson.A{
 		bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "as", Value: "all"}}}},
 		bson.D{{Key: "$count", Value: "n"}},
@@ -128,7 +128,7 @@ func TestLookupIntermediateLimit(t *testing.T) {
 	for range 21 {
 		stage = bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "two"}, {Key: "pipeline", Value: bson.A{stage}}, {Key: "as", Value: "j"}}}}
 	}
-	stop := sampleHeap(2 * time.Millisecond)
+	stop := sampleLiveHeap(2 * time.Millisecond)
 	_, err = aggregate(t, two, bson.A{stage, bson.D{{Key: "$count", Value: "n"}}})
 	peak := stop()
 	wantCode(t, err, 4568, "$lookup")
