@@ -100,7 +100,7 @@ func backlogTide(b *testing.B, e *env, start bson.Raw, n int) time.Duration {
 	if err := store.Save(context.Background(), "bench", cdc.Checkpoint{Source: resumePos(start), Meta: id}); err != nil {
 		b.Fatal(err)
 	}
-	sink := &countingSink{Sink: file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), reached: make(chan struct{}), want: n}
+	sink := testenv.NewCountingSink(file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), n)
 	pc := pipeline.Config{Name: "bench"}
 	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_MAX_RECORDS")); err == nil && v > 0 {
 		pc.MaxRecords, pc.MaxBytes = v, 64<<20 // to see what the batch size does
@@ -111,7 +111,7 @@ func backlogTide(b *testing.B, e *env, start bson.Raw, n int) time.Duration {
 	t0 := time.Now()
 	go func() { done <- p.Run(ctx) }()
 	select {
-	case <-sink.reached:
+	case <-sink.Reached():
 	case err := <-done:
 		b.Fatalf("run: %v", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,14 +41,14 @@ func BenchmarkBacklogToKafka(b *testing.B) {
 			defer c.Close()
 			cfg := kafka.DefaultConfig()
 			cfg.Brokers, cfg.Pipeline, cfg.Logger = c.ListenAddrs(), "bench", slogDiscard()
-			s := &counted{Sink: kafka.New(cfg), reached: make(chan struct{}), want: n}
-			toKafka = append(toKafka, float64(n)/backlogInto(b, e, start, s, s.reached, kafka.DefaultMaxRecords, kafka.DefaultMaxBytes).Seconds())
+			s := testenv.NewCountingSink(kafka.New(cfg), n)
+			toKafka = append(toKafka, float64(n)/backlogInto(b, e, start, s, s.Reached(), kafka.DefaultMaxRecords, kafka.DefaultMaxBytes).Seconds())
 		}
 		fileRound := func() {
 			dir := b.TempDir()
 			defer os.RemoveAll(dir)
-			s := &countingSink{Sink: file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), reached: make(chan struct{}), want: n}
-			toFile = append(toFile, float64(n)/backlogInto(b, e, start, s, s.reached, 0, 0).Seconds())
+			s := testenv.NewCountingSink(file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), n)
+			toFile = append(toFile, float64(n)/backlogInto(b, e, start, s, s.Reached(), 0, 0).Seconds())
 		}
 		if round%2 == 0 {
 			kafkaRound()
@@ -105,33 +104,4 @@ func backlogInto(b *testing.B, e *env, start bson.Raw, sink cdc.Sink, reached <-
 	cancel()
 	<-done
 	return took
-}
-
-// counted is a sink that closes reached once want records are committed.
-type counted struct {
-	cdc.Sink
-	mu      sync.Mutex
-	n       int
-	reached chan struct{}
-	want    int
-}
-
-func (c *counted) Put(ctx context.Context, b []cdc.Record) error {
-	c.mu.Lock()
-	c.n += len(b)
-	c.mu.Unlock()
-	return c.Sink.Put(ctx, b)
-}
-
-func (c *counted) Commit(ctx context.Context, next cdc.Checkpoint) error {
-	if err := c.Sink.Commit(ctx, next); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n >= c.want && c.reached != nil {
-		close(c.reached)
-		c.reached = nil
-	}
-	return nil
 }

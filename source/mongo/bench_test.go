@@ -21,6 +21,7 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/testenv"
 	"github.com/tide-cdc/tide/pipeline"
 	"github.com/tide-cdc/tide/sink/file"
 )
@@ -166,35 +167,6 @@ func BenchmarkEndToEndThroughput(b *testing.B) {
 	b.ReportMetric(tide/naive, "ratio")
 }
 
-// countingSink is the file sink, counting committed records.
-type countingSink struct {
-	*file.Sink
-	mu      sync.Mutex
-	n       int
-	reached chan struct{}
-	want    int
-}
-
-func (c *countingSink) Put(ctx context.Context, b []cdc.Record) error {
-	c.mu.Lock()
-	c.n += len(b)
-	c.mu.Unlock()
-	return c.Sink.Put(ctx, b)
-}
-
-func (c *countingSink) Commit(ctx context.Context, next cdc.Checkpoint) error {
-	if err := c.Sink.Commit(ctx, next); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.want > 0 && c.n >= c.want && c.reached != nil {
-		close(c.reached)
-		c.reached = nil
-	}
-	return nil
-}
-
 func tideRun(b *testing.B, e *env, start bson.Raw, n int, out string) {
 	cfg := e.config(b)
 	probe := New(cfg)
@@ -207,13 +179,13 @@ func tideRun(b *testing.B, e *env, start bson.Raw, n int, out string) {
 	if err := store.Save(context.Background(), "bench", cdc.Checkpoint{Source: resumePos(start), Meta: id}); err != nil {
 		b.Fatal(err)
 	}
-	sink := &countingSink{Sink: file.New(file.Config{Path: out}), reached: make(chan struct{}), want: n}
+	sink := testenv.NewCountingSink(file.New(file.Config{Path: out}), n)
 	p := pipeline.New(pipeline.Config{Name: "bench", MaxRecords: 1000, MaxBytes: 8 << 20}, New(cfg), encode.Envelope, sink, &store)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	select {
-	case <-sink.reached:
+	case <-sink.Reached():
 	case err := <-done:
 		b.Fatalf("run: %v", err)
 	}

@@ -83,7 +83,7 @@ func backlogTransformed(b *testing.B, e *env, start bson.Raw, n int, chain *tran
 	if err := store.Save(context.Background(), "bench", cdc.Checkpoint{Source: resumePos(start), Meta: id}); err != nil {
 		b.Fatal(err)
 	}
-	sink := &countingSink{Sink: file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), reached: make(chan struct{}), want: n}
+	sink := testenv.NewCountingSink(file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), n)
 	pc := pipeline.Config{Name: "bench", Workers: 2}
 	if chain != nil {
 		pc.Transform = chain
@@ -94,7 +94,7 @@ func backlogTransformed(b *testing.B, e *env, start bson.Raw, n int, chain *tran
 	t0 := time.Now()
 	go func() { done <- p.Run(ctx) }()
 	select {
-	case <-sink.reached:
+	case <-sink.Reached():
 	case err := <-done:
 		b.Fatalf("run: %v", err)
 	}

@@ -8,13 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/checkpoint"
 	"github.com/tide-cdc/tide/encode"
 	"github.com/tide-cdc/tide/internal/testenv"
@@ -100,14 +98,14 @@ func snapshotTide(b *testing.B, uri string, n int) time.Duration {
 		b.Fatal(err)
 	}
 	defer store.Close()
-	sink := &countingSink{Sink: file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), reached: make(chan struct{}), want: n}
+	sink := testenv.NewCountingSink(file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), n)
 	p := pipeline.New(pipeline.Config{Name: "bench"}, mongo.New(cfg), encode.Envelope, sink, store)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	t0 := time.Now()
 	go func() { done <- p.Run(ctx) }()
 	select {
-	case <-sink.reached:
+	case <-sink.Reached():
 	case err := <-done:
 		b.Fatalf("run: %v", err)
 	}
@@ -115,33 +113,4 @@ func snapshotTide(b *testing.B, uri string, n int) time.Duration {
 	cancel()
 	<-done
 	return took
-}
-
-// countingSink closes reached once want records are committed.
-type countingSink struct {
-	*file.Sink
-	mu      sync.Mutex
-	n       int
-	reached chan struct{}
-	want    int
-}
-
-func (c *countingSink) Put(ctx context.Context, b []cdc.Record) error {
-	c.mu.Lock()
-	c.n += len(b)
-	c.mu.Unlock()
-	return c.Sink.Put(ctx, b)
-}
-
-func (c *countingSink) Commit(ctx context.Context, next cdc.Checkpoint) error {
-	if err := c.Sink.Commit(ctx, next); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n >= c.want && c.reached != nil {
-		close(c.reached)
-		c.reached = nil
-	}
-	return nil
 }

@@ -1,0 +1,49 @@
+package testenv
+
+import (
+	"context"
+	"sync"
+
+	"github.com/tide-cdc/tide/cdc"
+)
+
+// CountingSink wraps a sink and closes Reached once a Commit has
+// committed at least the records a benchmark waits for: how the
+// throughput benchmarks see that a pipeline got through its input.
+type CountingSink struct {
+	cdc.Sink
+	want    int
+	reached chan struct{}
+
+	mu     sync.Mutex
+	n      int
+	closed bool
+}
+
+// NewCountingSink returns s, counting, waiting for want records.
+func NewCountingSink(s cdc.Sink, want int) *CountingSink {
+	return &CountingSink{Sink: s, want: want, reached: make(chan struct{})}
+}
+
+// Reached is closed once want records are committed.
+func (c *CountingSink) Reached() <-chan struct{} { return c.reached }
+
+func (c *CountingSink) Put(ctx context.Context, b []cdc.Record) error {
+	c.mu.Lock()
+	c.n += len(b)
+	c.mu.Unlock()
+	return c.Sink.Put(ctx, b)
+}
+
+func (c *CountingSink) Commit(ctx context.Context, next cdc.Checkpoint) error {
+	if err := c.Sink.Commit(ctx, next); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n >= c.want && !c.closed {
+		close(c.reached)
+		c.closed = true
+	}
+	return nil
+}
