@@ -2,9 +2,11 @@ package deadletter
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/faultfs"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -152,4 +155,54 @@ func TestNATSKeepsEachLetterOnce(t *testing.T) {
 	if err := bad.Write(ctx, []cdc.DeadLetter{letter(t, 1)}); err == nil || !strings.Contains(err.Error(), "publish dead letter to nowhere") {
 		t.Fatalf("Write to an uncaptured subject = %v", err)
 	}
+}
+
+// TestFileDiskFull: a Write that fills the disk part-way through a line
+// fails naming the file and ENOSPC, and takes its part back: once space is
+// freed, the batch's letters, written again, are whole, and every letter
+// reads back, then and after a reopen.
+func TestFileDiskFull(t *testing.T) {
+	disk := faultfs.NewDisk()
+	path := filepath.Join(t.TempDir(), "dead.jsonl")
+	f, err := OpenFileFS(disk, path, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Write(t.Context(), []cdc.DeadLetter{letter(t, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	disk.Fill(100) // less than a letter's line
+	err = f.Write(t.Context(), []cdc.DeadLetter{letter(t, 2), letter(t, 3)})
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Write on a full disk = %v, want ENOSPC naming %s", err, path)
+	}
+	disk.Fill(-1) // space freed
+	if err := f.Write(t.Context(), []cdc.DeadLetter{letter(t, 2), letter(t, 3)}); err != nil {
+		t.Fatalf("Write once space is freed: %v", err)
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		var pos []string
+		for _, l := range got {
+			pos = append(pos, string(l.Position))
+		}
+		if strings.Join(pos, " ") != `{"seq":1} {"seq":2} {"seq":3}` {
+			t.Fatalf("%s: letters at %v, want seq 1, 2, 3 once each", when, pos)
+		}
+	}
+	check("after the disk filled and was freed")
+	f.Close()
+	f, err = OpenFileFS(disk, path, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Write(t.Context(), []cdc.DeadLetter{letter(t, 3)}); err != nil { // seen: not written again
+		t.Fatal(err)
+	}
+	check("after a reopen")
 }

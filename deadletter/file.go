@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,9 +23,44 @@ type File struct {
 	pipeline string
 	path     string
 
-	mu   sync.Mutex // guards the fields below
-	f    *os.File
-	seen map[string]bool
+	mu     sync.Mutex // guards the fields below
+	f      FSFile
+	end    int64 // the length of the whole lines on disk: where the next write goes
+	broken error // a failed write that could not be taken back: writes are refused until a reopen
+	seen   map[string]bool
+}
+
+// FS opens the dead-letter file (OpenFileFS); tests pass a disk that
+// fills up or loses power.
+type FS interface {
+	// OpenFile is os.OpenFile.
+	OpenFile(name string, flag int, perm fs.FileMode) (FSFile, error)
+}
+
+// FSFile is the part of *os.File that a File uses: what FS.OpenFile
+// returns.
+type FSFile = interface {
+	io.Reader
+	io.Writer
+	io.ReaderAt
+	io.WriterAt
+	io.Seeker
+	io.Closer
+	Name() string
+	Stat() (fs.FileInfo, error)
+	Sync() error
+	Truncate(size int64) error
+	Fd() uintptr
+}
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (FSFile, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err // a nil *os.File must not become a non-nil FSFile
+	}
+	return f, nil
 }
 
 var _ cdc.DeadLetterStore = (*File)(nil)
@@ -33,10 +69,15 @@ var _ cdc.DeadLetterStore = (*File)(nil)
 // pipeline. A last line cut short by a crash is removed: the batch it
 // came from was not checkpointed, so its letters are written again.
 func OpenFile(path, pipeline string) (*File, error) {
+	return OpenFileFS(osFS{}, path, pipeline)
+}
+
+// OpenFileFS is OpenFile on fsys.
+func OpenFileFS(fsys FS, path, pipeline string) (*File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("dead-letter file: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter file: %w", err)
 	}
@@ -52,6 +93,7 @@ func OpenFile(path, pipeline string) (*File, error) {
 		f.Close()
 		return nil, fmt.Errorf("dead-letter file %s: %w", path, err)
 	}
+	d.end = end
 	return d, nil
 }
 
@@ -84,6 +126,9 @@ func (d *File) Write(_ context.Context, letters []cdc.DeadLetter) error {
 	if d.f == nil {
 		return errors.New("dead-letter file: closed")
 	}
+	if d.broken != nil {
+		return fmt.Errorf("dead-letter file %s: a failed write could not be taken back (%w); restart the pipeline to recover the file", d.path, d.broken)
+	}
 	var buf bytes.Buffer
 	var ids []string
 	for _, dl := range letters {
@@ -106,15 +151,32 @@ func (d *File) Write(_ context.Context, letters []cdc.DeadLetter) error {
 		return nil
 	}
 	if _, err := d.f.Write(buf.Bytes()); err != nil {
-		return fmt.Errorf("dead-letter file %s: %w", d.path, err)
+		return d.takeBack(fmt.Errorf("dead-letter file %s: %w", d.path, err))
 	}
 	if err := d.f.Sync(); err != nil {
-		return fmt.Errorf("dead-letter file %s: sync: %w", d.path, err)
+		return d.takeBack(fmt.Errorf("dead-letter file %s: sync: %w", d.path, err))
 	}
+	d.end += int64(buf.Len())
 	for _, id := range ids {
 		d.seen[id] = true
 	}
 	return nil
+}
+
+// takeBack cuts what a failed Write left (a part of a line, on a full
+// disk; lines not known to be durable, after a failed sync) off the file,
+// so that the letters can be written again, whole, once the batch is
+// retried: appended after a torn line, the next letter would be glued to
+// it and lost to readers. It returns err, the Write's failure.
+func (d *File) takeBack(err error) error {
+	if terr := d.f.Truncate(d.end); terr != nil {
+		d.broken = terr
+		return err
+	}
+	if _, serr := d.f.Seek(d.end, io.SeekStart); serr != nil {
+		d.broken = serr
+	}
+	return err
 }
 
 func containsID(ids []string, id string) bool {
