@@ -177,7 +177,10 @@ func (s *slot) run(ctx context.Context) {
 				log.Info("lease released", "revision", rev)
 				return
 			}
-			if errors.Is(err, jetstream.ErrKeyExists) || time.Until(deadline) < 100*time.Millisecond {
+			var apiErr *jetstream.APIError
+			moved := errors.Is(err, jetstream.ErrKeyExists) ||
+				errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant // replicated buckets
+			if moved || time.Until(deadline) < 100*time.Millisecond {
 				log.Warn("release lease; it will expire", "revision", rev, "err", err)
 				return
 			}
