@@ -135,11 +135,12 @@ func BenchmarkGenerateToKafka(b *testing.B) {
 }
 
 // BenchmarkGenerateToKafkaRatio runs TIDE_BENCH_RECORDS (default 200000)
-// records through the bare loop and through Tide at least once, b.N
-// rounds, alternating which goes first, each on a fresh kfake cluster
-// after a collection of the last one's garbage (kfake keeps every record
-// in memory, and the two share this process's cores). It reports the
-// medians and the median of the per-round ratios Tide/bare.
+// records through the bare loop, through Tide at least once and through
+// Tide exactly once, b.N rounds, each arm going first in turn, each on a
+// fresh kfake cluster after a collection of the last one's garbage (kfake
+// keeps every record in memory, and they share this process's cores). It
+// reports the medians and the medians of the per-round ratios: ratio is
+// at-least-once/bare, eos_ratio exactly-once/at-least-once.
 //
 //	go test ./sink/kafka -run '^$' -bench GenerateToKafkaRatio -benchtime 7x
 func BenchmarkGenerateToKafkaRatio(b *testing.B) {
@@ -159,22 +160,24 @@ func BenchmarkGenerateToKafkaRatio(b *testing.B) {
 		f(c.ListenAddrs())
 		return float64(n) / time.Since(t0).Seconds()
 	}
-	var bare, tide, ratios []float64
+	var bare, tide, eos, ratios, eosRatios []float64
 	for round := 0; b.Loop(); round++ {
-		var br, tr float64
-		bareRound := func() { br = timed(func(brokers []string) { runBare(b, brokers, n, size) }) }
-		tideRound := func() { tr = timed(func(brokers []string) { runTide(b, brokers, n, false) }) }
-		if round%2 == 0 {
-			bareRound()
-			tideRound()
-		} else {
-			tideRound()
-			bareRound()
+		var br, tr, er float64
+		arms := []func(){
+			func() { br = timed(func(brokers []string) { runBare(b, brokers, n, size) }) },
+			func() { tr = timed(func(brokers []string) { runTide(b, brokers, n, false) }) },
+			func() { er = timed(func(brokers []string) { runTide(b, brokers, n, true) }) },
 		}
-		bare, tide, ratios = append(bare, br), append(tide, tr), append(ratios, tr/br)
+		for i := range arms {
+			arms[(i+round)%len(arms)]() // each arm goes first in turn
+		}
+		bare, tide, eos = append(bare, br), append(tide, tr), append(eos, er)
+		ratios, eosRatios = append(ratios, tr/br), append(eosRatios, er/tr)
 	}
 	b.ReportMetric(testenv.Median(bare), "bare_records/s")
 	b.ReportMetric(testenv.Median(tide), "tide_records/s")
+	b.ReportMetric(testenv.Median(eos), "eos_records/s")
 	b.ReportMetric(testenv.Median(ratios), "ratio")
+	b.ReportMetric(testenv.Median(eosRatios), "eos_ratio")
 	b.ReportMetric(0, "ns/op")
 }
