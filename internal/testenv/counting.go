@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"sync"
+	"testing"
+	"time"
 
 	"github.com/tide-cdc/tide/cdc"
 )
@@ -46,4 +48,25 @@ func (c *CountingSink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 		c.closed = true
 	}
 	return nil
+}
+
+// RunUntil runs run (a pipeline's Run) until reached is closed, then
+// cancels it and waits for it to return; it returns how long that took
+// from run's start. A run that ends before fails tb.
+func RunUntil(tb testing.TB, run func(context.Context) error, reached <-chan struct{}) time.Duration {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	t0 := time.Now()
+	go func() { done <- run(ctx) }() // owned by RunUntil: waited for below
+	select {
+	case <-reached:
+	case err := <-done:
+		tb.Fatalf("run: %v", err)
+	}
+	took := time.Since(t0)
+	cancel()
+	<-done
+	return took
 }

@@ -106,19 +106,7 @@ func backlogTide(b *testing.B, e *env, start bson.Raw, n int) time.Duration {
 		pc.MaxRecords, pc.MaxBytes = v, 64<<20 // to see what the batch size does
 	}
 	p := pipeline.New(pc, New(cfg), encode.Envelope, sink, store)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	t0 := time.Now()
-	go func() { done <- p.Run(ctx) }()
-	select {
-	case <-sink.Reached():
-	case err := <-done:
-		b.Fatalf("run: %v", err)
-	}
-	took := time.Since(t0)
-	cancel()
-	<-done
-	return took
+	return testenv.RunUntil(b, p.Run, sink.Reached())
 }
 
 func backlogBare(b *testing.B, e *env, start bson.Raw, n int) {

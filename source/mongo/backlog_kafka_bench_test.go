@@ -91,17 +91,5 @@ func backlogInto(b *testing.B, e *env, start bson.Raw, sink cdc.Sink, reached <-
 		b.Fatal(err)
 	}
 	p := pipeline.New(pipeline.Config{Name: "bench", MaxRecords: maxRecords, MaxBytes: maxBytes}, New(cfg), encode.Envelope, sink, store)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	t0 := time.Now()
-	go func() { done <- p.Run(ctx) }()
-	select {
-	case <-reached:
-	case err := <-done:
-		b.Fatalf("run: %v", err)
-	}
-	took := time.Since(t0)
-	cancel()
-	<-done
-	return took
+	return testenv.RunUntil(b, p.Run, reached)
 }

@@ -89,17 +89,5 @@ func backlogTransformed(b *testing.B, e *env, start bson.Raw, n int, chain *tran
 		pc.Transform = chain
 	}
 	p := pipeline.New(pc, New(cfg), encode.Envelope, sink, store)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	t0 := time.Now()
-	go func() { done <- p.Run(ctx) }()
-	select {
-	case <-sink.Reached():
-	case err := <-done:
-		b.Fatalf("run: %v", err)
-	}
-	took := time.Since(t0)
-	cancel()
-	<-done
-	return took
+	return testenv.RunUntil(b, p.Run, sink.Reached())
 }

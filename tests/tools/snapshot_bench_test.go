@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -100,17 +99,5 @@ func snapshotTide(b *testing.B, uri string, n int) time.Duration {
 	defer store.Close()
 	sink := testenv.NewCountingSink(file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), n)
 	p := pipeline.New(pipeline.Config{Name: "bench"}, mongo.New(cfg), encode.Envelope, sink, store)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	t0 := time.Now()
-	go func() { done <- p.Run(ctx) }()
-	select {
-	case <-sink.Reached():
-	case err := <-done:
-		b.Fatalf("run: %v", err)
-	}
-	took := time.Since(t0)
-	cancel()
-	<-done
-	return took
+	return testenv.RunUntil(b, p.Run, sink.Reached())
 }
