@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,28 +119,7 @@ sink:
 checkpoint: sink
 batch: {max_records: 500, commit_interval: 20ms}
 `, total, brokers))
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
-	for kill := 1; kill <= 8; kill++ {
-		cmd := tideCmd(t, dir, "run", "-f", cfg, "--progress", "never")
-		var stderr testenv.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case err := <-exited:
-			t.Fatalf("tide run exited before kill %d: %v\n%s", kill, err, stderr.String())
-		case <-time.After(time.Duration(150+rng.IntN(300)) * time.Millisecond):
-		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		<-exited
-	}
+	sigkillRuns(t, dir, 8, 300*time.Millisecond, "run", "-f", cfg, "--progress", "never")
 	out, err := runTide(t, dir, "run", "-f", cfg, "--progress", "never")
 	if err != nil {
 		t.Fatalf("final tide run: %v\n%s", err, out)

@@ -43,6 +43,35 @@ func tideCmd(t *testing.T, dir string, args ...string) *exec.Cmd {
 }
 
 // runTide runs tide to completion and returns its combined output.
+// sigkillRuns starts tide with args in dir kills times, and SIGKILLs each
+// run 150 ms to 150 ms + spread after its start, at a moment drawn from a
+// seed it logs. A run that exits before its kill fails t.
+func sigkillRuns(t *testing.T, dir string, kills int, spread time.Duration, args ...string) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for kill := 1; kill <= kills; kill++ {
+		cmd := tideCmd(t, dir, args...)
+		var stderr testenv.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }() // waited for below
+		select {
+		case err := <-exited:
+			t.Fatalf("tide run exited before kill %d: %v\n%s", kill, err, stderr.String())
+		case <-time.After(150*time.Millisecond + time.Duration(rng.Int64N(int64(spread)))):
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-exited
+	}
+}
+
 func runTide(t *testing.T, dir string, args ...string) (string, error) {
 	t.Helper()
 	out, err := tideCmd(t, dir, args...).CombinedOutput()

@@ -448,6 +448,25 @@ type e2eTarget struct {
 	ready    func() bool   // the first run saved its start position
 }
 
+// pgTarget is a target of killLoop: runs of the pipeline name, whose sink
+// keeps its checkpoint in PostgreSQL (conn), where its progress is read.
+func pgTarget(t *testing.T, conn *pgx.Conn, name, dir, cfg, dsn string) e2eTarget {
+	saved := func() string {
+		var ckpt string
+		err := conn.QueryRow(t.Context(), `SELECT checkpoint::text FROM tide_checkpoints WHERE pipeline = $1`, name).Scan(&ckpt)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) && !strings.Contains(err.Error(), "does not exist") {
+			t.Fatalf("read the checkpoint row: %v", err)
+		}
+		return ckpt
+	}
+	return e2eTarget{
+		name:     name,
+		start:    func() *e2eRun { return startRun(t, name, dir, cfg, "PG_DSN="+dsn) },
+		progress: saved,
+		ready:    func() bool { return strings.Contains(saved(), `"resume_token"`) },
+	}
+}
+
 // killLoop runs the workload's operations in kills segments. Segment i is
 // written while run i of every target is up; run i is SIGKILLed at a random
 // moment after the writer passed a random point of segment i and every
@@ -668,20 +687,7 @@ batch: {max_records: 50, commit_interval: 10ms}
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	saved := func() string {
-		var ckpt string
-		err := conn.QueryRow(t.Context(), `SELECT checkpoint::text FROM tide_checkpoints WHERE pipeline = 'pg-shop'`).Scan(&ckpt)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) && !strings.Contains(err.Error(), "does not exist") {
-			t.Fatalf("read the checkpoint row: %v", err)
-		}
-		return ckpt
-	}
-	tg := e2eTarget{
-		name:     "pg-shop",
-		start:    func() *e2eRun { return startRun(t, "pg-shop", dir, cfg, "PG_DSN="+dsn) },
-		progress: saved,
-		ready:    func() bool { return strings.Contains(saved(), `"resume_token"`) },
-	}
+	tg := pgTarget(t, conn, "pg-shop", dir, cfg, dsn)
 	killLoop(t, rng, w, kills, []e2eTarget{tg})
 
 	last := tg.start()

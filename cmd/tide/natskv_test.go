@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,28 +34,7 @@ batch: {max_records: 1000, commit_interval: 20ms}
 checkpoint:
   nats_kv: {servers: [%s], bucket: crash_checkpoints, replicas: 3}
 `, total, strings.Join(c.URLs(), ", ")))
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
-	for kill := 1; kill <= 5; kill++ {
-		cmd := tideCmd(t, dir, "run", "-f", cfg)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case err := <-exited:
-			t.Fatalf("tide run exited before kill %d: %v\n%s", kill, err, stderr.String())
-		case <-time.After(time.Duration(150+rng.IntN(150)) * time.Millisecond):
-		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		<-exited
-	}
+	sigkillRuns(t, dir, 5, 150*time.Millisecond, "run", "-f", cfg)
 	out, err := runTide(t, dir, "run", "-f", cfg)
 	if err != nil {
 		t.Fatalf("final tide run: %v\n%s", err, out)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -97,20 +96,7 @@ batch: {max_records: 50, commit_interval: 10ms}
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	saved := func() string {
-		var ckpt string
-		err := conn.QueryRow(t.Context(), `SELECT checkpoint::text FROM tide_checkpoints WHERE pipeline = 'pg-typed'`).Scan(&ckpt)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) && !strings.Contains(err.Error(), "does not exist") {
-			t.Fatalf("read the checkpoint row: %v", err)
-		}
-		return ckpt
-	}
-	tg := e2eTarget{
-		name:     "pg-typed",
-		start:    func() *e2eRun { return startRun(t, "pg-typed", dir, cfg, "PG_DSN="+dsn) },
-		progress: saved,
-		ready:    func() bool { return strings.Contains(saved(), `"resume_token"`) },
-	}
+	tg := pgTarget(t, conn, "pg-typed", dir, cfg, dsn)
 	killLoop(t, rng, w, kills, []e2eTarget{tg})
 
 	last := tg.start()
