@@ -51,37 +51,41 @@ func kibDoc(tb testing.TB, i int) bson.D {
 func BenchmarkBacklogToFile(b *testing.B) {
 	e, start, n := seedBacklog(b, 100_000)
 
-	var tide, bare []float64
-	round := 0
-	for b.Loop() {
-		tideRound := func() { tide = append(tide, float64(n)/backlogTide(b, e, start, n).Seconds()) }
-		bareRound := func() {
+	tide, bare := testenv.Alternate(b,
+		func() float64 { return float64(n) / backlogTide(b, e, start, n).Seconds() },
+		func() float64 {
 			t0 := time.Now()
 			backlogBare(b, e, start, n)
-			bare = append(bare, float64(n)/time.Since(t0).Seconds())
-		}
-		if round%2 == 0 {
-			tideRound()
-			bareRound()
-		} else {
-			bareRound()
-			tideRound()
-		}
-		round++
-	}
-	ratios := make([]float64, len(tide))
-	for i := range tide {
-		ratios[i] = tide[i] / bare[i]
-	}
+			return float64(n) / time.Since(t0).Seconds()
+		})
 	b.ReportMetric(testenv.Median(tide), "tide_events/s")
 	b.ReportMetric(testenv.Median(bare), "watch_events/s")
-	b.ReportMetric(testenv.Median(ratios), "ratio")
+	b.ReportMetric(testenv.Median(testenv.Ratios(tide, bare)), "ratio")
 	b.ReportMetric(0, "ns/op")
 }
 
-// backlogTide runs the pipeline until n events reached the sink and
+// backlogTide runs the pipeline into a file until n events reached it and
 // returns how long that took from the pipeline's start.
 func backlogTide(b *testing.B, e *env, start bson.Raw, n int) time.Duration {
+	pc := pipeline.Config{}
+	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_MAX_RECORDS")); err == nil && v > 0 {
+		pc.MaxRecords, pc.MaxBytes = v, 64<<20 // to see what the batch size does
+	}
+	return backlogInto(b, e, start, n, pc, fileSink)
+}
+
+// fileSink is a file sink writing into dir.
+func fileSink(dir string) cdc.Sink {
+	return file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")})
+}
+
+// backlogInto runs the pipeline pc (named bench) from the backlog's start
+// into the sink newSink makes (in a directory of its own) until n events
+// are committed, with a durable checkpoint store, and returns how long
+// that took from the pipeline's start: the checkpoint that places it at
+// the backlog's start is saved before, as a bare loop's resume token is
+// given to it.
+func backlogInto(b *testing.B, e *env, start bson.Raw, n int, pc pipeline.Config, newSink func(dir string) cdc.Sink) time.Duration {
 	dir := b.TempDir()
 	defer os.RemoveAll(dir) // no round shares the disk with an earlier round's file
 	cfg := e.config(b)
@@ -100,11 +104,8 @@ func backlogTide(b *testing.B, e *env, start bson.Raw, n int) time.Duration {
 	if err := store.Save(context.Background(), "bench", cdc.Checkpoint{Source: resumePos(start), Meta: id}); err != nil {
 		b.Fatal(err)
 	}
-	sink := testenv.NewCountingSink(file.New(file.Config{Path: filepath.Join(dir, "out.jsonl")}), n)
-	pc := pipeline.Config{Name: "bench"}
-	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_MAX_RECORDS")); err == nil && v > 0 {
-		pc.MaxRecords, pc.MaxBytes = v, 64<<20 // to see what the batch size does
-	}
+	sink := testenv.NewCountingSink(newSink(dir), n)
+	pc.Name = "bench"
 	p := pipeline.New(pc, New(cfg), encode.Envelope, sink, store)
 	return testenv.RunUntil(b, p.Run, sink.Reached())
 }

@@ -51,30 +51,18 @@ func BenchmarkSnapshotVsMongodump(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	var tide, dump, ratios []float64
-	for round := 0; b.Loop(); round++ {
-		var td, dd time.Duration
-		tideRound := func() { td = snapshotTide(b, srv.URI(), n) }
-		dumpRound := func() {
+	tide, dump := testenv.Alternate(b,
+		func() float64 { return float64(n) / snapshotTide(b, srv.URI(), n).Seconds() },
+		func() float64 {
 			out := filepath.Join(b.TempDir(), "a.archive")
+			defer os.Remove(out)
 			start := time.Now()
 			if o, err := exec.Command(filepath.Join(dir, "mongodump"), "--uri", srv.URI(), "--archive="+out, "--db", "bench", "--collection", "c").CombinedOutput(); err != nil {
 				b.Fatalf("mongodump: %v\n%s", err, o)
 			}
-			dd = time.Since(start)
-			os.Remove(out)
-		}
-		if round%2 == 0 {
-			tideRound()
-			dumpRound()
-		} else {
-			dumpRound()
-			tideRound()
-		}
-		tide = append(tide, float64(n)/td.Seconds())
-		dump = append(dump, float64(n)/dd.Seconds())
-		ratios = append(ratios, dd.Seconds()/td.Seconds())
-	}
+			return float64(n) / time.Since(start).Seconds()
+		})
+	ratios := testenv.Ratios(tide, dump)
 	b.ReportMetric(testenv.Median(tide), "tide_docs/s")
 	b.ReportMetric(testenv.Median(dump), "mongodump_docs/s")
 	b.ReportMetric(testenv.Median(ratios), "ratio")
