@@ -223,34 +223,54 @@ func createTopic(ctx context.Context, cl *kgo.Client, partitions int32, rf int16
 // last value of the record keyed pipeline: nil if there is none, or if
 // the last is a tombstone.
 func readCheckpoint(ctx context.Context, c Config, pipeline string) ([]byte, error) {
+	var value []byte
+	var at int64 = -1 // the offset of value's record
+	err := eachCommitted(ctx, c, c.CheckpointTopic, func(r *kgo.Record) {
+		// A pipeline's records all go to one partition (they share a
+		// key), so the highest offset is the last written.
+		if string(r.Key) == pipeline && r.Offset > at {
+			value, at = r.Value, r.Offset
+		}
+	})
+	if err != nil || len(value) == 0 {
+		return nil, err
+	}
+	return bytes.Clone(value), nil
+}
+
+// eachCommitted calls fn with each record of topic that a read_committed
+// consumer sees, up to the last stable offset of each partition as it was
+// when the read began (nothing if the topic does not exist), within
+// c.MaxOutage.
+func eachCommitted(ctx context.Context, c Config, topic string, fn func(*kgo.Record)) error {
 	opts, err := connOpts(c)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("kafka sink: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.MaxOutage)
 	defer cancel()
 	admin, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka sink: %w", err)
+		return fmt.Errorf("kafka sink: %w", err)
 	}
 	defer admin.Close()
 	adm := kadm.NewClient(admin)
-	starts, err := adm.ListStartOffsets(ctx, c.CheckpointTopic)
+	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
 	}
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kafka sink: read checkpoint topic %s: %w", c.CheckpointTopic, err)
+		return fmt.Errorf("kafka sink: read topic %s: %w", topic, err)
 	}
-	ends, err := adm.ListCommittedOffsets(ctx, c.CheckpointTopic)
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kafka sink: read checkpoint topic %s: %w", c.CheckpointTopic, err)
+		return fmt.Errorf("kafka sink: read topic %s: %w", topic, err)
 	}
 	// The partitions to read, and the offset each is read to: the last
 	// before the last stable offset. With control records kept, the
@@ -258,37 +278,35 @@ func readCheckpoint(ctx context.Context, c Config, pipeline string) ([]byte, err
 	// record of no transaction), which says the read is complete.
 	from := map[int32]kgo.Offset{}
 	last := map[int32]int64{}
-	for p, e := range ends[c.CheckpointTopic] {
-		s, _ := starts.Lookup(c.CheckpointTopic, p)
+	for p, e := range ends[topic] {
+		s, _ := starts.Lookup(topic, p)
 		if e.Offset > s.Offset {
 			from[p] = kgo.NewOffset().At(s.Offset)
 			last[p] = e.Offset - 1
 		}
 	}
 	if len(from) == 0 {
-		return nil, nil
+		return nil
 	}
 	consumer, err := kgo.NewClient(append(opts,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.CheckpointTopic: from}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(200*time.Millisecond),
 	)...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka sink: %w", err)
+		return fmt.Errorf("kafka sink: %w", err)
 	}
 	defer consumer.Close()
-	var value []byte
-	var at int64 = -1 // the offset of value's record
 	for len(last) > 0 {
 		fs := consumer.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("kafka sink: read checkpoint topic %s: %d partitions not read to their end: %w", c.CheckpointTopic, len(last), err)
+			return fmt.Errorf("kafka sink: read topic %s: %d partitions not read to their end: %w", topic, len(last), err)
 		}
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
 		if ferr != nil && !isNetwork(ferr) {
-			return nil, fmt.Errorf("kafka sink: read checkpoint topic %s: %w", c.CheckpointTopic, ferr)
+			return fmt.Errorf("kafka sink: read topic %s: %w", topic, ferr)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end, reading := last[r.Partition]
@@ -298,20 +316,12 @@ func readCheckpoint(ctx context.Context, c Config, pipeline string) ([]byte, err
 			if r.Offset == end {
 				delete(last, r.Partition)
 			}
-			if r.Attrs.IsControl() || string(r.Key) != pipeline {
-				return
-			}
-			// A pipeline's records all go to one partition (they share
-			// a key), so the highest offset is the last written.
-			if r.Offset > at {
-				value, at = r.Value, r.Offset
+			if !r.Attrs.IsControl() {
+				fn(r)
 			}
 		})
 	}
-	if len(value) == 0 {
-		return nil, nil
-	}
-	return bytes.Clone(value), nil
+	return nil
 }
 
 // The Config's side of a sink that keeps the checkpoint

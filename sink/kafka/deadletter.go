@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -206,80 +204,9 @@ func (c *Config) ReadDeadLetters(ctx context.Context, pipeline string) ([]cdc.De
 // sees, partition after partition, up to the last stable offsets as
 // they were when the read began; none if the topic does not exist.
 func readTopic(ctx context.Context, c Config, topic string) ([]*kgo.Record, error) {
-	opts, err := connOpts(c)
-	if err != nil {
-		return nil, fmt.Errorf("kafka sink: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.MaxOutage)
-	defer cancel()
-	admin, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka sink: %w", err)
-	}
-	defer admin.Close()
-	adm := kadm.NewClient(admin)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kafka sink: read topic %s: %w", topic, err)
-	}
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kafka sink: read topic %s: %w", topic, err)
-	}
-	from := map[int32]kgo.Offset{}
-	last := map[int32]int64{}
-	for p, e := range ends[topic] {
-		s, _ := starts.Lookup(topic, p)
-		if e.Offset > s.Offset {
-			from[p] = kgo.NewOffset().At(s.Offset)
-			last[p] = e.Offset - 1
-		}
-	}
-	if len(from) == 0 {
-		return nil, nil
-	}
-	consumer, err := kgo.NewClient(append(opts,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(200*time.Millisecond),
-	)...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka sink: %w", err)
-	}
-	defer consumer.Close()
 	var out []*kgo.Record
-	for len(last) > 0 {
-		fs := consumer.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("kafka sink: read topic %s: %d partitions not read to their end: %w", topic, len(last), err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = errors.Join(ferr, err) })
-		if ferr != nil && !isNetwork(ferr) {
-			return nil, fmt.Errorf("kafka sink: read topic %s: %w", topic, ferr)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, reading := last[r.Partition]
-			if !reading || r.Offset > end {
-				return
-			}
-			if r.Offset == end {
-				delete(last, r.Partition)
-			}
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		})
+	if err := eachCommitted(ctx, c, topic, func(r *kgo.Record) { out = append(out, r) }); err != nil {
+		return nil, err
 	}
 	// Oldest first across partitions: by the time the client gave each
 	// record when it produced it.
