@@ -8,12 +8,12 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/placeholder"
 )
 
 // Defaults.
@@ -264,42 +264,16 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// part is a literal or a placeholder of the topic template.
-type part struct {
-	lit   string
-	field string // pipeline, db, coll, namespace, op; "" for a literal
-}
-
 // parseTopic parses a topic template; its literal text must be legal in
 // a topic name.
-func parseTopic(tmpl string) ([]part, error) {
-	var parts []part
-	rest := tmpl
-	for rest != "" {
-		i := strings.IndexByte(rest, '{')
-		if i < 0 {
-			parts = append(parts, part{lit: rest})
-			break
-		}
-		if i > 0 {
-			parts = append(parts, part{lit: rest[:i]})
-		}
-		j := strings.IndexByte(rest[i:], '}')
-		if j < 0 {
-			return nil, fmt.Errorf("%q: unclosed {", tmpl)
-		}
-		name := rest[i+1 : i+j]
-		switch name {
-		case "pipeline", "db", "coll", "namespace", "op", "route":
-		default:
-			return nil, fmt.Errorf("%q: unknown placeholder {%s}; use {pipeline} {db} {coll} {namespace} {op} {route}", tmpl, name)
-		}
-		parts = append(parts, part{field: name})
-		rest = rest[i+j+1:]
+func parseTopic(tmpl string) ([]placeholder.Part, error) {
+	parts, err := placeholder.Parse(tmpl, "pipeline", "db", "coll", "namespace", "op", "route")
+	if err != nil {
+		return nil, err
 	}
 	for _, p := range parts {
-		if p.lit != "" && !legalTopic.MatchString(p.lit) {
-			return nil, fmt.Errorf("%q: %q cannot be part of a topic name (letters, digits, '.', '_', '-')", tmpl, p.lit)
+		if p.Lit != "" && !legalTopic.MatchString(p.Lit) {
+			return nil, fmt.Errorf("%q: %q cannot be part of a topic name (letters, digits, '.', '_', '-')", tmpl, p.Lit)
 		}
 	}
 	if tmpl == "." || tmpl == ".." {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/encode"
+	"github.com/tide-cdc/tide/internal/placeholder"
 	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
 )
 
@@ -48,7 +49,7 @@ type Stats struct {
 type Sink struct {
 	cfg   Config
 	log   *slog.Logger
-	topic []part
+	topic []placeholder.Part
 	ckpts *Checkpoints // nil unless the sink keeps the checkpoint
 
 	client *kgo.Client
@@ -480,9 +481,9 @@ func (s *Sink) renderNew(r *cdc.Record) string {
 	var b strings.Builder
 	db, coll, _ := strings.Cut(r.Namespace, ".")
 	for _, p := range s.topic {
-		switch p.field {
+		switch p.Field {
 		case "":
-			b.WriteString(p.lit)
+			b.WriteString(p.Lit)
 		case "pipeline":
 			writeTopic(&b, s.cfg.Pipeline)
 		case "db":

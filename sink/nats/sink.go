@@ -17,6 +17,7 @@ import (
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/internal/natsconn"
+	"github.com/tide-cdc/tide/internal/placeholder"
 )
 
 // Config configures a Sink. Its yaml tags are the sink.nats section of a
@@ -65,7 +66,7 @@ type StreamSpec struct {
 type Sink struct {
 	cfg     Config
 	log     *slog.Logger
-	subject []part
+	subject []placeholder.Part
 	report  cdc.RetryFunc // SetRetry's; nil outside a pipeline
 
 	nc      *nats.Conn
@@ -554,36 +555,11 @@ func printable(p []byte) bool {
 	return true
 }
 
-// part is one piece of a subject template: literal text, or a field.
-type part struct {
-	lit   string
-	field string // "db", "coll", "op", "namespace" or ""
-}
-
-func parseSubject(tmpl string) ([]part, error) {
-	var parts []part
-	rest := tmpl
-	for rest != "" {
-		i := strings.IndexByte(rest, '{')
-		if i < 0 {
-			parts = append(parts, part{lit: rest})
-			break
-		}
-		if i > 0 {
-			parts = append(parts, part{lit: rest[:i]})
-		}
-		j := strings.IndexByte(rest[i:], '}')
-		if j < 0 {
-			return nil, fmt.Errorf("subject %q: unclosed {", tmpl)
-		}
-		name := rest[i+1 : i+j]
-		switch name {
-		case "db", "coll", "op", "namespace", "route":
-		default:
-			return nil, fmt.Errorf("subject %q: unknown placeholder {%s}; use {db} {coll} {op} {namespace} {route}", tmpl, name)
-		}
-		parts = append(parts, part{field: name})
-		rest = rest[i+j+1:]
+// parseSubject parses a subject template.
+func parseSubject(tmpl string) ([]placeholder.Part, error) {
+	parts, err := placeholder.Parse(tmpl, "db", "coll", "op", "namespace", "route")
+	if err != nil {
+		return nil, fmt.Errorf("subject %w", err)
 	}
 	if strings.ContainsAny(tmpl, "*> \t") {
 		return nil, fmt.Errorf("subject %q: wildcards and spaces cannot be published to", tmpl)
@@ -597,9 +573,9 @@ func (s *Sink) render(r *cdc.Record) string {
 	var b strings.Builder
 	db, coll, _ := strings.Cut(r.Namespace, ".")
 	for _, p := range s.subject {
-		switch p.field {
+		switch p.Field {
 		case "":
-			b.WriteString(p.lit)
+			b.WriteString(p.Lit)
 		case "db":
 			token(&b, db, false)
 		case "coll":
