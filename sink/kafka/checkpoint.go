@@ -333,18 +333,32 @@ var _ cdc.CheckpointTable = Config{}
 // nothing it wrote since its last commit becomes visible (Spec.BuildFenced,
 // for tide worker).
 func (c Config) FenceCheckpoint(ctx context.Context, pipeline string) error {
+	cl, _, err := c.takeOver(ctx, pipeline)
+	if err != nil {
+		return err
+	}
+	cl.Close()
+	return nil
+}
+
+// takeOver takes pipeline's transactional id over with a new transactional
+// producer, which it returns (to close), with the config it runs with.
+func (c Config) takeOver(ctx context.Context, pipeline string) (*kgo.Client, Config, error) {
 	c.Pipeline = pipeline
 	s := New(c)
 	s.Checkpoints() // transactional
 	if err := s.check(); err != nil {
-		return err
+		return nil, c, err
 	}
 	cl, err := s.newProducer()
 	if err != nil {
-		return err
+		return nil, c, err
 	}
-	defer cl.Close()
-	return takeOver(ctx, cl, s.cfg)
+	if err := takeOver(ctx, cl, s.cfg); err != nil {
+		cl.Close()
+		return nil, c, err
+	}
+	return cl, s.cfg, nil
 }
 
 // CheckpointLocation names the checkpoint topic, for people.
@@ -393,21 +407,11 @@ func (c Config) DeleteCheckpoint(ctx context.Context, pipeline string) error {
 // rewrite takes pipeline over, reads its checkpoint and writes the value
 // next returns for it (nil: a tombstone), if it says so.
 func (c Config) rewrite(ctx context.Context, pipeline string, next func(*cdc.Checkpoint) ([]byte, bool, error)) error {
-	c.Pipeline = pipeline
-	s := New(c)
-	s.Checkpoints() // transactional
-	if err := s.check(); err != nil {
-		return err
-	}
-	cl, err := s.newProducer()
+	cl, c, err := c.takeOver(ctx, pipeline)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	c = s.cfg
-	if err := takeOver(ctx, cl, c); err != nil {
-		return err
-	}
 	if err := ensureCheckpointTopic(ctx, cl, c); err != nil {
 		return err
 	}
