@@ -24,14 +24,16 @@ type Spec struct {
 // ({_fts: "text", _ftsx: 1}).
 func IsTextKey(key bson.D) bool {
 	for _, e := range key {
-		if s, ok := keyString(e.Value); ok && s == "text" {
+		if s, ok := KeyString(e.Value); ok && s == "text" {
 			return true
 		}
 	}
 	return false
 }
 
-func keyString(v any) (string, bool) {
+// KeyString reads an index key pattern's value that is a string ("text",
+// "hashed"), as a Go string or a BSON value; the store uses it too.
+func KeyString(v any) (string, bool) {
 	switch x := v.(type) {
 	case string:
 		return x, true
@@ -108,7 +110,7 @@ func Normalise(key, options bson.D) (bson.D, bson.D, error) {
 	var out bson.D
 	text := false
 	for _, e := range key {
-		s, isString := keyString(e.Value)
+		s, isString := KeyString(e.Value)
 		switch {
 		case e.Key == "_fts" || e.Key == "_ftsx":
 			if !text {
@@ -134,7 +136,7 @@ func Normalise(key, options bson.D) (bson.D, bson.D, error) {
 	}
 	lang := "english"
 	if v, ok := lookup(options, "default_language"); ok {
-		s, ok := keyString(v)
+		s, ok := KeyString(v)
 		if !ok {
 			return nil, nil, mongoerr.New(mongoerr.TypeMismatch, "default_language needs a string type")
 		}
@@ -145,7 +147,7 @@ func Normalise(key, options bson.D) (bson.D, bson.D, error) {
 	}
 	override := "language"
 	if v, ok := lookup(options, "language_override"); ok {
-		s, ok := keyString(v)
+		s, ok := KeyString(v)
 		if !ok || s == "" {
 			return nil, nil, mongoerr.New(mongoerr.TypeMismatch, "language_override needs a non-empty string")
 		}
@@ -201,7 +203,7 @@ func SpecOf(options bson.D) (*Spec, error) {
 	}
 	lang := "english"
 	if v, ok := lookup(options, "default_language"); ok {
-		lang, _ = keyString(v)
+		lang, _ = KeyString(v)
 	}
 	l, err := LookupLanguage(lang)
 	if err != nil {
@@ -209,7 +211,7 @@ func SpecOf(options bson.D) (*Spec, error) {
 	}
 	s.DefaultLanguage = l
 	if v, ok := lookup(options, "language_override"); ok {
-		s.LanguageOverride, _ = keyString(v)
+		s.LanguageOverride, _ = KeyString(v)
 	}
 	return s, nil
 }

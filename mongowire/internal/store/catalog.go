@@ -456,8 +456,8 @@ func sameKey(a, b bson.D) bool {
 		if a[i].Key == "_fts" && b[i].Key == "_fts" {
 			continue // a text index's key: its fields are in its weights
 		}
-		if sa, ok := keyString(a[i].Value); ok {
-			if sb, ok := keyString(b[i].Value); ok && sa == sb && a[i].Key == b[i].Key {
+		if sa, ok := fts.KeyString(a[i].Value); ok {
+			if sb, ok := fts.KeyString(b[i].Value); ok && sa == sb && a[i].Key == b[i].Key {
 				continue // "hashed"
 			}
 		}

@@ -72,7 +72,7 @@ func newIndex(spec IndexSpec) (*index, error) {
 			ix.dirs = append(ix.dirs, 1)
 			continue
 		}
-		if s, ok := keyString(e.Value); ok && s == "hashed" {
+		if s, ok := fts.KeyString(e.Value); ok && s == "hashed" {
 			switch {
 			case len(spec.Key) != 1:
 				return nil, mongoerr.New(mongoerr.CommandNotSupported, "index %q: compound hashed indexes are not supported by this server (a single hashed field is)", spec.Name)
@@ -534,15 +534,4 @@ func withCollation(options bson.D, c *mql.Collation) bson.D {
 		out = append(out, bson.E{Key: "collation", Value: c.Spec()})
 	}
 	return out
-}
-
-// keyString reads a key pattern value that is a string ("hashed", "text").
-func keyString(v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case bson.RawValue:
-		return x.StringValueOK()
-	}
-	return "", false
 }

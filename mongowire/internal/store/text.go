@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -150,7 +151,7 @@ func (s *Store) findText(rd *Txn, ns Namespace, spec FindSpec, text bson.RawValu
 			for _, k := range keys {
 				var c int
 				if k.score {
-					c = cmpFloat(b.score, a.score)
+					c = cmp.Compare(b.score, a.score)
 				} else {
 					c = k.s.Compare(a.doc, b.doc)
 				}
@@ -192,16 +193,6 @@ func withFields(doc bson.Raw, names []string, v float64) bson.Raw {
 	b = append(b, 0)
 	bsoncore.UpdateLength(b, 0, int32(len(b)))
 	return b
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // textScoreField carries each document's text score through the stages
