@@ -375,13 +375,7 @@ func (s *Sink) deadLetters(ctx context.Context, idxs []int, rs *runState) error 
 		}
 		models = append(models, mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: doc[0].Value}}).SetReplacement(doc).SetUpsert(true))
 	}
-	if _, err := coll.BulkWrite(ctx, models); err != nil {
-		return fmt.Errorf("mongo sink: write %d dead letters to %s.%s: %w", len(models), coll.Database().Name(), coll.Name(), err)
-	}
-	if mongo.SessionFromContext(ctx) == nil {
-		s.deadLettered.Add(int64(len(models)))
-	}
-	return nil
+	return s.writeLetters(ctx, coll, models)
 }
 
 func (s *Sink) deadLetterCollection() *mongo.Collection {

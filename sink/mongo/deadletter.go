@@ -62,13 +62,7 @@ func (s *Sink) writePipelineLetters(ctx context.Context) error {
 		}
 		models = append(models, mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: doc[0].Value}}).SetReplacement(doc).SetUpsert(true))
 	}
-	if _, err := coll.BulkWrite(ctx, models); err != nil {
-		return fmt.Errorf("mongo sink: write %d dead letters to %s.%s: %w", len(models), coll.Database().Name(), coll.Name(), err)
-	}
-	if mongo.SessionFromContext(ctx) == nil {
-		s.deadLettered.Add(int64(len(models)))
-	}
-	return nil
+	return s.writeLetters(ctx, coll, models)
 }
 
 // KeepDeadLetters is what on_error: dead_letter in a pipeline file does
@@ -131,4 +125,16 @@ func (c *Config) ReadDeadLetters(ctx context.Context, pipeline string) ([]cdc.De
 		})
 	}
 	return out, cur.Err()
+}
+
+// writeLetters writes the dead letters' upserts to coll; they count as
+// dead-lettered here only outside a transaction (in one, once it commits).
+func (s *Sink) writeLetters(ctx context.Context, coll *mongo.Collection, models []mongo.WriteModel) error {
+	if _, err := coll.BulkWrite(ctx, models); err != nil {
+		return fmt.Errorf("mongo sink: write %d dead letters to %s.%s: %w", len(models), coll.Database().Name(), coll.Name(), err)
+	}
+	if mongo.SessionFromContext(ctx) == nil {
+		s.deadLettered.Add(int64(len(models)))
+	}
+	return nil
 }
