@@ -100,7 +100,7 @@ checkpoint: sink
 on_error: dead_letter
 batch: {max_records: 500, commit_interval: 20ms}
 `, total, brokers))
-	sigkillRuns(t, dir, 5, 300*time.Millisecond, "run", "-f", cfg, "--progress", "never")
+	sigkillRuns(t, dir, 5, 150*time.Millisecond, 300*time.Millisecond, "run", "-f", cfg, "--progress", "never")
 	if out, err := runTide(t, dir, "run", "-f", cfg, "--progress", "never"); err != nil {
 		t.Fatalf("final tide run: %v\n%s", err, out)
 	}

@@ -119,7 +119,7 @@ sink:
 checkpoint: sink
 batch: {max_records: 500, commit_interval: 20ms}
 `, total, brokers))
-	sigkillRuns(t, dir, 8, 300*time.Millisecond, "run", "-f", cfg, "--progress", "never")
+	sigkillRuns(t, dir, 8, 150*time.Millisecond, 300*time.Millisecond, "run", "-f", cfg, "--progress", "never")
 	out, err := runTide(t, dir, "run", "-f", cfg, "--progress", "never")
 	if err != nil {
 		t.Fatalf("final tide run: %v\n%s", err, out)

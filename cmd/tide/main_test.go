@@ -44,9 +44,9 @@ func tideCmd(t *testing.T, dir string, args ...string) *exec.Cmd {
 
 // runTide runs tide to completion and returns its combined output.
 // sigkillRuns starts tide with args in dir kills times, and SIGKILLs each
-// run 150 ms to 150 ms + spread after its start, at a moment drawn from a
-// seed it logs. A run that exits before its kill fails t.
-func sigkillRuns(t *testing.T, dir string, kills int, spread time.Duration, args ...string) {
+// run from least to least + spread after its start, at a moment drawn
+// from a seed it logs. A run that exits before its kill fails t.
+func sigkillRuns(t *testing.T, dir string, kills int, least, spread time.Duration, args ...string) {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -63,7 +63,7 @@ func sigkillRuns(t *testing.T, dir string, kills int, spread time.Duration, args
 		select {
 		case err := <-exited:
 			t.Fatalf("tide run exited before kill %d: %v\n%s", kill, err, stderr.String())
-		case <-time.After(150*time.Millisecond + time.Duration(rng.Int64N(int64(spread)))):
+		case <-time.After(least + time.Duration(rng.Int64N(int64(spread)))):
 		}
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)

@@ -34,7 +34,7 @@ batch: {max_records: 1000, commit_interval: 20ms}
 checkpoint:
   nats_kv: {servers: [%s], bucket: crash_checkpoints, replicas: 3}
 `, total, strings.Join(c.URLs(), ", ")))
-	sigkillRuns(t, dir, 5, 150*time.Millisecond, "run", "-f", cfg)
+	sigkillRuns(t, dir, 5, 150*time.Millisecond, 150*time.Millisecond, "run", "-f", cfg)
 	out, err := runTide(t, dir, "run", "-f", cfg)
 	if err != nil {
 		t.Fatalf("final tide run: %v\n%s", err, out)

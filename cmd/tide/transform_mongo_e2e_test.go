@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,9 +67,6 @@ mask_key: %s
 	first.Process.Signal(syscall.SIGKILL)
 	first.Wait()
 
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 9))
 	const total = 1500
 	countries := []string{"DE", "FR", "US", "JP", "BR"}
 	mac := func(s string) string {
@@ -105,19 +101,7 @@ mask_key: %s
 		}
 		written <- nil
 	}()
-	for kill := 0; kill < 4; kill++ {
-		cmd := tideCmd(t, dir, "run", "-f", cfg)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(300+rng.IntN(400)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		if err := cmd.Wait(); err != nil && !isKilled(err) {
-			t.Fatalf("tide run: %v\n%s", err, stderr.String())
-		}
-	}
+	sigkillRuns(t, dir, 4, 300*time.Millisecond, 400*time.Millisecond, "run", "-f", cfg)
 	if err := <-written; err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"syscall"
 	"testing"
@@ -82,9 +81,6 @@ on_error: dead_letter
 		t.Fatal(err)
 	}
 
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 7))
 	const total = 1500
 	countries := []string{"DE", "FR", "US", "JP"}
 	mac := func(s string) string {
@@ -131,19 +127,7 @@ on_error: dead_letter
 		want[i] = map[string]any{"_id": float64(i), "status": status, "qty": float64(qty), "email": mac(fmt.Sprintf("user%d@example.com", i)), "country": country, "region": region}
 	}
 
-	for kill := 0; kill < 4; kill++ {
-		cmd := tideCmd(t, dir, "run", "-f", cfg)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(300+rng.IntN(400)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		if err := cmd.Wait(); err != nil && !isKilled(err) {
-			t.Fatalf("tide run: %v\n%s", err, stderr.String())
-		}
-	}
+	sigkillRuns(t, dir, 4, 300*time.Millisecond, 400*time.Millisecond, "run", "-f", cfg)
 	if err := <-written; err != nil {
 		t.Fatal(err)
 	}
