@@ -2,17 +2,14 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -52,31 +49,7 @@ dead_letter: {file: {path: ./dead.jsonl}}
 	cfg := pipelineFile(`doc.seq % 997 != 0 || doc.payload * 2 == 0`)
 	t.Setenv("E2E_MASK_KEY", key)
 
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
-	for kill := 0; kill < 6; kill++ {
-		cmd := tideCmd(t, dir, "run", "-f", cfg)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Fatalf("tide run exited early: %v\n%s", err, stderr.String())
-			}
-			t.Fatalf("tide run finished before kill %d; the kills must land mid-run", kill+1)
-		case <-time.After(time.Duration(60+rng.IntN(120)) * time.Millisecond):
-		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		<-exited
-	}
+	sigkillRuns(t, dir, 6, 60*time.Millisecond, 120*time.Millisecond, "run", "-f", cfg)
 	if out, err := runTide(t, dir, "run", "-f", cfg); err != nil {
 		t.Fatalf("final tide run: %v\n%s", err, out)
 	}
