@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/tide-cdc/tide/cdc"
@@ -191,5 +192,83 @@ func TestRefusalIsErrRefused(t *testing.T) {
 
 	if errors.Is(&kafka.RecordError{Err: &net.OpError{Op: "dial", Err: errors.New("refused")}}, cdc.ErrRefused) {
 		t.Error("a network error is cdc.ErrRefused")
+	}
+}
+
+// TestRefusedBatchKeepsPartitionOrder: at least once, a partition's batch
+// the broker refuses (a record too large) while later batches of the same
+// partition are in flight. The later ones must not be written ahead of
+// the refused batch's other records: put again, as the pipeline's split
+// does, everything but the large record lands once, in order.
+func TestRefusedBatchKeepsPartitionOrder(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"message.max.bytes": "65536"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Each produce answer is held back, so that the client sends the
+	// next batches before it hears of the refused one.
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		time.Sleep(20 * time.Millisecond)
+		return nil, nil, false
+	})
+	cfg := kafka.DefaultConfig()
+	cfg.Brokers, cfg.Pipeline, cfg.Logger, cfg.Topic, cfg.Partitions = c.ListenAddrs(), "order", testLogger(t), "out", 1
+	s := openSink(t, cfg)
+	const n, big = 60, 10
+	batch := func(skip int) []cdc.Record {
+		var b []cdc.Record
+		for i := range n {
+			if i == skip {
+				continue
+			}
+			r := doc(t, "db.c", cdc.OpInsert, int32(i), i)
+			if i == big {
+				r.Data = fmt.Appendf(nil, `{"_id":%d,"op":"insert","pos":%d,"pad":%q}`, i, i, strings.Repeat("x", 100_000))
+			}
+			b = append(b, r)
+			if i%7 == 6 {
+				// Put in pieces with pauses, as a producer whose
+				// batches are in flight one after the other.
+				if err := s.Put(t.Context(), b); err != nil {
+					t.Fatal(err)
+				}
+				b = b[:0]
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		return b
+	}
+	if err := s.Put(t.Context(), batch(-1)); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Commit(t.Context(), cdc.Checkpoint{Source: cdc.Position(`{"i":59}`)})
+	if !errors.Is(err, cdc.ErrRefused) {
+		t.Fatalf("Commit of a batch with a record too large = %v, want a refusal", err)
+	}
+	if err := s.Put(t.Context(), batch(big)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(t.Context(), cdc.Checkpoint{Source: cdc.Position(`{"i":59}`)}); err != nil {
+		t.Fatalf("Commit of the batch put again without the large record: %v", err)
+	}
+	var got []int
+	for _, r := range readTopic(t, c.ListenAddrs(), "out") {
+		var v struct{ Pos int }
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v.Pos)
+	}
+	var want []int
+	for i := range n {
+		if i != big {
+			want = append(want, i)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("partition 0 holds %v;\nwant every record but %d once, in order", got, big)
 	}
 }

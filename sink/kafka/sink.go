@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/encode"
@@ -61,6 +62,11 @@ type Sink struct {
 	opened   bool
 	inTxn    bool
 	topics   map[string]bool // topics known to exist
+	// limits holds each topic's largest record batch (topic -> int32),
+	// read by the client's goroutines (batchMax); brokerMax is the
+	// brokers' message.max.bytes, 0 until known.
+	limits    sync.Map
+	brokerMax int32
 	// rendered caches each namespace's topic, unless the template has
 	// {op} (byOp).
 	rendered map[string]string
@@ -199,6 +205,7 @@ func (s *Sink) newProducer() (*kgo.Client, error) {
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.RecordDeliveryTimeout(s.cfg.MaxOutage),
 		kgo.WithHooks(connectHook{s}),
+		kgo.ProducerBatchMaxBytesFn(s.batchMax),
 	)
 	if s.keepsCheckpoint() {
 		opts = append(opts, kgo.TransactionalID(TransactionalID(s.cfg.Pipeline)), kgo.TransactionTimeout(transactionTimeout(s.cfg.MaxOutage)))
@@ -457,8 +464,73 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
 			return fmt.Errorf("look up topic %q: %w", topic, d.Err)
 		}
 	}
+	s.learnLimit(ctx, topic)
 	s.topics[topic] = true
 	return nil
+}
+
+// defaultBatchMax is the client's own bound on a record batch, where the
+// topic's is not known.
+const defaultBatchMax = 1_000_012
+
+// batchMax is the client's bound on a record batch of topic: the most the
+// topic takes. A record larger than that fails alone, in the client,
+// with MESSAGE_TOO_LARGE, instead of being sent in a batch the broker
+// refuses whole: a refused batch fails its other records with it, and
+// the partition's later batches, written meanwhile, would then come
+// before them when the pipeline puts them again (at least once).
+func (s *Sink) batchMax(topic string) int32 {
+	if v, ok := s.limits.Load(topic); ok {
+		return v.(int32)
+	}
+	return defaultBatchMax
+}
+
+// learnLimit looks up the most a record batch of topic may hold: the
+// topic's max.message.bytes where it is set, the brokers'
+// message.max.bytes otherwise. Where it cannot be read (no permission to
+// describe configs), the broker's refusal stays the only bound.
+func (s *Sink) learnLimit(ctx context.Context, topic string) {
+	adm := kadm.NewClient(s.client)
+	limit := int32(0)
+	if rc, err := adm.DescribeTopicConfigs(ctx, topic); err == nil {
+		if c, err := rc.On(topic, nil); err == nil {
+			for _, kv := range c.Configs {
+				if kv.Key == "max.message.bytes" && kv.Value != nil && kv.Source == kmsg.ConfigSourceDynamicTopicConfig {
+					limit = parseLimit(*kv.Value)
+				}
+			}
+		}
+	}
+	if limit == 0 {
+		if s.brokerMax == 0 {
+			if rc, err := adm.DescribeBrokerConfigs(ctx); err == nil {
+				for _, r := range rc {
+					for _, kv := range r.Configs {
+						if kv.Key == "message.max.bytes" && kv.Value != nil {
+							s.brokerMax = parseLimit(*kv.Value)
+						}
+					}
+				}
+			}
+		}
+		limit = s.brokerMax
+	}
+	if limit == 0 {
+		s.log.Debug("the largest record batch of the topic is not known; the broker's refusal is the bound", "topic", topic)
+		return
+	}
+	s.limits.Store(topic, limit)
+}
+
+// parseLimit reads a byte limit as the client can take it: 0 if it is not
+// a number, clamped to [512, 1 GiB].
+func parseLimit(v string) int32 {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return int32(min(max(n, 512), 1<<30))
 }
 
 // render fills the topic template for r. Characters a topic name cannot
