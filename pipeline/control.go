@@ -132,6 +132,9 @@ func (p *Pipeline) requestDrain() {
 		return
 	}
 	p.draining = true
+	if p.stopOpening != nil {
+		p.stopOpening() // nothing read yet: stop opening the ends
+	}
 	switch p.state {
 	case Starting, Running, Paused:
 		p.state = Draining

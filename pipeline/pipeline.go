@@ -240,6 +240,9 @@ type Pipeline struct {
 	pause    *pause // the current pause; nil when not paused
 	draining bool
 	changed  chan struct{} // closed and replaced on every change of paused or draining
+	// stopOpening, while Run opens the ends, cancels the opening: a drain
+	// before the source is open has nothing to wait for.
+	stopOpening context.CancelFunc
 
 	statsMu sync.Mutex // guards stats
 	stats   Stats
@@ -351,21 +354,31 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	if !p.ran.CompareAndSwap(false, true) {
 		return errRunTwice
 	}
+	// The ends open under openCtx, which a drain cancels until the source
+	// is open (an end waiting for its server could wait for ever); it
+	// lives as long as Run, for ends that keep it.
+	openCtx, cancelOpen := context.WithCancel(ctx)
+	defer cancelOpen()
 	defer func() { p.finish(err) }()
 	defer func() { err = errors.Join(err, p.closeEnds()) }()
 
-	p.startedHealth()
-	restored, err := p.load(ctx)
+	p.mu.Lock()
+	p.stopOpening = cancelOpen // a drain asked before Run still opens (Opened), then stops
+	p.mu.Unlock()
+	restored, err := p.open(openCtx)
 	if err != nil {
+		p.mu.Lock()
+		drained := p.draining
+		p.mu.Unlock()
+		if drained && openCtx.Err() != nil && ctx.Err() == nil {
+			p.log.Info("drained before the source was open: nothing was read")
+			return nil
+		}
 		return err
 	}
-	p.restoredHealth(restored)
-	if err := p.sink.Open(ctx, restored); err != nil {
-		return fmt.Errorf("open sink: %w", err)
-	}
-	if err := p.src.Open(ctx, restored); err != nil {
-		return fmt.Errorf("open source: %w", err)
-	}
+	p.mu.Lock()
+	p.stopOpening = nil
+	p.mu.Unlock()
 	p.sourceOpened()
 	p.setRunning(restored)
 
@@ -389,6 +402,24 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	// Everything the source handed out is committed; a source that ended
 	// for a reason (an invalidated change stream) says so now.
 	return r.endErr
+}
+
+// open loads the checkpoint to resume from, then opens the sink and the
+// source from it.
+func (p *Pipeline) open(ctx context.Context) (*cdc.Checkpoint, error) {
+	p.startedHealth()
+	restored, err := p.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.restoredHealth(restored)
+	if err := p.sink.Open(ctx, restored); err != nil {
+		return nil, fmt.Errorf("open sink: %w", err)
+	}
+	if err := p.src.Open(ctx, restored); err != nil {
+		return nil, fmt.Errorf("open source: %w", err)
+	}
+	return restored, nil
 }
 
 // load returns the checkpoint to resume from; nil on a fresh start.

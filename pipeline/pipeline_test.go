@@ -1220,3 +1220,51 @@ func TestSlowSavesNotSpacedForAnAckGatedSource(t *testing.T) {
 		<-errc
 	})
 }
+
+// waitingSource is a source whose Open waits, as for a server that does
+// not answer, until its context ends.
+type waitingSource struct {
+	*sliceSource
+	waiting chan struct{}
+}
+
+func (s waitingSource) Open(ctx context.Context, _ *cdc.Checkpoint) error {
+	close(s.waiting)
+	<-ctx.Done()
+	return fmt.Errorf("waiting for the server: %w", ctx.Err())
+}
+
+// TestDrainWhileOpening: a drain while the source is still opening (its
+// server unreachable) stops Run at once, with no error: nothing was read,
+// so nothing is left to commit. Cancelling Run's context instead is still
+// a hard stop, with the error.
+func TestDrainWhileOpening(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := waitingSource{newSource(log, events(0, 3)), make(chan struct{})}
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, newSink(log), newStore(log))
+		errc := run(t.Context(), p)
+		<-src.waiting
+		if err := p.Drain(t.Context()); err != nil {
+			t.Fatalf("Drain while the source opens = %v", err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Run drained while the source opened = %v, want nil", err)
+		}
+		if st := p.Stats(); st.EventsIn != 0 || st.Batches != 0 {
+			t.Errorf("stats after a drain before the source opened: %+v; want nothing read or committed", st)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		src := waitingSource{newSource(log, events(0, 3)), make(chan struct{})}
+		p := New(Config{Name: "p", Logger: discard()}, src, testEncode, newSink(log), newStore(log))
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := run(ctx, p)
+		<-src.waiting
+		cancel()
+		if err := <-errc; err == nil {
+			t.Fatal("Run whose context was cancelled while the source opened = nil, want the error")
+		}
+	})
+}

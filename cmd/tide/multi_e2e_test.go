@@ -271,12 +271,28 @@ func refChange(ev bson.Raw) (e2eChange, error) {
 // holds nothing.
 func readChanges(t *testing.T, path string) []e2eChange {
 	t.Helper()
+	return parseChanges(t, path, false)
+}
+
+// readChangesSoFar is readChanges of a file a running pipeline is
+// writing: a last line not yet terminated is one being written, and is
+// left out (readChanges, once the run stopped, refuses it).
+func readChangesSoFar(t *testing.T, path string) []e2eChange {
+	t.Helper()
+	return parseChanges(t, path, true)
+}
+
+func parseChanges(t *testing.T, path string, live bool) []e2eChange {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if live {
+		b = b[:bytes.LastIndexByte(b, '\n')+1]
 	}
 	var out []e2eChange
 	for i, line := range bytes.SplitAfter(b, []byte("\n")) {
@@ -392,6 +408,10 @@ func (r *e2eRun) kill() {
 // stop sends SIGTERM: tide drains, commits and must exit 0.
 func (r *e2eRun) stop() {
 	r.t.Helper()
+	// tide takes signals once it runs its command, before its first log
+	// line; a SIGTERM in the moment before (the process just started) is
+	// the default action's, a kill.
+	waitFor(r.t, 30*time.Second, r.name+": its first log line", func() bool { return r.stderr.String() != "" }, r)
 	r.running()
 	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		r.t.Fatal(err)
@@ -616,11 +636,11 @@ batch: {max_records: 50, commit_interval: 10ms}
 	waitFor(t, 2*time.Minute, "routed: every change", func() bool {
 		n := 0
 		for _, ns := range []string{"orders", "customers", "items", "returns", "customers_v2"} {
-			n += len(readChanges(t, filepath.Join(routedOut, ns+".jsonl")))
+			n += len(readChangesSoFar(t, filepath.Join(routedOut, ns+".jsonl")))
 		}
 		return n >= len(want)
 	}, last[0])
-	waitFor(t, 2*time.Minute, "single: every change", func() bool { return len(readChanges(t, single)) >= len(want) }, last[1])
+	waitFor(t, 2*time.Minute, "single: every change", func() bool { return len(readChangesSoFar(t, single)) >= len(want) }, last[1])
 	for _, r := range last {
 		r.stop()
 	}
