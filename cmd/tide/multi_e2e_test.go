@@ -408,10 +408,10 @@ func (r *e2eRun) kill() {
 // stop sends SIGTERM: tide drains, commits and must exit 0.
 func (r *e2eRun) stop() {
 	r.t.Helper()
-	// tide takes signals once it runs its command, before its first log
-	// line; a SIGTERM in the moment before (the process just started) is
-	// the default action's, a kill.
-	waitFor(r.t, 30*time.Second, r.name+": its first log line", func() bool { return r.stderr.String() != "" }, r)
+	// tide takes signals once its pipeline is built, before it starts; a
+	// SIGTERM in the moment before (the process just started) is the
+	// default action's, a kill.
+	waitFor(r.t, 30*time.Second, r.name+": pipeline started", func() bool { return strings.Contains(r.stderr.String(), `msg="pipeline started"`) }, r)
 	r.running()
 	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		r.t.Fatal(err)
