@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/tide-cdc/tide/cdc"
+	"github.com/tide-cdc/tide/internal/faultfs"
 )
 
 // File keeps dead letters in a JSON-lines file, one letter a line. Write
@@ -53,23 +54,13 @@ type FSFile = interface {
 	Fd() uintptr
 }
 
-type osFS struct{}
-
-func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (FSFile, error) {
-	f, err := os.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err // a nil *os.File must not become a non-nil FSFile
-	}
-	return f, nil
-}
-
 var _ cdc.DeadLetterStore = (*File)(nil)
 
 // OpenFile opens (or creates) the dead-letter file at path for the named
 // pipeline. A last line cut short by a crash is removed: the batch it
 // came from was not checkpointed, so its letters are written again.
 func OpenFile(path, pipeline string) (*File, error) {
-	return OpenFileFS(osFS{}, path, pipeline)
+	return OpenFileFS(faultfs.OS, path, pipeline)
 }
 
 // OpenFileFS is OpenFile on fsys.
