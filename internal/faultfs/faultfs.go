@@ -23,8 +23,8 @@ import (
 
 // File is the part of *os.File that durable code uses. It is an alias of
 // an interface literal, so that a public package can declare the same
-// file and file-system interfaces (checkpoint.FS, file.FS, deadletter.FS) without naming
-// this internal package, and a *Disk satisfies them.
+// file and file-system interfaces (checkpoint.FS, file.FS, deadletter.FS)
+// without naming this internal package, and a *Disk satisfies them.
 type File = interface {
 	io.Reader
 	io.Writer
