@@ -24,24 +24,6 @@ import (
 	"github.com/tide-cdc/tide/internal/testenv"
 )
 
-// startRunArgs is startRun with more arguments for tide run.
-func startRunArgs(t *testing.T, name, dir, cfg string, args []string, env ...string) *e2eRun {
-	t.Helper()
-	r := &e2eRun{t: t, name: name, stderr: &testenv.Buffer{}, exited: make(chan struct{})}
-	r.cmd = tideCmd(t, dir, append([]string{"run", "-f", cfg, "--progress", "never"}, args...)...)
-	r.cmd.Env = append(r.cmd.Env, env...)
-	r.cmd.Stderr = r.stderr
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
-	t.Cleanup(func() {
-		r.cmd.Process.Kill()
-		<-r.exited
-	})
-	return r
-}
-
 // isnapLine is a line of the file sink's output, with its namespace.
 type isnapLine struct {
 	Op  string `json:"_op"`

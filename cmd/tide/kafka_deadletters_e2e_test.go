@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // TestKafkaDeadLettersCommands: `tide run` into Kafka with checkpoint:
@@ -151,19 +146,5 @@ batch: {max_records: 500, commit_interval: 20ms}
 // read_committed.
 func kcatRaw(t *testing.T, brokers, topic string) []string {
 	t.Helper()
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		testenv.Need(t, "kcat", fmt.Errorf("%w (apt-get install kcat)", err))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kcat, "-C", "-b", brokers, "-t", topic, "-e", "-q",
-		"-X", "isolation.level=read_committed", "-f", "%k\n")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kcat: %v\n%s", err, stderr.Bytes())
-	}
-	return strings.Fields(string(out))
+	return strings.Fields(string(kcatRead(t, brokers, topic, "%k\n")))
 }

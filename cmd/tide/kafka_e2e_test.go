@@ -32,10 +32,9 @@ func kafkaCluster(t *testing.T, brokers int) string {
 	return strings.Join(c.ListenAddrs(), ",")
 }
 
-// kcatSeqs reads topic with kcat (librdkafka), read_committed, and
-// returns the generate source's seq of each record, by partition, in
-// the order read.
-func kcatSeqs(t *testing.T, brokers, topic string) map[int][]int64 {
+// kcatRead reads the whole of topic with kcat (librdkafka), with
+// read_committed, each record printed in format (kcat's -f).
+func kcatRead(t *testing.T, brokers, topic, format string) []byte {
 	t.Helper()
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
@@ -44,13 +43,22 @@ func kcatSeqs(t *testing.T, brokers, topic string) map[int][]int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kcat, "-C", "-b", brokers, "-t", topic, "-e", "-q",
-		"-X", "isolation.level=read_committed", "-f", "%p\x1f%s\x1e")
+		"-X", "isolation.level=read_committed", "-f", format)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("kcat: %v\n%s", err, stderr.Bytes())
 	}
+	return out
+}
+
+// kcatSeqs reads topic with kcat (librdkafka), read_committed, and
+// returns the generate source's seq of each record, by partition, in
+// the order read.
+func kcatSeqs(t *testing.T, brokers, topic string) map[int][]int64 {
+	t.Helper()
+	out := kcatRead(t, brokers, topic, "%p\x1f%s\x1e")
 	seqs := map[int][]int64{}
 	for _, rec := range strings.Split(string(out), "\x1e") {
 		if rec == "" {

@@ -367,8 +367,14 @@ type e2eRun struct {
 
 func startRun(t *testing.T, name, dir, cfg string, env ...string) *e2eRun {
 	t.Helper()
+	return startRunArgs(t, name, dir, cfg, nil, env...)
+}
+
+// startRunArgs is startRun with more arguments for tide run.
+func startRunArgs(t *testing.T, name, dir, cfg string, args []string, env ...string) *e2eRun {
+	t.Helper()
 	r := &e2eRun{t: t, name: name, stderr: &testenv.Buffer{}, exited: make(chan struct{})}
-	r.cmd = tideCmd(t, dir, "run", "-f", cfg, "--progress", "never")
+	r.cmd = tideCmd(t, dir, append([]string{"run", "-f", cfg, "--progress", "never"}, args...)...)
 	r.cmd.Env = append(r.cmd.Env, env...)
 	r.cmd.Stderr = r.stderr
 	if err := r.cmd.Start(); err != nil {

@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/tide-cdc/tide/internal/testenv"
 )
 
 // TestSecondSignalExitsAtOnce interrupts a drain that cannot finish (the
@@ -56,35 +54,17 @@ source:
 sink:
   file: {path: ./out.jsonl}
 `)
-	cmd := tideCmd(t, dir, "run", "-f", cfg, "--progress", "never")
-	var stderr testenv.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }() // waited for below
-	deadline := time.After(30 * time.Second)
-	for !strings.Contains(stderr.String(), "waiting for MongoDB") {
-		select {
-		case err := <-exited:
-			t.Fatalf("tide run ended while MongoDB was unreachable: %v\n%s", err, stderr.String())
-		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatalf("no 'waiting for MongoDB' within 30 s:\n%s", stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	r := startRun(t, "unreachable", dir, cfg)
+	waitFor(t, 30*time.Second, "waiting for MongoDB", func() bool { return strings.Contains(r.stderr.String(), "waiting for MongoDB") }, r)
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("tide run after SIGTERM while waiting for MongoDB: %v\n%s", err, stderr.String())
+	case <-r.exited:
+		if r.err != nil {
+			t.Fatalf("tide run after SIGTERM while waiting for MongoDB: %v\n%s", r.err, r.stderr)
 		}
 	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("tide run did not stop within 20 s of SIGTERM:\n%s", stderr.String())
+		t.Fatalf("tide run did not stop within 20 s of SIGTERM:\n%s", r.stderr)
 	}
 }
