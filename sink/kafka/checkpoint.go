@@ -89,15 +89,10 @@ func unmarshal(c Config, pipeline string, b []byte) (*cdc.Checkpoint, error) {
 	return cp, nil
 }
 
-// takeOver loads the producer id of the transactional id: the
+// producerID loads the producer id of the transactional id: the
 // coordinator bumps its epoch, fencing any other producer of it, and
 // ends the transaction that producer left open (committing one it had
 // asked to commit). It retries an unreachable cluster for max_outage.
-func takeOver(ctx context.Context, cl *kgo.Client, c Config) error {
-	_, _, err := producerID(ctx, cl, c)
-	return err
-}
-
 func producerID(ctx context.Context, cl *kgo.Client, c Config) (int64, int16, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.MaxOutage)
 	defer cancel()
@@ -354,7 +349,8 @@ func (c Config) takeOver(ctx context.Context, pipeline string) (*kgo.Client, Con
 	if err != nil {
 		return nil, c, err
 	}
-	if err := takeOver(ctx, cl, s.cfg); err != nil {
+	s.client = cl
+	if err := s.takeOver(ctx); err != nil {
 		cl.Close()
 		return nil, c, err
 	}

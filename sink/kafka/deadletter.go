@@ -96,7 +96,10 @@ func (s *Sink) produceLetters(ctx context.Context) error {
 	}
 	topic := DeadLetterTopic(s.cfg.Pipeline)
 	if !s.topics[topic] {
-		if err := s.ensureDeadLetterTopic(ctx, topic); err != nil {
+		// Created, as other topics, but with Kafka's default
+		// max.message.bytes whatever the brokers' default.
+		maxBytes := deadLetterTopicMaxBytes
+		if err := s.ensureTopic(ctx, topic, map[string]*string{"max.message.bytes": &maxBytes}); err != nil {
 			return fmt.Errorf("kafka sink: dead-letter topic: %w", err)
 		}
 	}
@@ -107,28 +110,6 @@ func (s *Sink) produceLetters(ctx context.Context) error {
 	}
 	clear(s.letters)
 	s.letters = s.letters[:0]
-	return nil
-}
-
-// ensureDeadLetterTopic creates the dead-letter topic, as other topics,
-// with Kafka's default max.message.bytes, or with create_topics off checks
-// that it exists.
-func (s *Sink) ensureDeadLetterTopic(ctx context.Context, topic string) error {
-	if !*s.cfg.CreateTopics {
-		return s.ensureTopic(ctx, topic)
-	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
-	defer cancel()
-	maxBytes := deadLetterTopicMaxBytes
-	made, err := createTopic(cctx, s.client, s.cfg.Partitions, s.cfg.ReplicationFactor, map[string]*string{"max.message.bytes": &maxBytes}, topic)
-	if err != nil {
-		return err
-	}
-	if made {
-		s.created.Add(1)
-		s.log.Info("created topic", "topic", topic, "partitions", s.cfg.Partitions, "replication_factor", s.cfg.ReplicationFactor)
-	}
-	s.topics[topic] = true
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/tide-cdc/tide/cdc"
 	"github.com/tide-cdc/tide/encode"
 	"github.com/tide-cdc/tide/internal/placeholder"
+	"github.com/tide-cdc/tide/internal/retry"
 	"github.com/tide-cdc/tide/internal/sinkcheckpoint"
 )
 
@@ -311,7 +312,7 @@ func (s *Sink) Put(ctx context.Context, batch []cdc.Record) error {
 		}
 		topic := s.render(r)
 		if !s.topics[topic] {
-			if err := s.ensureTopic(ctx, topic); err != nil {
+			if err := s.ensureTopic(ctx, topic, nil); err != nil {
 				if errors.Is(err, errTopicMissing) || permanent(err) {
 					return &RecordError{Index: i, Topic: topic, Pos: r.Pos, Err: err}
 				}
@@ -437,13 +438,13 @@ func (s *Sink) produce(ctx context.Context, rec *kgo.Record, index int, pos cdc.
 	})
 }
 
-// ensureTopic creates topic, or with create_topics off checks that it
-// exists.
-func (s *Sink) ensureTopic(ctx context.Context, topic string) error {
+// ensureTopic creates topic, with configs (nil: the brokers' defaults),
+// or with create_topics off checks that it exists.
+func (s *Sink) ensureTopic(ctx context.Context, topic string, configs map[string]*string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.MaxOutage)
 	defer cancel()
 	if *s.cfg.CreateTopics {
-		made, err := createTopic(ctx, s.client, s.cfg.Partitions, s.cfg.ReplicationFactor, nil, topic)
+		made, err := createTopic(ctx, s.client, s.cfg.Partitions, s.cfg.ReplicationFactor, configs, topic)
 		if err != nil {
 			return err
 		}
@@ -656,6 +657,7 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 	}
 	s.produce(ctx, &kgo.Record{Topic: s.cfg.CheckpointTopic, Key: []byte(s.cfg.Pipeline), Value: value}, indexCheckpoint, next.Source, false)
 	since := time.Now()
+	pause := retry.Backoff{Policy: cdc.RetryPolicy{Max: 2 * time.Second}} // between writes of an aborted batch; max_outage bounds them
 	for {
 		err := s.finish(ctx)
 		var aborted *abortedError
@@ -691,14 +693,17 @@ func (s *Sink) Commit(ctx context.Context, next cdc.Checkpoint) error {
 		// new one.
 		s.replayed.Add(1)
 		s.log.Warn("transaction aborted; writing the batch again", "records", len(s.txnRecords), "err", err)
+		if err := pause.Fail(ctx, err); err != nil {
+			s.dropTxnRecords()
+			return fmt.Errorf("kafka sink: %w", err)
+		}
 		if err := s.rewrite(ctx, value); err != nil {
 			s.dropTxnRecords()
 			return err
 		}
 	}
 	s.noteEpoch(ctx)
-	clear(s.txnRecords) // the records' memory, for the collector
-	s.txnRecords = s.txnRecords[:0]
+	s.dropTxnRecords()
 	s.txns.Add(1)
 	s.ckpts.ledger.Committed(value)
 	return nil
@@ -736,10 +741,7 @@ func (s *Sink) finish(ctx context.Context) error {
 		if !abortable(err) {
 			return err
 		}
-		recs := s.txnRecords
-		s.txnRecords = nil
-		s.abort(ctx)
-		s.txnRecords = recs
+		s.abortTxn(ctx) // the records are kept
 		return &abortedError{err}
 	}
 	s.inTxn = false
@@ -797,16 +799,21 @@ func (s *Sink) flush(ctx context.Context) error {
 	return fmt.Errorf("kafka sink: record at %s (topic %q): %w", re.Pos, re.Topic, explain(re.Err, s.cfg.MaxOutage.String()))
 }
 
-// abort ends the open transaction without its records.
+// abort ends the open transaction and forgets its records.
 func (s *Sink) abort(ctx context.Context) {
 	if !s.inTxn {
 		return
 	}
-	s.inTxn = false
-	clear(s.txnRecords)
-	s.txnRecords = s.txnRecords[:0]
+	s.dropTxnRecords()
 	clear(s.letters)
 	s.letters = s.letters[:0]
+	s.abortTxn(ctx)
+}
+
+// abortTxn ends the open transaction in the client, keeping the sink's
+// copy of its records.
+func (s *Sink) abortTxn(ctx context.Context) {
+	s.inTxn = false
 	ctx = context.WithoutCancel(ctx)
 	if err := s.client.AbortBufferedRecords(ctx); err != nil {
 		s.log.Warn("abort buffered records", "err", err)

@@ -555,9 +555,12 @@ func printable(p []byte) bool {
 	return true
 }
 
+// subjectFields are the placeholders a subject template may hold.
+var subjectFields = []string{"db", "coll", "op", "namespace", "route"}
+
 // parseSubject parses a subject template.
 func parseSubject(tmpl string) ([]placeholder.Part, error) {
-	parts, err := placeholder.Parse(tmpl, "db", "coll", "op", "namespace", "route")
+	parts, err := placeholder.Parse(tmpl, subjectFields...)
 	if err != nil {
 		return nil, fmt.Errorf("subject %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tide-cdc/tide/internal/natsconn"
+	"github.com/tide-cdc/tide/internal/placeholder"
 )
 
 // DefaultConfig returns the defaults of a pipeline file's sink.nats
@@ -34,12 +35,16 @@ func (c Config) Validate() error {
 	}
 	if c.Subject != "" {
 		// Check the template with every placeholder replaced by a token.
-		s := c.Subject
-		for _, p := range []string{"{db}", "{coll}", "{op}", "{namespace}", "{route}"} {
-			s = strings.ReplaceAll(s, p, "x")
+		parts, err := placeholder.Parse(c.Subject, subjectFields...)
+		var b strings.Builder
+		for _, p := range parts {
+			if p.Field != "" {
+				p.Lit = "x"
+			}
+			b.WriteString(p.Lit)
 		}
-		if strings.ContainsAny(s, "{}") {
-			bad("subject", "%q has an unknown placeholder; use {db} {coll} {op} {namespace} {route}", c.Subject)
+		if s := b.String(); err != nil || strings.ContainsAny(s, "{}") {
+			bad("subject", "%q has an unknown placeholder; use {%s}", c.Subject, strings.Join(subjectFields, "} {"))
 		} else if !natsconn.ValidSubject(s) || strings.ContainsAny(s, "*>") {
 			bad("subject", "%q is not a legal subject to publish to", c.Subject)
 		}
