@@ -87,6 +87,11 @@ func (r *reader) splitRanges(ctx context.Context, last bson.RawValue, total int6
 	if class == 0 || last.Type != 0 && idClass(last) != class {
 		return whole
 	}
+	if class == 2 && r.collated(ctx) {
+		// Its strings sort by the collation, which compareID does not
+		// know: split points out of order would copy documents twice.
+		return whole
+	}
 	slices.SortFunc(ids, compareID)
 	ids = slices.CompactFunc(ids, func(a, b bson.RawValue) bool { return compareID(a, b) == 0 })
 	if last.Type != 0 {
@@ -115,6 +120,18 @@ func (r *reader) splitRanges(ctx context.Context, last bson.RawValue, total int6
 	}
 	out = append(out, snapRange{filter: bson.D{{Key: "$expr", Value: bson.D{{Key: "$gte", Value: bson.A{"$_id", bson.D{{Key: "$literal", Value: points[len(points)-1]}}}}}}}})
 	return out
+}
+
+// collated reports whether the collection has a default collation (or
+// whether that cannot be told), under which its queries and sorts compare
+// strings otherwise than by their bytes.
+func (r *reader) collated(ctx context.Context) bool {
+	specs, err := r.s.coll.Database().ListCollectionSpecifications(ctx, bson.D{{Key: "name", Value: r.s.coll.Name()}})
+	if err != nil || len(specs) != 1 {
+		return true
+	}
+	_, err = bson.Raw(specs[0].Options).LookupErr("collation")
+	return err == nil
 }
 
 // afterFilter is the query of the documents after last in _id sort order

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/tide-cdc/tide/cdc"
 )
@@ -110,5 +111,52 @@ func TestSnapshotByRanges(t *testing.T) {
 	}
 	if fmt.Sprint(ids[:n-1234]) != fmt.Sprint(wantIDs[1234:]) || fmt.Sprint(pos[:n-1234]) != fmt.Sprint(wantPos[1234:]) {
 		t.Fatalf("after a restart at row 1234 the copy handed out\n%v\nwant\n%v", ids, wantIDs[1234:])
+	}
+}
+
+// TestSnapshotByRangesCollation: string _ids of a collection with a
+// default collation sort by the collation, not by their bytes, so the
+// copy is not split on them: it hands out what one cursor does, each
+// document once.
+func TestSnapshotByRangesCollation(t *testing.T) {
+	old := rangeDocs
+	rangeDocs = 200
+	t.Cleanup(func() { rangeDocs = old })
+	e := newEnv(t)
+	if err := e.coll.Drop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.coll.Database().CreateCollection(context.Background(), "orders",
+		options.CreateCollection().SetCollation(&options.Collation{Locale: "en"})); err != nil {
+		t.Fatal(err)
+	}
+	// Upper and lower case interleaved: by bytes every upper-case _id
+	// sorts first, by the collation they mix.
+	var docs []any
+	for i := range 2000 {
+		docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("%c%04d", "aBcD"[i%4], i)}})
+	}
+	if _, err := e.coll.InsertMany(context.Background(), docs); err != nil {
+		t.Fatal(err)
+	}
+	n := len(docs)
+	cfg := e.config(t)
+	cfg.Snapshot, cfg.SnapshotBatch = "initial", 37
+
+	cfg.SnapshotParallelism = 1
+	one, _, wantIDs := snapshotEvents(t, cfg, nil, n)
+	one.Close()
+
+	cfg.SnapshotParallelism = 3
+	_, _, ids := snapshotEvents(t, cfg, nil, n)
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Fatalf("%s copied twice", id)
+		}
+		seen[id] = true
+	}
+	if fmt.Sprint(ids[:n]) != fmt.Sprint(wantIDs) {
+		t.Fatalf("by ranges the _ids came as\n%v\nwant, as one cursor,\n%v", ids, wantIDs)
 	}
 }
