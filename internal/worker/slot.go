@@ -134,7 +134,7 @@ func (s *slot) run(ctx context.Context) {
 				log.Debug("lease renewed", "revision", rev)
 				return true
 			}
-			if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) || ctx.Err() != nil {
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) || ctx.Err() != nil {
 				// Refused: the key moved past our revision, so the
 				// lease expired and may be another worker's now.
 				w.leaseChanges.WithLabelValues("lost").Inc()
@@ -177,9 +177,7 @@ func (s *slot) run(ctx context.Context) {
 				log.Info("lease released", "revision", rev)
 				return
 			}
-			var apiErr *jetstream.APIError
-			moved := errors.Is(err, jetstream.ErrKeyExists) ||
-				errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant // replicated buckets
+			moved := errors.Is(err, jetstream.ErrKeyRevisionMismatch) // 10071, or 10164 from a replicated bucket
 			if moved || time.Until(deadline) < 100*time.Millisecond {
 				log.Warn("release lease; it will expire", "revision", rev, "err", err)
 				return

@@ -387,7 +387,7 @@ func (w *Worker) acquire(ctx context.Context, def Definition, wd *world, expired
 	} else {
 		rev, err = w.cfg.Buckets.Leases.Update(cctx, def.Name, v, expired)
 	}
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) { // another took it first
 		if _, seen := wd.leases[def.Name]; !seen {
 			// Someone holds it that the watch has not shown yet.
 			wd.leases[def.Name] = heldLease{seen: time.Now()}
