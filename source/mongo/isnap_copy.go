@@ -231,9 +231,7 @@ func chunkQuery(filter bson.Raw, last bson.RawValue, expr bool) any {
 	switch {
 	case last.Type == 0:
 	case expr:
-		cond = bson.D{{Key: "$expr", Value: bson.D{{Key: "$gt", Value: bson.A{
-			"$_id", bson.D{{Key: "$literal", Value: last}},
-		}}}}}
+		cond = afterFilter(last)
 	default:
 		cond = bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: last}}}}
 	}

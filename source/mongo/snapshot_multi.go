@@ -310,15 +310,8 @@ func (r *reader) copyCollection(ctx context.Context, ns string, afterJSON []byte
 
 // copyBatches reads one cursor of a collection's snapshot to its end.
 func copyBatches(ctx context.Context, s *Source, coll *mongo.Collection, ns string, after *bson.RawValue, send func(snapBatch) error) (progressed bool, err error) {
-	filter := bson.D{}
-	if after.Type != 0 {
-		// As in copy: $expr compares across BSON types in sort order.
-		filter = bson.D{{Key: "$expr", Value: bson.D{{Key: "$gt", Value: bson.A{
-			"$_id", bson.D{{Key: "$literal", Value: *after}},
-		}}}}}
-	}
 	opts := options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetBatchSize(s.cfg.SnapshotBatch)
-	cur, err := coll.Find(ctx, filter, opts)
+	cur, err := coll.Find(ctx, afterFilter(*after), opts)
 	if err != nil {
 		return false, err
 	}

@@ -151,7 +151,7 @@ func afterFilter(last bson.RawValue) bson.D {
 func idClass(v bson.RawValue) int {
 	switch v.Type {
 	case bson.TypeInt32, bson.TypeInt64, bson.TypeDouble:
-		if f, ok := numberOf(v); ok && !math.IsNaN(f) {
+		if f, ok := v.AsFloat64OK(); ok && !math.IsNaN(f) {
 			return 1
 		}
 	case bson.TypeString:
@@ -175,21 +175,9 @@ func compareID(a, b bson.RawValue) int {
 	if a.Type == bson.TypeInt64 && b.Type == bson.TypeInt64 {
 		return cmp.Compare(a.Int64(), b.Int64())
 	}
-	x, _ := numberOf(a)
-	y, _ := numberOf(b)
+	x, _ := a.AsFloat64OK()
+	y, _ := b.AsFloat64OK()
 	return cmp.Compare(x, y)
-}
-
-func numberOf(v bson.RawValue) (float64, bool) {
-	switch v.Type {
-	case bson.TypeInt32:
-		return float64(v.Int32()), true
-	case bson.TypeInt64:
-		return float64(v.Int64()), true
-	case bson.TypeDouble:
-		return v.Double(), true
-	}
-	return 0, false
 }
 
 // rangeBatch is one batch of a range's cursor, or its end (err set, or
